@@ -1,0 +1,201 @@
+"""Resources, flavors and nodes: what a job asks for and what a machine can give.
+
+Pure arithmetic; detecting the machine happens in the executors.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from corral.domain import errors
+
+
+@dataclasses.dataclass(frozen=True)
+class Resources:
+    """An amount of CPU (cores, may be fractional), memory (MiB) and GPUs."""
+
+    cpu: float = 0.0
+    memory_mb: int = 0
+    gpu: int = 0
+
+    def __add__(self, other: Resources) -> Resources:
+        return Resources(self.cpu + other.cpu, self.memory_mb + other.memory_mb,
+                         self.gpu + other.gpu)
+
+    def __sub__(self, other: Resources) -> Resources:
+        return Resources(self.cpu - other.cpu, self.memory_mb - other.memory_mb,
+                         self.gpu - other.gpu)
+
+    def times(self, n: int) -> Resources:
+        return Resources(self.cpu * n, self.memory_mb * n, self.gpu * n)
+
+    def fits_in(self, free: Resources) -> bool:
+        # A tiny epsilon keeps float sums of fractional cores from refusing an exact fit.
+        return (self.cpu <= free.cpu + 1e-9 and self.memory_mb <= free.memory_mb
+                and self.gpu <= free.gpu)
+
+    def shortfall(self, free: Resources) -> list[str]:
+        """Human words for what is missing, e.g. ['1 CPU core'] (empty when it fits)."""
+        out = []
+        if self.cpu > free.cpu + 1e-9:
+            out.append(f"{self.cpu - free.cpu:g} CPU core(s)")
+        if self.memory_mb > free.memory_mb:
+            out.append(f"{self.memory_mb - free.memory_mb} MiB of memory")
+        if self.gpu > free.gpu:
+            out.append(f"{self.gpu - free.gpu} GPU(s)")
+        return out
+
+
+ZERO = Resources()
+
+
+@dataclasses.dataclass(frozen=True)
+class Gpu:
+    index: int
+    name: str
+    memory_mb: int
+
+
+@dataclasses.dataclass(frozen=True)
+class Node:
+    """A machine that runs tasks, with its total capacity."""
+
+    name: str
+    cpu: int
+    memory_mb: int
+    gpus: tuple[Gpu, ...] = ()
+    arch: str = "x86_64"
+
+    @property
+    def capacity(self) -> Resources:
+        return Resources(float(self.cpu), self.memory_mb, len(self.gpus))
+
+
+@dataclasses.dataclass(frozen=True)
+class Flavor:
+    """A named shape of resources that one task of a job gets."""
+
+    flavor_id: str
+    flavor_name: str
+    cpu: float
+    memory_gb: int
+    gpu: int = 0
+    gpu_product: str = ""
+    gpu_memory: str = ""
+    max_num: int = 1
+    arch: str = "x86_64"
+
+    @property
+    def flavor_type(self) -> str:
+        return "GPU" if self.gpu else "CPU"
+
+    @property
+    def resources(self) -> Resources:
+        return Resources(self.cpu, self.memory_gb * 1024, self.gpu)
+
+
+def default_flavors(node: Node) -> list[Flavor]:
+    """Flavors that make sense on `node`: 1, 2, 4 ... cores, the whole machine, and GPUs.
+
+    Every flavor fits the node, and its `max_num` is how many of its tasks the node holds
+    at once (the largest node_count it can be given).
+    """
+    total_gb = max(1, node.memory_mb // 1024)
+    # Leave a little memory to the system when the whole machine is handed out.
+    whole_gb = max(1, total_gb - max(1, total_gb // 16))
+    return [*_cpu_flavors(node, total_gb),
+            _sized(node, flavor_id="corral.cpu.full",
+                   flavor_name=f"CPU whole machine, {node.cpu} cores", cpu=float(node.cpu),
+                   memory_gb=whole_gb),
+            *_gpu_flavors(node, whole_gb)]
+
+
+def _cpu_flavors(node: Node, total_gb: int) -> list[Flavor]:
+    per_core_gb = max(1, total_gb // max(1, node.cpu))
+    out: list[Flavor] = []
+    cores = 1
+    # The 1-core flavor exists even on a 1-core machine: it is the default flavor.
+    while cores == 1 or cores < node.cpu:
+        # Capped: on a machine with more cores than GiB, cores * 1 GiB would not fit.
+        mem = min(per_core_gb * cores, total_gb)
+        out.append(_sized(node, flavor_id=f"corral.cpu.{cores}u",
+                          flavor_name=f"CPU {cores} core{'s' if cores > 1 else ''}, {mem} GB",
+                          cpu=float(cores), memory_gb=mem))
+        cores *= 2
+    return out
+
+
+def _gpu_flavors(node: Node, whole_gb: int) -> list[Flavor]:
+    n_gpu = len(node.gpus)
+    if not n_gpu:
+        return []
+    product = node.gpus[0].name
+    gpu_mem = f"{node.gpus[0].memory_mb // 1024}GB"
+    out: list[Flavor] = []
+    count = 1
+    while count <= n_gpu:
+        share = count / n_gpu
+        out.append(_sized(
+            node, flavor_id=f"corral.gpu.{count}x", flavor_name=f"GPU {count}x {product}",
+            cpu=float(max(1, int(node.cpu * share))),
+            memory_gb=max(1, int(whole_gb * share)), gpu=count, gpu_product=product,
+            gpu_memory=gpu_mem))
+        count *= 2
+    return out
+
+
+def _sized(node: Node, **fields: Any) -> Flavor:
+    """A flavor on `node` whose max_num says how many of it fit there at once."""
+    f = Flavor(arch=node.arch, **fields)
+    return dataclasses.replace(f, max_num=max(1, _how_many(f.resources, node.capacity)))
+
+
+def find_flavor(flavors: Sequence[Flavor], flavor_id: str) -> Flavor:
+    for f in flavors:
+        if f.flavor_id == flavor_id:
+            return f
+    known = ", ".join(f.flavor_id for f in flavors)
+    raise errors.BadFlavor(f"flavor '{flavor_id}' does not exist; known flavors: {known}")
+
+
+def check_fits_somewhere(demand: Resources, node_count: int, nodes: Iterable[Node]) -> None:
+    """Refuse a job that no amount of waiting could start.
+
+    On one node the whole gang must fit on it; with several nodes each task must fit on
+    some node and the gang must fit in their sum.
+    """
+    node_list = list(nodes)
+    if not node_list:
+        raise errors.NeverFits("no node is available to run jobs")
+    if not any(demand.fits_in(n.capacity) for n in node_list):
+        biggest = max(node_list, key=lambda n: (n.cpu, n.memory_mb, len(n.gpus)))
+        missing = ", ".join(demand.shortfall(biggest.capacity))
+        raise errors.NeverFits(
+            f"one task needs {describe(demand)} but the largest node has "
+            f"{describe(biggest.capacity)} (short of {missing})")
+    per_node = sum(_how_many(demand, n.capacity) for n in node_list)
+    if per_node < node_count:
+        raise errors.NeverFits(
+            f"node_count {node_count} x {describe(demand)} can never be placed: the cluster "
+            f"holds at most {per_node} such task(s) at once")
+
+
+def _how_many(demand: Resources, cap: Resources) -> int:
+    counts = []
+    if demand.cpu > 0:
+        counts.append(int(cap.cpu // demand.cpu + 1e-9))
+    if demand.memory_mb > 0:
+        counts.append(cap.memory_mb // demand.memory_mb)
+    if demand.gpu > 0:
+        counts.append(cap.gpu // demand.gpu)
+    return min(counts) if counts else 1_000_000
+
+
+def describe(r: Resources) -> str:
+    parts = [f"{r.cpu:g} CPU", f"{r.memory_mb // 1024 if r.memory_mb % 1024 == 0 else r.memory_mb}"
+             f"{' GB' if r.memory_mb % 1024 == 0 else ' MiB'} memory"]
+    if r.gpu:
+        parts.append(f"{r.gpu} GPU")
+    return ", ".join(parts)

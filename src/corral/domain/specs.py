@@ -1,0 +1,360 @@
+"""Request shapes of the ModelArts v2 training-jobs API, and the rules they must obey.
+
+These models are what the API accepts and what the store keeps as a job's spec. Fields
+corral does not act on (auto search, volumes, ...) are accepted and echoed so that bodies
+written for ModelArts still load; fields that would change what runs but that corral
+cannot honour are refused with a clear message rather than silently ignored.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from corral.domain import errors
+from corral.domain import jobs as jobs_mod
+
+# \Z, not $: `$` also matches before a trailing newline, which would let "name\n" through.
+NAME_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}\Z")
+CHANNEL_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]{0,63}\Z")
+ENV_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\Z")
+PARAM_RE = re.compile(r"^[^\s=]{1,128}\Z")
+#: an integer in ASCII digits (str.isdigit also takes '²', which int() refuses)
+INT_RE = re.compile(r"^-?[0-9]+\Z")
+
+Scalar = str | int | float | bool
+
+
+class Model(BaseModel):
+    # Unknown keys are dropped: the SDK and older bodies carry fields corral has no use for.
+    model_config = ConfigDict(extra="ignore", populate_by_name=True)
+
+
+class Parameter(Model):
+    name: str
+    value: str = ""
+    description: str | None = None
+    constraint: dict[str, Any] | None = None
+    i18n_description: dict[str, Any] | None = None
+
+    @field_validator("value", mode="before")
+    @classmethod
+    def _scalar_to_str(cls, v: Any) -> Any:
+        if isinstance(v, bool):
+            return "true" if v else "false"
+        if isinstance(v, int | float):
+            return str(v)
+        return "" if v is None else v
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str) -> str:
+        if not PARAM_RE.match(v):
+            raise ValueError("parameter names are 1-128 characters without spaces or '='")
+        return v
+
+
+class ObsRef(Model):
+    obs_url: str = Field(min_length=1, max_length=4096)
+
+
+class DatasetRef(Model):
+    id: str | None = None
+    version_id: str | None = None
+    obs_url: str | None = None
+
+
+class InputRemote(Model):
+    obs: ObsRef | None = None
+    dataset: DatasetRef | None = None
+
+
+class OutputRemote(Model):
+    obs: ObsRef
+
+
+class Input(Model):
+    name: str
+    description: str | None = None
+    local_dir: str | None = None
+    remote: InputRemote
+    remote_constraint: list[dict[str, Any]] | None = None
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str) -> str:
+        return _channel_name(v)
+
+    @model_validator(mode="after")
+    def _obs_only(self) -> Input:
+        if self.remote.obs is None:
+            raise ValueError(f"input '{self.name}': only remote.obs.obs_url is supported")
+        return self
+
+    @property
+    def url(self) -> str:
+        assert self.remote.obs is not None
+        return self.remote.obs.obs_url
+
+
+class Output(Model):
+    name: str
+    description: str | None = None
+    local_dir: str | None = None
+    remote: OutputRemote
+    mode: str | None = None
+    period: str | None = None
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str) -> str:
+        return _channel_name(v)
+
+    @property
+    def url(self) -> str:
+        return self.remote.obs.obs_url
+
+
+def _channel_name(v: str) -> str:
+    if not CHANNEL_RE.match(v):
+        raise ValueError(
+            "channel names start with a letter or '_' and hold letters, digits, '_' or '-'"
+        )
+    return v
+
+
+class Engine(Model):
+    engine_id: str | None = None
+    engine_name: str | None = None
+    engine_version: str | None = None
+    image_url: str | None = None
+
+
+class Algorithm(Model):
+    id: str | None = None
+    name: str | None = None
+    subscription_id: str | None = None
+    item_version_id: str | None = None
+    code_dir: str | None = None
+    boot_file: str | None = None
+    command: str | None = None
+    parameters: list[Parameter] = Field(default_factory=list)
+    inputs: list[Input] = Field(default_factory=list)
+    outputs: list[Output] = Field(default_factory=list)
+    engine: Engine | None = None
+    local_code_dir: str | None = None
+    working_dir: str | None = None
+    environments: dict[str, str] = Field(default_factory=dict)
+    policies: dict[str, Any] | None = None
+
+    @field_validator("environments", mode="before")
+    @classmethod
+    def _env(cls, v: Any) -> Any:
+        # The response shape in the reference is a list of one-key maps; accept both.
+        if isinstance(v, list):
+            merged: dict[str, Any] = {}
+            for item in v:
+                if not isinstance(item, dict):
+                    raise ValueError("environments must be a map of names to values")
+                merged.update(item)
+            v = merged
+        if isinstance(v, dict):
+            return {k: _scalar_str(val) for k, val in v.items()}
+        return v
+
+    @model_validator(mode="after")
+    def _check(self) -> Algorithm:
+        if self.id or self.subscription_id or self.item_version_id:
+            raise ValueError(
+                "algorithm.id and subscriptions are not supported: give code_dir + boot_file "
+                "or command"
+            )
+        if self.engine is not None and self.engine.image_url:
+            raise ValueError("engine.image_url is not supported: corral runs no containers")
+        has_code = bool(self.code_dir or self.boot_file)
+        if has_code and not (self.code_dir and self.boot_file):
+            raise ValueError("algorithm.code_dir and algorithm.boot_file go together")
+        if not has_code and not self.command:
+            raise ValueError("algorithm needs code_dir + boot_file, or command")
+        if len(self.environments) > 100:
+            raise ValueError("at most 100 environment variables")
+        for key, val in self.environments.items():
+            if not ENV_RE.match(key) or len(key) > 8192:
+                raise ValueError(f"environment variable name '{key}' is not valid")
+            if len(val) > 4096:
+                raise ValueError(f"environment variable '{key}' is longer than 4096 characters")
+        names = [c.name for c in self.inputs] + [c.name for c in self.outputs]
+        dup = {n for n in names if names.count(n) > 1}
+        if dup:
+            raise ValueError(f"duplicate input/output channel names: {', '.join(sorted(dup))}")
+        return self
+
+
+def _scalar_str(v: Any) -> Any:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, int | float):
+        return str(v)
+    return v
+
+
+class Metadata(Model):
+    name: str
+    workspace_id: str = "0"
+    description: str = Field(default="", max_length=256)
+    annotations: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str) -> str:
+        if not NAME_RE.match(v):
+            raise ValueError("name must be 1-64 letters, digits, '_' or '-'")
+        return v
+
+    @field_validator("description", mode="before")
+    @classmethod
+    def _desc(cls, v: Any) -> Any:
+        return "" if v is None else v
+
+    @field_validator("annotations", mode="before")
+    @classmethod
+    def _ann(cls, v: Any) -> Any:
+        if isinstance(v, dict):
+            return {k: _scalar_str(val) for k, val in v.items()}
+        return v
+
+    @field_validator("annotations")
+    @classmethod
+    def _retry(cls, v: dict[str, str]) -> dict[str, str]:
+        raw = v.get(jobs_mod.RETRY_ANNOTATION)
+        if raw is not None:
+            try:
+                n = int(raw)
+            except ValueError:
+                raise ValueError(f"{jobs_mod.RETRY_ANNOTATION} must be an integer") from None
+            if not 0 <= n <= jobs_mod.MAX_RETRIES:
+                raise ValueError(
+                    f"{jobs_mod.RETRY_ANNOTATION} must be between 0 and {jobs_mod.MAX_RETRIES}"
+                )
+        return v
+
+    @property
+    def retry_limit(self) -> int:
+        return int(self.annotations.get(jobs_mod.RETRY_ANNOTATION, "0"))
+
+
+class Resource(Model):
+    policy: str | None = None
+    flavor_id: str | None = None
+    flavor_name: str | None = None
+    node_count: int = Field(default=1, ge=1, le=1024)
+    pool_id: str | None = None
+
+
+class LogExportPath(Model):
+    obs_url: str | None = None
+    host_path: str | None = None
+
+
+class SchedulePolicy(Model):
+    priority: int | None = Field(default=None, ge=1, le=3)
+    preemptible: bool | None = None
+
+
+class Spec(Model):
+    resource: Resource = Field(default_factory=Resource)
+    log_export_path: LogExportPath | None = None
+    schedule_policy: SchedulePolicy | None = None
+    volumes: list[dict[str, Any]] | None = None
+
+
+class JobCreate(Model):
+    """The body of `POST /v2/{project_id}/training-jobs`."""
+
+    kind: Literal["job"] = "job"
+    metadata: Metadata
+    algorithm: Algorithm
+    spec: Spec = Field(default_factory=Spec)
+
+
+class JobUpdate(Model):
+    description: str = Field(default="", max_length=256)
+
+
+class JobAction(Model):
+    action_type: Literal["terminate"]
+
+
+FilterKey = Literal["name", "phase", "secondary_phase", "create_time", "description"]
+FilterOp = Literal["like", "in", "between", "not"]
+SortKey = Literal["create_time", "name", "phase", "duration", "start_time"]
+
+
+class Filter(Model):
+    key: FilterKey
+    operator: FilterOp = "in"
+    value: list[Annotated[str, Field(max_length=256)]] = Field(min_length=1, max_length=100)
+
+    @field_validator("value", mode="before")
+    @classmethod
+    def _values(cls, v: Any) -> Any:
+        if isinstance(v, str | int | float):
+            v = [v]
+        if isinstance(v, list):
+            return [str(x) for x in v]
+        return v
+
+    @model_validator(mode="after")
+    def _check(self) -> Filter:
+        if self.operator == "between" and len(self.value) != 2:
+            raise ValueError("'between' takes exactly two values: [low, high]")
+        if self.key == "create_time":
+            if self.operator == "like":
+                raise ValueError("'like' does not apply to create_time")
+            for item in self.value:
+                # Beyond 64 bits no database column can hold it (SQLite raises on it).
+                if not INT_RE.match(item) or abs(int(item)) >= 2**63:
+                    raise ValueError("create_time values are timestamps in milliseconds")
+        if self.key in ("phase", "secondary_phase") and self.operator != "like":
+            enum = jobs_mod.Phase if self.key == "phase" else jobs_mod.SecondaryPhase
+            known = {p.value for p in enum}
+            bad = [x for x in self.value if x not in known]
+            if bad:
+                raise ValueError(f"unknown {self.key} {bad[0]!r}; one of {sorted(known)}")
+        return self
+
+
+class Search(Model):
+    """The body of `POST /v2/{project_id}/training-job-searches`.
+
+    `offset` counts pages, as the reference says: rows skipped are offset * limit.
+    """
+
+    offset: int = Field(default=0, ge=0)
+    limit: int = Field(default=10, ge=1, le=50)
+    sort_by: SortKey = "create_time"
+    order: Literal["asc", "desc"] = "desc"
+    group_by: str | None = None
+    filters: list[Filter] = Field(default_factory=list, max_length=20)
+
+
+def parse(model: type[BaseModel], data: Any) -> Any:
+    """Validate `data` against `model`, raising BadParameter with a readable message."""
+    from pydantic import ValidationError
+
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        raise errors.BadParameter(describe(exc)) from None
+
+
+def describe(exc: Any) -> str:
+    """One line for a pydantic ValidationError: where and what."""
+    parts = []
+    for err in exc.errors()[:3]:
+        loc = ".".join(str(x) for x in err.get("loc", ()) if x != "body")
+        msg = str(err.get("msg", "invalid")).removeprefix("Value error, ")
+        parts.append(f"{loc}: {msg}" if loc else msg)
+    return "; ".join(parts)
