@@ -1,0 +1,95 @@
+"""Connecting to the database and bringing its schema up to date.
+
+`Store` hands out transactions; the code that opens one owns it (repository functions
+never commit). On SQLite every write transaction starts with BEGIN IMMEDIATE so that two
+writers queue on the busy timeout instead of failing when a reader upgrades.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import pathlib
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy import event
+
+MIGRATIONS = pathlib.Path(__file__).parent / "migrations"
+
+
+class Store:
+    def __init__(self, url: str, *, echo: bool = False) -> None:
+        self.url = url
+        self.engine = make_engine(url, echo=echo)
+        self.is_sqlite = self.engine.dialect.name == "sqlite"
+        self._write_lock: contextlib.AbstractContextManager[Any] = (
+            threading.RLock() if self.is_sqlite else contextlib.nullcontext())
+
+    @contextlib.contextmanager
+    def begin(self) -> Iterator[sa.Connection]:
+        """A write transaction, committed when the block ends without an error."""
+        # SQLite lets one writer in at a time and makes the others poll with sleeps of up
+        # to 100 ms; queueing this process's writers on a lock instead hands the database
+        # over the moment it is free. (One server per database is enforced elsewhere.)
+        with self._write_lock, self.engine.connect() as conn:
+            conn = conn.execution_options(corral_immediate=True)
+            with conn.begin():
+                yield conn
+
+    @contextlib.contextmanager
+    def read(self) -> Iterator[sa.Connection]:
+        """A read-only transaction (one consistent snapshot)."""
+        with self.engine.connect() as conn, conn.begin():
+            yield conn
+
+    def migrate(self) -> None:
+        upgrade(self.engine)
+
+    def dispose(self) -> None:
+        self.engine.dispose()
+
+
+def make_engine(url: str, *, echo: bool = False) -> sa.Engine:
+    # Every connection is used inside Store.begin()/read(), which always commit or roll
+    # back, so the pool's own rollback on check-in (pool_reset_on_return) would repeat that.
+    if url.startswith("sqlite"):
+        engine = sa.create_engine(
+            url, echo=echo, connect_args={"check_same_thread": False, "timeout": 30},
+            pool_size=8, max_overflow=16, pool_reset_on_return=None,
+        )
+        _sqlite_setup(engine)
+        return engine
+    return sa.create_engine(url, echo=echo, pool_size=8, max_overflow=16, pool_pre_ping=True,
+                            pool_reset_on_return=None)
+
+
+def _sqlite_setup(engine: sa.Engine) -> None:
+    @event.listens_for(engine, "connect")
+    def _connect(dbapi_conn: Any, _record: Any) -> None:
+        # Let SQLAlchemy's begin event issue BEGIN itself (pysqlite's own is deferred-only).
+        dbapi_conn.isolation_level = None
+        cur = dbapi_conn.cursor()
+        cur.execute("PRAGMA journal_mode=WAL")
+        cur.execute("PRAGMA synchronous=NORMAL")
+        cur.execute("PRAGMA foreign_keys=ON")
+        cur.execute("PRAGMA busy_timeout=30000")
+        cur.close()
+
+    @event.listens_for(engine, "begin")
+    def _begin(conn: sa.Connection) -> None:
+        immediate = conn.get_execution_options().get("corral_immediate")
+        conn.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
+
+
+def upgrade(engine: sa.Engine) -> None:
+    """Apply every Alembic migration not yet applied."""
+    from alembic import command
+    from alembic.config import Config
+
+    cfg = Config()
+    cfg.set_main_option("script_location", str(MIGRATIONS))
+    with engine.begin() as conn:
+        cfg.attributes["connection"] = conn
+        command.upgrade(cfg, "head")

@@ -1,0 +1,357 @@
+"""Every SQL statement corral runs, as functions over a connection the caller owns.
+
+The one way a job's phase changes is `transition`: a guarded UPDATE that only applies
+when the job is in a phase the transition table allows, plus its event, in the caller's
+transaction. Nothing here commits.
+"""
+
+from __future__ import annotations
+
+import secrets
+import uuid
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import sqlalchemy as sa
+
+from corral.domain import errors, specs
+from corral.domain import jobs as jobs_mod
+from corral.store import schema
+
+J = schema.jobs
+T = schema.tasks
+A = schema.attempts
+E = schema.job_events
+M = schema.task_metrics
+
+DEFAULT_PROJECT_KEY = "default_project_id"
+_ACTIVE = [p.value for p in jobs_mod.ACTIVE]
+_LIVE = [jobs_mod.TaskState.LAUNCHING.value, jobs_mod.TaskState.RUNNING.value]
+
+
+def _p(name: str, **kw: Any) -> sa.BindParameter[Any]:
+    return sa.bindparam(f"k_{name}", **kw)
+
+
+# The reconciler's hot path runs these every tick. They are built once, with bind
+# parameters: building a statement costs about five times what executing it does.
+# UPDATEs carry no SET clause of their own; it comes from the parameters given.
+_Q_PROJECT = sa.select(schema.projects.c.id).where(schema.projects.c.id == _p("project"))
+_Q_NAME_TAKEN = sa.select(J.c.id).where(J.c.project_id == _p("project"), J.c.name == _p("name"),
+                                       J.c.deleted_at.is_(None))
+_Q_NEXT_SEQ = sa.select(sa.func.coalesce(sa.func.max(J.c.seq), 0) + 1)
+_Q_LIVE_JOB = sa.select(J).where(J.c.id == _p("id"), J.c.project_id == _p("project"),
+                                 J.c.deleted_at.is_(None))
+_Q_JOB = sa.select(J).where(J.c.id == _p("id"))
+_U_JOB = J.update().where(J.c.id == _p("id"))
+_U_JOB_GUARDED = J.update().where(J.c.id == _p("id"), J.c.phase.in_(_p("from", expanding=True)))
+_I_EVENT = E.insert()
+_Q_ACTIVE = sa.select(J).where(J.c.phase.in_(_ACTIVE)).order_by(J.c.seq)
+_Q_TASKS_OF_JOBS = (sa.select(T).where(T.c.job_id.in_(_p("ids", expanding=True)))
+                    .order_by(T.c.job_id, T.c.attempt, T.c.rank))
+_Q_QUEUED = (sa.select(J.c.id, J.c.name, J.c.phase, J.c.cpu, J.c.memory_mb, J.c.gpu,
+                       J.c.node_count, J.c.wait_reason, J.c.deleted_at)
+             .where(J.c.phase.in_([jobs_mod.Phase.CREATING.value, jobs_mod.Phase.PENDING.value]))
+             .order_by(J.c.seq).limit(_p("limit")))
+_Q_DELETED = sa.select(J.c.id, J.c.phase).where(J.c.deleted_at.is_not(None))
+_I_ATTEMPT = A.insert()
+_U_ATTEMPT_OPEN = A.update().where(A.c.job_id == _p("job"), A.c.seq == _p("seq"),
+                                   A.c.end_at.is_(None))
+_Q_ATTEMPTS = sa.select(A).where(A.c.job_id == _p("job")).order_by(A.c.seq)
+_Q_LATEST_ATTEMPT = sa.select(sa.func.max(A.c.seq)).where(A.c.job_id == _p("job"))
+_I_TASK = T.insert()
+_U_TASK = T.update().where(T.c.job_id == _p("job"), T.c.attempt == _p("attempt"),
+                           T.c.name == _p("name"))
+_U_TASK_GUARDED = _U_TASK.where(T.c.state.in_(_p("states", expanding=True)))
+_Q_TASKS = (sa.select(T).where(T.c.job_id == _p("job"), T.c.attempt == _p("attempt"))
+            .order_by(T.c.rank))
+_Q_LIVE_TASKS = (sa.select(T, J.c.phase.label("job_phase")).join(J, J.c.id == T.c.job_id)
+                 .where(T.c.state.in_(_LIVE)))
+
+
+# --- projects -----------------------------------------------------------------------------
+
+
+def ensure_default_project(conn: sa.Connection, now: int) -> str:
+    """The id of the default project, created on first use (32 hex chars, as on ModelArts)."""
+    row = conn.execute(sa.select(schema.meta.c.value).where(
+        schema.meta.c.key == DEFAULT_PROJECT_KEY)).first()
+    if row:
+        return str(row[0])
+    pid = secrets.token_hex(16)
+    conn.execute(schema.projects.insert().values(id=pid, name="default", created_at=now))
+    conn.execute(schema.meta.insert().values(key=DEFAULT_PROJECT_KEY, value=pid))
+    return pid
+
+
+def require_project(conn: sa.Connection, project_id: str) -> None:
+    found = conn.execute(_Q_PROJECT, {"k_project": project_id}).first()
+    if not found:
+        raise errors.ProjectNotFound(f"project '{project_id}' does not exist")
+
+
+# --- jobs ---------------------------------------------------------------------------------
+
+
+def new_job_id() -> str:
+    return str(uuid.uuid4())
+
+
+def insert_job(conn: sa.Connection, row: Mapping[str, Any]) -> None:
+    if name_taken(conn, row["project_id"], row["name"]):
+        raise errors.DuplicateName(f"a training job named '{row['name']}' already exists")
+    values = dict(row)
+    if conn.dialect.name == "sqlite":
+        # No sequences in SQLite; write transactions are serialised there, so max + 1 is safe.
+        values["seq"] = conn.execute(_Q_NEXT_SEQ).scalar_one()
+    try:
+        # A name taken by a concurrent insert since the check fails here; the caller's
+        # transaction is then rolled back as the error propagates.
+        conn.execute(J.insert(), values)
+    except sa.exc.IntegrityError:
+        raise errors.DuplicateName(
+            f"a training job named '{row['name']}' already exists") from None
+
+
+def name_taken(conn: sa.Connection, project_id: str, name: str) -> bool:
+    return conn.execute(_Q_NAME_TAKEN, {"k_project": project_id, "k_name": name}).first() \
+        is not None
+
+
+def get_job(conn: sa.Connection, project_id: str, job_id: str) -> sa.Row[Any]:
+    """A live (not deleted) job of the project, or NotFound."""
+    row = conn.execute(_Q_LIVE_JOB, {"k_id": job_id, "k_project": project_id}).first()
+    if row is None:
+        raise errors.NotFound(f"training job '{job_id}' does not exist")
+    return row
+
+
+def job_by_id(conn: sa.Connection, job_id: str, *, lock: bool = False) -> sa.Row[Any] | None:
+    """Any job, deleted or not; `lock` holds its row until the transaction ends."""
+    q = _Q_JOB.with_for_update() if lock else _Q_JOB
+    return conn.execute(q, {"k_id": job_id}).first()
+
+
+def job_spec(row: sa.Row[Any]) -> specs.JobCreate:
+    return specs.JobCreate.model_validate_json(row.spec)
+
+
+def transition(
+    conn: sa.Connection, job_id: str, to: jobs_mod.Phase, secondary: jobs_mod.SecondaryPhase,
+    *, now: int, message: str, level: str = "Info", fields: Mapping[str, Any] | None = None,
+) -> bool:
+    """Move a job to `to` if the transition table allows it from its current phase.
+
+    Returns False (and writes nothing) when the job is in no such phase any more.
+    """
+    allowed = [p.value for p in jobs_mod.allowed_from(to)]
+    values = {"phase": to.value, "secondary_phase": secondary.value, "updated_at": now}
+    if fields:
+        values.update(fields)
+    res = conn.execute(_U_JOB_GUARDED, {**values, "k_id": job_id, "k_from": allowed})
+    if res.rowcount != 1:
+        return False
+    add_event(conn, job_id, now, message, level=level)
+    return True
+
+
+def update_job(conn: sa.Connection, job_id: str, *, now: int, **fields: Any) -> bool:
+    res = conn.execute(_U_JOB, {**fields, "updated_at": now, "k_id": job_id})
+    return res.rowcount == 1
+
+
+def request_terminate(conn: sa.Connection, job_id: str, now: int, message: str) -> bool:
+    return transition(
+        conn, job_id, jobs_mod.Phase.TERMINATING, jobs_mod.SecondaryPhase.TERMINATING,
+        now=now, message=message, fields={"terminate_requested_at": now})
+
+
+def mark_deleted(conn: sa.Connection, job_id: str, now: int) -> None:
+    conn.execute(_U_JOB, {"deleted_at": now, "updated_at": now, "k_id": job_id})
+
+
+def purge_job(conn: sa.Connection, job_id: str) -> None:
+    for table in (M, E, T, A):
+        conn.execute(table.delete().where(table.c.job_id == job_id))
+    conn.execute(J.delete().where(J.c.id == job_id))
+
+
+def deleted_jobs(conn: sa.Connection) -> list[sa.Row[Any]]:
+    return list(conn.execute(_Q_DELETED))
+
+
+def active_with_tasks(conn: sa.Connection) -> list[tuple[sa.Row[Any], list[sa.Row[Any]]]]:
+    """Every job holding resources, with the tasks of its latest attempt (two queries)."""
+    jobs = list(conn.execute(_Q_ACTIVE))
+    if not jobs:
+        return []
+    by_job: dict[str, list[sa.Row[Any]]] = {}
+    for t in conn.execute(_Q_TASKS_OF_JOBS, {"k_ids": [j.id for j in jobs]}):
+        by_job.setdefault(t.job_id, []).append(t)
+    out = []
+    for job in jobs:
+        tasks = by_job.get(job.id, [])
+        last = max((t.attempt for t in tasks), default=0)
+        out.append((job, [t for t in tasks if t.attempt == last]))
+    return out
+
+
+def queue_positions(conn: sa.Connection, job_ids: Sequence[str]) -> dict[str, int]:
+    """How many pending jobs are ahead of each of these (one query for a whole page)."""
+    if not job_ids:
+        return {}
+    ranked = (sa.select(J.c.id, (sa.func.row_number().over(order_by=J.c.seq) - 1)
+                        .label("ahead"))
+              .where(J.c.phase == jobs_mod.Phase.PENDING.value).subquery())
+    q = sa.select(ranked.c.id, ranked.c.ahead).where(ranked.c.id.in_(list(job_ids)))
+    return {r.id: int(r.ahead) for r in conn.execute(q)}
+
+
+def queued(conn: sa.Connection, limit: int) -> list[sa.Row[Any]]:
+    """Jobs waiting to start (new ones too), in the order they are to be served."""
+    return list(conn.execute(_Q_QUEUED, {"k_limit": limit}))
+
+
+SORT_COLUMNS = {
+    "create_time": J.c.create_time, "name": J.c.name, "phase": J.c.phase,
+    "start_time": J.c.start_time,
+}
+
+
+def search_jobs(conn: sa.Connection, project_id: str,
+                search: specs.Search) -> tuple[int, int, list[sa.Row[Any]]]:
+    """(jobs in the project, jobs matching, the requested page of them)."""
+    base = [J.c.project_id == project_id, J.c.deleted_at.is_(None)]
+    total = conn.execute(sa.select(sa.func.count()).select_from(J).where(*base)).scalar_one()
+    conds = base + [_filter_clause(f) for f in search.filters]
+    count = conn.execute(sa.select(sa.func.count()).select_from(J).where(*conds)).scalar_one()
+    if search.sort_by == "duration":
+        # Duration of finished jobs; running ones sort by how long they have run so far.
+        end = sa.func.coalesce(J.c.end_time, J.c.updated_at)
+        sort_col: Any = sa.case((J.c.start_time.is_(None), 0), else_=end - J.c.start_time)
+    else:
+        sort_col = SORT_COLUMNS[search.sort_by]
+    order = sort_col.asc() if search.order == "asc" else sort_col.desc()
+    tie = J.c.seq.asc() if search.order == "asc" else J.c.seq.desc()
+    q = (sa.select(J).where(*conds).order_by(order, tie)
+         .offset(search.offset * search.limit).limit(search.limit))
+    return int(total), int(count), list(conn.execute(q))
+
+
+def _filter_clause(f: specs.Filter) -> Any:
+    col = {"name": J.c.name, "phase": J.c.phase, "secondary_phase": J.c.secondary_phase,
+           "create_time": J.c.create_time, "description": J.c.description}[f.key]
+    values: list[Any] = [int(v) for v in f.value] if f.key == "create_time" else list(f.value)
+    if f.operator == "in":
+        return col.in_(values)
+    if f.operator == "not":
+        return col.not_in(values)
+    if f.operator == "between":
+        lo, hi = values
+        return col.between(lo, hi)
+    # like: a substring match on any of the values, with the user's % and _ taken literally
+    return sa.or_(*[col.like(f"%{_escape_like(v)}%", escape="\\") for v in values])
+
+
+def _escape_like(v: str) -> str:
+    return v.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+
+
+# --- events -------------------------------------------------------------------------------
+
+
+def add_event(conn: sa.Connection, job_id: str, now: int, message: str, *,
+              level: str = "Info", source: str = "Job") -> None:
+    conn.execute(_I_EVENT, {"job_id": job_id, "time": now, "level": level, "source": source,
+                            "message": message})
+
+
+def list_events(conn: sa.Connection, job_id: str, *, offset: int, limit: int, order: str,
+                level: str | None = None, pattern: str | None = None,
+                start_time: int | None = None,
+                end_time: int | None = None) -> tuple[int, list[sa.Row[Any]]]:
+    conds = [E.c.job_id == job_id]
+    if level:
+        conds.append(E.c.level == level)
+    if pattern:
+        conds.append(E.c.message.like(f"%{_escape_like(pattern)}%", escape="\\"))
+    if start_time is not None and end_time is not None:
+        conds.append(E.c.time.between(start_time, end_time))
+    total = conn.execute(sa.select(sa.func.count()).select_from(E).where(*conds)).scalar_one()
+    key = E.c.id.asc() if order == "asc" else E.c.id.desc()
+    rows = conn.execute(sa.select(E).where(*conds).order_by(key).offset(offset).limit(limit))
+    return int(total), list(rows)
+
+
+# --- attempts (running records) and tasks ------------------------------------------------
+
+
+def open_attempt(conn: sa.Connection, job_id: str, seq: int, now: int,
+                 start_type: jobs_mod.StartType) -> None:
+    conn.execute(_I_ATTEMPT, {"job_id": job_id, "seq": seq, "start_at": now,
+                              "start_type": start_type.value})
+
+
+def close_attempt(conn: sa.Connection, job_id: str, seq: int, *, now: int, end_reason: str,
+                  related_task: str | None = None,
+                  end_recover: jobs_mod.EndRecover | None = None) -> None:
+    conn.execute(_U_ATTEMPT_OPEN, {
+        "end_at": now, "end_reason": end_reason, "end_related_task": related_task,
+        "end_recover": end_recover.value if end_recover else None,
+        "k_job": job_id, "k_seq": seq})
+
+
+def attempts_of(conn: sa.Connection, job_id: str) -> list[sa.Row[Any]]:
+    return list(conn.execute(_Q_ATTEMPTS, {"k_job": job_id}))
+
+
+def latest_attempt(conn: sa.Connection, job_id: str) -> int:
+    return int(conn.execute(_Q_LATEST_ATTEMPT, {"k_job": job_id}).scalar_one() or 0)
+
+
+def insert_tasks(conn: sa.Connection, rows: Sequence[Mapping[str, Any]]) -> None:
+    conn.execute(_I_TASK, [dict(r) for r in rows])
+
+
+def update_task(conn: sa.Connection, job_id: str, attempt: int, name: str, *,
+                expect: Iterable[jobs_mod.TaskState] | None = None, **fields: Any) -> bool:
+    params = {**fields, "k_job": job_id, "k_attempt": attempt, "k_name": name}
+    if expect is None:
+        return conn.execute(_U_TASK, params).rowcount == 1
+    params["k_states"] = [s.value for s in expect]
+    return conn.execute(_U_TASK_GUARDED, params).rowcount == 1
+
+
+def tasks_of(conn: sa.Connection, job_id: str, attempt: int | None = None) -> list[sa.Row[Any]]:
+    if attempt is None:
+        attempt = latest_attempt(conn, job_id)
+    return list(conn.execute(_Q_TASKS, {"k_job": job_id, "k_attempt": attempt}))
+
+
+def live_tasks(conn: sa.Connection) -> list[sa.Row[Any]]:
+    """Tasks that may have a process: launching or running, with their job's phase."""
+    return list(conn.execute(_Q_LIVE_TASKS))
+
+
+# --- metrics ------------------------------------------------------------------------------
+
+
+def add_metrics(conn: sa.Connection, rows: Sequence[Mapping[str, Any]]) -> None:
+    if rows:
+        conn.execute(M.insert(), [dict(r) for r in rows])
+
+
+def metrics_of(conn: sa.Connection, job_id: str, attempt: int, task: str,
+               limit: int = 1440) -> list[sa.Row[Any]]:
+    q = (sa.select(M).where(M.c.job_id == job_id, M.c.attempt == attempt, M.c.task == task)
+         .order_by(M.c.time.desc()).limit(limit))
+    return list(reversed(list(conn.execute(q))))
+
+
+def running_tasks(conn: sa.Connection) -> list[sa.Row[Any]]:
+    """Running tasks with a handle, with what their job was given (for sampling)."""
+    q = (sa.select(T.c.job_id, T.c.attempt, T.c.name, T.c.handle, T.c.gpu_ids, J.c.cpu,
+                   J.c.memory_mb)
+         .join(J, J.c.id == T.c.job_id)
+         .where(T.c.state == jobs_mod.TaskState.RUNNING.value, T.c.handle.is_not(None)))
+    return list(conn.execute(q))

@@ -1,0 +1,127 @@
+"""The tables corral keeps its state in (SQLAlchemy Core; SQLite or PostgreSQL).
+
+Times are integers in milliseconds since the epoch. Specs and handles are JSON text so the
+same schema runs on both databases.
+"""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+
+metadata = sa.MetaData()
+#: on PostgreSQL a real sequence; SQLite has none, and repo.insert_job supplies the value
+JOB_SEQ = sa.Sequence("jobs_seq_seq", metadata=metadata)
+
+meta = sa.Table(
+    "meta", metadata,
+    sa.Column("key", sa.String(64), primary_key=True),
+    sa.Column("value", sa.Text, nullable=False),
+)
+
+projects = sa.Table(
+    "projects", metadata,
+    sa.Column("id", sa.String(64), primary_key=True),
+    sa.Column("name", sa.String(128), nullable=False, unique=True),
+    sa.Column("created_at", sa.BigInteger, nullable=False),
+)
+
+jobs = sa.Table(
+    "jobs", metadata,
+    sa.Column("id", sa.String(36), primary_key=True),
+    #: submission order (ids are random and create_time has ties within a millisecond)
+    sa.Column("seq", sa.BigInteger, JOB_SEQ, nullable=False),
+    sa.Column("project_id", sa.String(64), sa.ForeignKey("projects.id"), nullable=False),
+    sa.Column("name", sa.String(64), nullable=False),
+    sa.Column("description", sa.String(256), nullable=False, default=""),
+    sa.Column("kind", sa.String(32), nullable=False, default="job"),
+    sa.Column("user_name", sa.String(128), nullable=False, default=""),
+    sa.Column("phase", sa.String(16), nullable=False),
+    sa.Column("secondary_phase", sa.String(24), nullable=False),
+    sa.Column("spec", sa.Text, nullable=False),
+    sa.Column("flavor_id", sa.String(128), nullable=False),
+    sa.Column("node_count", sa.Integer, nullable=False),
+    sa.Column("cpu", sa.Float, nullable=False),
+    sa.Column("memory_mb", sa.Integer, nullable=False),
+    sa.Column("gpu", sa.Integer, nullable=False),
+    sa.Column("retry_limit", sa.Integer, nullable=False, default=0),
+    sa.Column("create_time", sa.BigInteger, nullable=False),
+    sa.Column("updated_at", sa.BigInteger, nullable=False),
+    sa.Column("start_time", sa.BigInteger),
+    sa.Column("end_time", sa.BigInteger),
+    sa.Column("failure_class", sa.String(32)),
+    sa.Column("failure_message", sa.Text),
+    sa.Column("wait_reason", sa.Text),
+    sa.Column("terminate_requested_at", sa.BigInteger),
+    sa.Column("deleted_at", sa.BigInteger),
+    sa.Column("master_port", sa.Integer),
+)
+sa.Index("ix_jobs_phase_seq", jobs.c.phase, jobs.c.seq)
+sa.Index("ix_jobs_project_created", jobs.c.project_id, jobs.c.create_time)
+sa.Index(
+    "ux_jobs_project_name_live", jobs.c.project_id, jobs.c.name, unique=True,
+    sqlite_where=jobs.c.deleted_at.is_(None), postgresql_where=jobs.c.deleted_at.is_(None),
+)
+
+attempts = sa.Table(
+    "attempts", metadata,
+    sa.Column("job_id", sa.String(36), sa.ForeignKey("jobs.id", ondelete="CASCADE"),
+              primary_key=True),
+    sa.Column("seq", sa.Integer, primary_key=True),
+    sa.Column("start_at", sa.BigInteger, nullable=False),
+    sa.Column("end_at", sa.BigInteger),
+    sa.Column("start_type", sa.String(32), nullable=False),
+    sa.Column("end_reason", sa.Text),
+    sa.Column("end_related_task", sa.String(64)),
+    sa.Column("end_recover", sa.String(32)),
+)
+
+tasks = sa.Table(
+    "tasks", metadata,
+    sa.Column("job_id", sa.String(36), sa.ForeignKey("jobs.id", ondelete="CASCADE"),
+              primary_key=True),
+    sa.Column("attempt", sa.Integer, primary_key=True),
+    sa.Column("name", sa.String(64), primary_key=True),
+    sa.Column("rank", sa.Integer, nullable=False),
+    sa.Column("node", sa.String(128), nullable=False),
+    sa.Column("state", sa.String(24), nullable=False),
+    sa.Column("launch_id", sa.String(32), nullable=False),
+    sa.Column("gpu_ids", sa.String(256), nullable=False, default=""),
+    sa.Column("handle", sa.Text),
+    sa.Column("exit_code", sa.Integer),
+    sa.Column("message", sa.Text),
+    sa.Column("launched_at", sa.BigInteger),
+    sa.Column("ended_at", sa.BigInteger),
+    sa.Column("kill_sent_at", sa.BigInteger),
+)
+sa.Index("ix_tasks_state", tasks.c.state)
+
+job_events = sa.Table(
+    "job_events", metadata,
+    sa.Column("id", sa.BigInteger().with_variant(sa.Integer, "sqlite"), primary_key=True,
+              autoincrement=True),
+    sa.Column("job_id", sa.String(36), sa.ForeignKey("jobs.id", ondelete="CASCADE"),
+              nullable=False),
+    sa.Column("time", sa.BigInteger, nullable=False),
+    sa.Column("level", sa.String(8), nullable=False),
+    sa.Column("source", sa.String(8), nullable=False),
+    sa.Column("message", sa.Text, nullable=False),
+)
+sa.Index("ix_job_events_job", job_events.c.job_id, job_events.c.id)
+
+task_metrics = sa.Table(
+    "task_metrics", metadata,
+    sa.Column("id", sa.BigInteger().with_variant(sa.Integer, "sqlite"), primary_key=True,
+              autoincrement=True),
+    sa.Column("job_id", sa.String(36), sa.ForeignKey("jobs.id", ondelete="CASCADE"),
+              nullable=False),
+    sa.Column("attempt", sa.Integer, nullable=False),
+    sa.Column("task", sa.String(64), nullable=False),
+    sa.Column("time", sa.BigInteger, nullable=False),
+    sa.Column("cpu_usage", sa.Float, nullable=False),
+    sa.Column("mem_usage", sa.Float, nullable=False),
+    sa.Column("mem_mb", sa.Float, nullable=False),
+    sa.Column("gpu_util", sa.Float, nullable=False),
+    sa.Column("gpu_mem_usage", sa.Float, nullable=False),
+)
+sa.Index("ix_task_metrics_job_task", task_metrics.c.job_id, task_metrics.c.task,
+         task_metrics.c.time)
