@@ -1,0 +1,131 @@
+"""The one protocol every executor (local processes, Ray, ...) implements.
+
+The scheduler only ever talks to this. Every launched task yields a `Handle` that the
+store records, so a restarted server can find the process again (`adopt`) instead of
+orphaning or starting it twice (`recover` for a launch whose handle was never recorded).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import json
+from collections.abc import Callable
+from typing import Protocol
+
+from corral.domain import resources
+
+
+@dataclasses.dataclass(frozen=True)
+class LaunchSpec:
+    """Everything needed to start one task of one attempt."""
+
+    job_id: str
+    task: str
+    attempt: int
+    launch_id: str  #: unique per launch; a relaunch of the same task gets a new one
+    argv: tuple[str, ...]
+    cwd: str
+    env: dict[str, str]
+    log_path: str
+    control_dir: str  #: where the executor keeps its claim and exit-code files
+    node: str
+    gpu_ids: tuple[int, ...] = ()
+    #: argv[0] is a shell command line and argv[1:] its arguments ("$@")
+    shell: bool = False
+
+
+@dataclasses.dataclass(frozen=True)
+class Handle:
+    """How to find a launched task again: its node, pid and process start time."""
+
+    node: str
+    task: str
+    pid: int
+    start_time: float  #: clock ticks since boot, as /proc/PID/stat has it (0: unknown)
+    control_dir: str
+    launch_id: str
+
+    @property
+    def prefix(self) -> str:
+        """Path prefix of this launch's control files."""
+        return f"{self.control_dir}/{self.task}.{self.launch_id}"
+
+    def dumps(self) -> str:
+        return json.dumps(dataclasses.asdict(self))
+
+    @classmethod
+    def loads(cls, raw: str) -> Handle:
+        return cls(**json.loads(raw))
+
+
+class State(enum.StrEnum):
+    RUNNING = "running"  #: the process is alive
+    EXITED = "exited"  #: it ended; exit_code is its code
+    LOST = "lost"  #: it is gone and its exit code cannot be known
+    NOT_STARTED = "not_started"  #: (recover only) it never ran and never will
+
+
+@dataclasses.dataclass(frozen=True)
+class Status:
+    state: State
+    exit_code: int | None = None
+    handle: Handle | None = None
+    message: str = ""
+
+
+@dataclasses.dataclass(frozen=True)
+class Sample:
+    """A resource sample of a task's whole process tree."""
+
+    cpu_percent: float  #: of one core; 200 means two busy cores
+    rss_mb: float
+    gpu_util: float = 0.0  #: percent, mean over the task's GPUs
+    gpu_mem_mb: float = 0.0
+
+
+class Executor(Protocol):
+    def nodes(self) -> list[resources.Node]:
+        """The nodes this executor can run tasks on, with their capacity."""
+        ...
+
+    def set_waker(self, wake: Callable[[], None]) -> None:
+        """Call `wake` (from any thread) whenever a launched or adopted task ends."""
+        ...
+
+    def launch(self, spec: LaunchSpec) -> Handle:
+        """Start the task; raises errors.LaunchError if it cannot be started."""
+        ...
+
+    def poll(self, handle: Handle) -> Status:
+        ...
+
+    def cancel(self, handle: Handle, *, force: bool) -> None:
+        """Ask the task to stop (SIGTERM) or make it stop (SIGKILL), with all its children."""
+        ...
+
+    def adopt(self, handle: Handle) -> Status:
+        """Find a task recorded as running before a restart; watch it if it still runs."""
+        ...
+
+    def recover(self, spec: LaunchSpec) -> Status:
+        """Settle a launch whose handle was never recorded: running, ended or never started.
+
+        After this returns NOT_STARTED the launch can never start any more.
+        """
+        ...
+
+    def sample(self, handle: Handle) -> Sample | None:
+        ...
+
+    def clean_up(self, handle: Handle) -> None:
+        """Kill whatever an ended task left running, wherever it moved (costlier than the
+        group kill every exit gets; asked for when a job is stopped or fails)."""
+        ...
+
+    def release(self, handle: Handle) -> None:
+        """Forget a finished task (stop watching it, drop cached process objects)."""
+        ...
+
+    def close(self) -> None:
+        ...

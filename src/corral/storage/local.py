@@ -1,0 +1,147 @@
+"""Files on the local disk: per-attempt code snapshots, task logs, and the run directory.
+
+Layout under `$CORRAL_HOME/runs/<job id>/attempt-<n>/`: `code/` (the snapshot the attempt
+runs), `logs/<task>.log` (stdout and stderr), `ctl/` (the executor's claim and exit files).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import pathlib
+import shutil
+
+from corral.domain import errors
+
+SNAPSHOT_IGNORE = shutil.ignore_patterns("__pycache__", "*.pyc", ".git", ".mypy_cache",
+                                         ".pytest_cache")
+REMOTE_SCHEMES = ("s3://", "obs://", "http://", "https://", "gs://")
+
+
+@dataclasses.dataclass(frozen=True)
+class RunPaths:
+    runs_dir: pathlib.Path
+    job_id: str
+
+    @property
+    def job_dir(self) -> pathlib.Path:
+        return self.runs_dir / self.job_id
+
+    def attempt_dir(self, attempt: int) -> pathlib.Path:
+        return self.job_dir / f"attempt-{attempt}"
+
+    def code_dir(self, attempt: int) -> pathlib.Path:
+        return self.attempt_dir(attempt) / "code"
+
+    def log_path(self, attempt: int, task: str) -> pathlib.Path:
+        return self.attempt_dir(attempt) / "logs" / f"{task}.log"
+
+    def control_dir(self, attempt: int) -> pathlib.Path:
+        return self.attempt_dir(attempt) / "ctl"
+
+
+def local_path(url: str, what: str) -> pathlib.Path:
+    """A channel or code URL as a local absolute path, or a clear refusal."""
+    if url.startswith(REMOTE_SCHEMES):
+        raise errors.BadParameter(
+            f"{what} '{url}': object storage URLs are not supported yet; use a local path")
+    raw = url.removeprefix("file://")
+    if not os.path.isabs(raw):
+        raise errors.BadParameter(f"{what} '{url}' must be an absolute path")
+    return pathlib.Path(os.path.normpath(raw))
+
+
+def resolve_boot_file(code_dir: pathlib.Path, boot_file: str) -> pathlib.Path:
+    """The boot file inside `code_dir` (absolute and inside it, or relative to it)."""
+    raw = boot_file.removeprefix("file://")
+    path = pathlib.Path(os.path.normpath(code_dir / raw))
+    if not path.is_relative_to(code_dir):
+        raise errors.BadParameter(
+            f"algorithm.boot_file '{boot_file}' is not inside code_dir '{code_dir}'")
+    return path
+
+
+def snapshot(src: pathlib.Path, dest: pathlib.Path) -> None:
+    """Copy the code directory so later edits to it do not reach a running attempt.
+
+    The copy is made beside `dest` and renamed into place, so an existing `dest` is always
+    complete (a relaunch after a crash reuses it) and a half-made one is never used.
+    """
+    if dest.exists():
+        return
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    tmp = dest.with_name(f".{dest.name}.tmp-{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    try:
+        shutil.copytree(src, tmp, symlinks=True, ignore=SNAPSHOT_IGNORE)
+    except (OSError, shutil.Error) as exc:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise errors.LaunchError(f"cannot snapshot code_dir '{src}': {exc}") from None
+    os.rename(tmp, dest)
+
+
+def tail(path: pathlib.Path, max_bytes: int) -> tuple[bytes, int]:
+    """The last `max_bytes` of a file, read from the end, and the file's full size."""
+    try:
+        with path.open("rb") as fh:
+            fh.seek(0, os.SEEK_END)
+            size = fh.tell()
+            start = max(0, size - max_bytes)
+            fh.seek(start)
+            data = fh.read(size - start)
+    except FileNotFoundError:
+        return b"", 0
+    if start:
+        data = _from_char_start(data)
+    return data, size
+
+
+def read_from(path: pathlib.Path, offset: int, max_bytes: int) -> tuple[bytes, int, int]:
+    """(bytes from `offset`, the offset after them, the file size); ends on a whole char."""
+    try:
+        with path.open("rb") as fh:
+            fh.seek(0, os.SEEK_END)
+            size = fh.tell()
+            if offset >= size:
+                return b"", min(offset, size), size
+            fh.seek(offset)
+            data = fh.read(min(max_bytes, size - offset))
+    except FileNotFoundError:
+        return b"", 0, 0
+    data = _to_char_end(data)
+    return data, offset + len(data), size
+
+
+def _from_char_start(data: bytes) -> bytes:
+    # Skip UTF-8 continuation bytes so the text does not start mid-character.
+    i = 0
+    while i < min(4, len(data)) and (data[i] & 0xC0) == 0x80:
+        i += 1
+    return data[i:]
+
+
+def _to_char_end(data: bytes) -> bytes:
+    # Hold back an incomplete trailing UTF-8 sequence for the next read.
+    for back in range(1, min(4, len(data)) + 1):
+        b = data[-back]
+        if b & 0x80 == 0:
+            return data
+        if b & 0xC0 == 0xC0:
+            need = 2 if b >= 0xC0 and b < 0xE0 else 3 if b < 0xF0 else 4
+            return data if back >= need else data[:-back]
+    return data
+
+
+def export_logs(paths: RunPaths, attempt: int, dest: pathlib.Path) -> None:
+    """Copy an ended attempt's task logs to the job's log_export_path (kept after delete)."""
+    src = paths.attempt_dir(attempt) / "logs"
+    if not src.is_dir():
+        return
+    target = dest / f"attempt-{attempt}"
+    target.mkdir(parents=True, exist_ok=True)
+    for log in src.glob("*.log"):
+        shutil.copy2(log, target / log.name)
+
+
+def remove_job_dir(paths: RunPaths) -> None:
+    shutil.rmtree(paths.job_dir, ignore_errors=True)
