@@ -1,0 +1,157 @@
+"""How a job's spec becomes the processes of one attempt: argv, environment and paths.
+
+Parameters become `--name=value`, every input and output channel `--<name>=<dir>` (as on
+ModelArts); corral adds its own variables and the distributed-training ones.
+"""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import secrets
+import shlex
+import shutil
+import socket
+from collections.abc import Mapping, Sequence
+
+from corral import settings as settings_mod
+from corral.domain import specs
+from corral.executors import base
+from corral.scheduler import catalog as catalog_mod
+from corral.storage import local as storage
+
+#: variables of the server's own environment that never reach a job
+PRIVATE_ENV_PREFIXES = ("CORRAL_",)
+
+
+def new_launch_id() -> str:
+    return secrets.token_hex(8)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def job_args(alg: specs.Algorithm) -> list[str]:
+    args = [f"--{p.name}={p.value}" for p in alg.parameters]
+    args += [f"--{c.name}={c.local_dir or c.url}" for c in alg.inputs]
+    args += [f"--{c.name}={c.local_dir or c.url}" for c in alg.outputs]
+    return args
+
+
+def argv_for(alg: specs.Algorithm, code: pathlib.Path | None,
+             engine: settings_mod.EngineConfig) -> tuple[str, ...]:
+    """The task's argv; for `command`, a shell command line followed by its arguments."""
+    args = job_args(alg)
+    if alg.command:
+        # The parameters follow the command, as they do for custom images on ModelArts.
+        return (alg.command, *args)
+    assert code is not None and alg.boot_file is not None
+    boot = storage.resolve_boot_file(code, _relative_boot(alg))
+    return (engine.python, str(boot), *args)
+
+
+#: characters that make a command line need a shell (expansions, globs, escapes, comments)
+SHELL_CHARS = frozenset("$`\\*?[]{}~#!\n")
+#: words a shell treats specially even as a lone command
+SHELL_WORDS = frozenset((
+    ".", ":", "[", "[[", "alias", "bg", "break", "case", "cd", "command", "continue", "do",
+    "done", "elif", "else", "eval", "exec", "exit", "export", "fg", "fi", "for", "function",
+    "getopts", "hash", "if", "jobs", "kill", "local", "read", "readonly", "return", "set",
+    "shift", "source", "test", "then", "times", "trap", "type", "ulimit", "umask", "unalias",
+    "unset", "until", "wait", "while", "echo", "printf", "pwd", "true", "false",
+))
+
+
+def simple_command(command: str, path: str) -> list[str] | None:
+    """The words of a command line that a shell would just run as one program, else None.
+
+    Running those words directly saves starting a shell for every task and gives the
+    program the signals itself; anything a shell would do more with (operators,
+    expansions, globs, assignments, built-ins) keeps going through /bin/sh.
+    """
+    if any(c in SHELL_CHARS for c in command):
+        return None
+    try:
+        lexer = shlex.shlex(command, posix=True, punctuation_chars="();<>|&")
+        lexer.whitespace_split = True
+        words = list(lexer)
+    except ValueError:  # unbalanced quotes: let the shell report it
+        return None
+    if not words or any(w and set(w) <= set("();<>|&") for w in words):
+        return None
+    first = words[0]
+    if "=" in first or first in SHELL_WORDS or not shutil.which(first, path=path):
+        return None
+    return words
+
+
+def _relative_boot(alg: specs.Algorithm) -> str:
+    """boot_file relative to code_dir, so it resolves inside the snapshot."""
+    assert alg.code_dir and alg.boot_file
+    code = storage.local_path(alg.code_dir, "code_dir")
+    boot = storage.resolve_boot_file(code, alg.boot_file)
+    return str(boot.relative_to(code))
+
+
+def base_env(environ: Mapping[str, str]) -> dict[str, str]:
+    return {k: v for k, v in environ.items() if not k.startswith(PRIVATE_ENV_PREFIXES)}
+
+
+def task_env(
+    *, inherited: Mapping[str, str], alg: specs.Algorithm, job_id: str, task: str, rank: int,
+    world: int, attempt: int, master_port: int, gpu_ids: Sequence[int],
+) -> dict[str, str]:
+    env = dict(inherited)
+    env.update(alg.environments)
+    env.update({
+        "CORRAL_JOB_ID": job_id, "CORRAL_TASK_ID": task, "CORRAL_ATTEMPT": str(attempt),
+        "WORLD_SIZE": str(world), "RANK": str(rank), "LOCAL_RANK": str(rank),
+        "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(master_port),
+        "CUDA_VISIBLE_DEVICES": ",".join(str(i) for i in gpu_ids),
+        "PYTHONUNBUFFERED": "1",
+    })
+    return env
+
+
+def prepare_attempt(paths: storage.RunPaths, attempt: int,
+                    alg: specs.Algorithm) -> tuple[pathlib.Path | None, pathlib.Path]:
+    """Snapshot the code and create output dirs; returns (code snapshot, working dir)."""
+    code: pathlib.Path | None = None
+    if alg.code_dir:
+        code = paths.code_dir(attempt)
+        storage.snapshot(storage.local_path(alg.code_dir, "code_dir"), code)
+    for out in alg.outputs:
+        pathlib.Path(out.local_dir or out.url).mkdir(parents=True, exist_ok=True)
+    cwd = code or paths.attempt_dir(attempt)
+    cwd.mkdir(parents=True, exist_ok=True)
+    if alg.working_dir:
+        wd = pathlib.Path(alg.working_dir)
+        cwd = wd if wd.is_absolute() else (cwd / wd)
+    return code, cwd
+
+
+def launch_spec(
+    *, paths: storage.RunPaths, cat: catalog_mod.Catalog, spec: specs.JobCreate, job_id: str,
+    attempt: int, task: str, rank: int, launch_id: str, node: str, gpu_ids: Sequence[int],
+    master_port: int, code: pathlib.Path | None, cwd: pathlib.Path,
+    environ: Mapping[str, str] | None = None,
+) -> base.LaunchSpec:
+    alg = spec.algorithm
+    engine = cat.engine(alg.engine)
+    env = task_env(inherited=base_env(os.environ if environ is None else environ), alg=alg,
+                   job_id=job_id, task=task, rank=rank, world=spec.spec.resource.node_count,
+                   attempt=attempt, master_port=master_port, gpu_ids=gpu_ids)
+    argv = argv_for(alg, code, engine)
+    shell = bool(alg.command)
+    if alg.command:
+        words = simple_command(alg.command, env.get("PATH", os.defpath))
+        if words is not None:
+            argv, shell = (*words, *argv[1:]), False
+    return base.LaunchSpec(
+        job_id=job_id, task=task, attempt=attempt, launch_id=launch_id,
+        argv=argv, shell=shell, cwd=str(cwd), env=env,
+        log_path=str(paths.log_path(attempt, task)),
+        control_dir=str(paths.control_dir(attempt)), node=node, gpu_ids=tuple(gpu_ids))

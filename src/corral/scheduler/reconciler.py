@@ -1,0 +1,460 @@
+"""The reconciler: admit -> place -> launch -> observe -> finish, one idempotent pass a tick.
+
+Each pass reads the desired state (the database) and the actual state (the executor) and
+applies guarded transitions. Nothing is remembered between passes that the database does
+not also hold, except which processes this server already watches; so a server killed at
+any line and started again converges to the same outcome: a launch recorded without a
+handle is settled through the executor's `recover` (never run twice), running tasks are
+re-adopted, and tasks that ended meanwhile are observed as ended.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import time
+import types
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import sqlalchemy as sa
+
+from corral import settings as settings_mod
+from corral.domain import errors, placement, resources, specs
+from corral.domain import jobs as J
+from corral.executors import base
+from corral.scheduler import catalog as catalog_mod
+from corral.scheduler import launching
+from corral.storage import local as storage
+from corral.store import db, repo
+
+log = logging.getLogger(__name__)
+
+LIVE = (J.TaskState.LAUNCHING, J.TaskState.RUNNING)
+#: how many queued jobs one pass considers (first come, first served stops at the first
+#: that does not fit, so a window this size is only ever used up on a big cluster)
+QUEUE_WINDOW = 64
+TERMINAL_VALUES = frozenset(p.value for p in J.TERMINAL)
+
+
+@dataclasses.dataclass
+class _Pass:
+    """What one pass decided, to be done once its transaction has committed: starting
+    processes needs the intent to be durable first, and files wait for the rows."""
+
+    launches: list[tuple[Any, int, list[Any]]] = dataclasses.field(default_factory=list)
+    relaunch: set[tuple[str, int]] = dataclasses.field(default_factory=set)
+    ended: list[tuple[Any, base.Status]] = dataclasses.field(default_factory=list)
+    exports: list[tuple[Any, int]] = dataclasses.field(default_factory=list)
+    purged: list[str] = dataclasses.field(default_factory=list)
+
+
+@dataclasses.dataclass
+class Reconciler:
+    store: db.Store
+    executor: base.Executor
+    catalog: catalog_mod.Catalog
+    settings: settings_mod.Settings
+    clock: Callable[[], float] = time.time
+    environ: Mapping[str, str] | None = None
+    _known: set[str] = dataclasses.field(default_factory=set)
+    _specs: dict[str, specs.JobCreate] = dataclasses.field(default_factory=dict)
+
+    def now(self) -> int:
+        return round(self.clock() * 1000)
+
+    @property
+    def grace_ms(self) -> int:
+        return int(self.settings.grace_period * 1000)
+
+    def tick(self) -> bool:
+        """One pass; True when work was left for another pass straight away.
+
+        Every decision of the pass is one transaction (so a crash leaves all of it or none
+        of it); processes are started after it commits, and their handles recorded in a
+        second one.
+        """
+        p = _Pass()
+        with self.store.begin() as conn:
+            self._observe(conn, p)
+            active = repo.active_with_tasks(conn)
+            queue = repo.queued(conn, limit=QUEUE_WINDOW)
+            holding = [(job, tasks) for job, tasks in active
+                       if self._settle(conn, p, job, tasks)]
+            more = self._place(conn, p, queue, holding)
+            self._purge(conn, p)
+        self._after(p)
+        return more
+
+    def _after(self, p: _Pass) -> None:
+        for row, status in p.ended:
+            assert status.handle is not None
+            if _ended_badly(row, status):  # nothing of a stopped or failed task stays
+                self.executor.clean_up(status.handle)
+            self.executor.release(status.handle)
+            self._known.discard(status.handle.launch_id)
+        for job, attempt in p.exports:
+            self._export_logs(job, attempt)
+        for job_id in p.purged:
+            storage.remove_job_dir(storage.RunPaths(self.settings.runs_dir, job_id))
+        results = [r for job, seq, tasks in p.launches
+                   for r in self._launch_tasks(job, seq, tasks)]
+        for job_id, attempt in p.relaunch:
+            results += self._relaunch(job_id, attempt)
+        self._record_launches(results)
+
+    # --- observe --------------------------------------------------------------------------
+
+    def _observe(self, conn: sa.Connection, p: _Pass) -> None:
+        """Bring every task that may have a process up to date with the executor."""
+        now = self.now()
+        for row in repo.live_tasks(conn):
+            status = self._status_of(row)
+            if status.state is base.State.NOT_STARTED:
+                if self._renew_launch(conn, row, now):
+                    p.relaunch.add((row.job_id, row.attempt))
+            elif status.state is not base.State.RUNNING or row.state != J.TaskState.RUNNING:
+                self._record(conn, row, status, now)
+                if status.handle and status.state is not base.State.RUNNING:
+                    p.ended.append((row, status))
+
+    def _status_of(self, row: Any) -> base.Status:
+        if row.state == J.TaskState.LAUNCHING.value:
+            return self.executor.recover(self._bare_spec(row))
+        handle = base.Handle.loads(row.handle)
+        if handle.launch_id in self._known:
+            return self.executor.poll(handle)
+        status = self.executor.adopt(handle)
+        if status.state is base.State.RUNNING:
+            self._known.add(handle.launch_id)
+            log.info("adopted %s/%s pid %s", row.job_id, row.name, handle.pid)
+        return status
+
+    def _bare_spec(self, row: Any) -> base.LaunchSpec:
+        paths = storage.RunPaths(self.settings.runs_dir, row.job_id)
+        return base.LaunchSpec(
+            job_id=row.job_id, task=row.name, attempt=row.attempt, launch_id=row.launch_id,
+            argv=(), cwd="", env={}, log_path=str(paths.log_path(row.attempt, row.name)),
+            control_dir=str(paths.control_dir(row.attempt)), node=row.node)
+
+    def _renew_launch(self, conn: sa.Connection, row: Any, now: int) -> bool:
+        """A launch that never ran: give it a new launch id if its job still wants it."""
+        if row.job_phase != J.Phase.RUNNING.value:
+            repo.update_task(conn, row.job_id, row.attempt, row.name, expect=LIVE,
+                             state=J.TaskState.FAILED_TO_START.value, ended_at=now,
+                             message="never started: the job was stopped first")
+            return False
+        return repo.update_task(conn, row.job_id, row.attempt, row.name, expect=LIVE,
+                                launch_id=launching.new_launch_id())
+
+    def _record(self, conn: sa.Connection, row: Any, status: base.Status, now: int) -> None:
+        handle = status.handle.dumps() if status.handle else row.handle
+        if status.state is base.State.RUNNING:
+            if status.handle:
+                self._known.add(status.handle.launch_id)
+            repo.update_task(conn, row.job_id, row.attempt, row.name, expect=LIVE,
+                             state=J.TaskState.RUNNING.value, handle=handle, launched_at=now)
+        elif status.state is base.State.EXITED:
+            code = status.exit_code if status.exit_code is not None else -1
+            repo.update_task(conn, row.job_id, row.attempt, row.name, expect=LIVE,
+                             state=J.TaskState.EXITED.value, exit_code=code,
+                             handle=handle, ended_at=now)
+            repo.add_event(conn, row.job_id, now, f"Task {row.name} exited with code {code}",
+                           level="Info" if code == 0 else "Warning", source="Task")
+        else:
+            repo.update_task(conn, row.job_id, row.attempt, row.name, expect=LIVE,
+                             state=J.TaskState.LOST.value, message=status.message,
+                             handle=handle, ended_at=now)
+            repo.add_event(conn, row.job_id, now, f"Task {row.name} lost: {status.message}",
+                           level="Error", source="Task")
+
+    # --- settle: decide what each active job's tasks add up to ----------------------------
+
+    def _settle(self, conn: sa.Connection, p: _Pass, job: Any, tasks: Sequence[Any]) -> bool:
+        """Act on what an active job's tasks add up to; True if it still holds resources."""
+        live = [t for t in tasks if t.state in LIVE]
+        if job.phase == J.Phase.TERMINATING.value:
+            if live:
+                self._signal(conn, live)
+                return True
+            return not self._finish(conn, p, job, J.Phase.TERMINATED,
+                                    J.SecondaryPhase.TERMINATED,
+                                    end_reason="terminated by user", message="Job terminated",
+                                    failure=(J.FailureClass.TERMINATED, "stopped on request"))
+        failed = [t for t in tasks if _failed(t)]
+        if live:
+            if failed:  # one task of the gang failed: the others stop before any restart
+                self._signal(conn, live)
+            return True
+        if failed:
+            return self._attempt_failed(conn, p, job, tasks, failed)
+        return not self._finish(conn, p, job, J.Phase.COMPLETED, J.SecondaryPhase.COMPLETED,
+                                end_reason="job completed", message="Job completed")
+
+    def _signal(self, conn: sa.Connection, live: Sequence[Any]) -> None:
+        """SIGTERM each live task once, SIGKILL when the grace period has passed."""
+        now = self.now()
+        for t in live:
+            if not t.handle:
+                continue  # a launch still to be settled by the next observe
+            handle = base.Handle.loads(t.handle)
+            if t.kill_sent_at is None:
+                self.executor.cancel(handle, force=False)
+                repo.update_task(conn, t.job_id, t.attempt, t.name, kill_sent_at=now)
+            elif now - t.kill_sent_at >= self.grace_ms:
+                self.executor.cancel(handle, force=True)
+
+    def _attempt_failed(self, conn: sa.Connection, p: _Pass, job: Any, tasks: Sequence[Any],
+                        failed: Sequence[Any]) -> bool:
+        # The cause is a task that failed by itself, not one corral stopped because of it.
+        first = min(failed, key=lambda t: (t.kill_sent_at is not None, t.ended_at or 0, t.rank))
+        fclass, reason = _failure_of(first)
+        restarts = sum(1 for a in repo.attempts_of(conn, job.id)
+                       if a.start_type == J.StartType.RESTARTED.value)
+        if restarts < job.retry_limit:
+            self._restart(conn, p, job, tasks, first, reason, restarts + 1)
+            return True
+        phase, secondary = {
+            J.FailureClass.LOST: (J.Phase.ABNORMAL, J.SecondaryPhase.LOST),
+            J.FailureClass.LAUNCH_ERROR: (J.Phase.FAILED, J.SecondaryPhase.CREATE_FAILED),
+        }.get(fclass, (J.Phase.FAILED, J.SecondaryPhase.FAILED))
+        return not self._finish(conn, p, job, phase, secondary, end_reason=reason,
+                                related=first.name, level="Error",
+                                message=f"Job failed: {first.name} {reason}",
+                                failure=(fclass, f"{first.name}: {reason}"))
+
+    def _restart(self, conn: sa.Connection, p: _Pass, job: Any, tasks: Sequence[Any],
+                 first: Any, reason: str, retry: int) -> None:
+        now = self.now()
+        old = tasks[0].attempt
+        current = repo.job_by_id(conn, job.id, lock=True)
+        if current is None or current.phase != J.Phase.RUNNING.value:
+            return  # stopped meanwhile: a stopped job is never restarted
+        repo.close_attempt(conn, job.id, old, now=now, end_reason=reason,
+                           related_task=first.name, end_recover=J.EndRecover.PROC_RESTART)
+        repo.open_attempt(conn, job.id, old + 1, now, J.StartType.RESTARTED)
+        rows = [_task_row(job.id, old + 1, t.rank, t.name, t.node, t.gpu_ids) for t in tasks]
+        repo.insert_tasks(conn, rows)
+        repo.add_event(conn, job.id, now, f"Restarting after {first.name} {reason} "
+                       f"(retry {retry} of {job.retry_limit})", level="Warning")
+        p.exports.append((job, old))
+        p.launches.append((job, old + 1, [types.SimpleNamespace(**r) for r in rows]))
+
+    def _finish(self, conn: sa.Connection, p: _Pass, job: Any, phase: J.Phase,
+                secondary: J.SecondaryPhase, *, end_reason: str, message: str,
+                related: str | None = None, level: str = "Info",
+                failure: tuple[J.FailureClass, str] | None = None) -> bool:
+        """Move the job to its end phase and close its running record; False if it had
+        already moved on (a terminate racing the end, say)."""
+        now = self.now()
+        fields: dict[str, Any] = {"end_time": now, "wait_reason": None}
+        if failure:
+            fields.update(failure_class=failure[0].value, failure_message=failure[1])
+        attempt = repo.latest_attempt(conn, job.id)
+        if not repo.transition(conn, job.id, phase, secondary, now=now, message=message,
+                               level=level, fields=fields):
+            return False
+        if attempt:
+            repo.close_attempt(conn, job.id, attempt, now=now, end_reason=end_reason,
+                               related_task=related)
+            p.exports.append((job, attempt))
+        return True
+
+    def _export_logs(self, job: Any, attempt: int) -> None:
+        export = self._spec(job).spec.log_export_path
+        dest = export and (export.host_path or export.obs_url)
+        if dest:
+            try:
+                storage.export_logs(storage.RunPaths(self.settings.runs_dir, job.id), attempt,
+                                    storage.local_path(dest, "log_export_path"))
+            except (OSError, errors.CorralError) as exc:
+                with self.store.begin() as conn:
+                    repo.add_event(conn, job.id, self.now(), f"Log export failed: {exc}",
+                                   level="Warning")
+
+    # --- admit, place and launch ----------------------------------------------------------
+
+    def _place(self, conn: sa.Connection, p: _Pass, queue: Sequence[Any],
+               holding: Sequence[tuple[Any, Sequence[Any]]]) -> bool:
+        """Start what fits; True if the queue window was used up (look again at once)."""
+        if not queue:
+            return False
+        now = self.now()
+        for j in queue:  # admission: Creating -> Pending
+            if j.phase == J.Phase.CREATING.value:
+                repo.transition(conn, j.id, J.Phase.PENDING, J.SecondaryPhase.QUEUING,
+                                now=now, message="Job queued")
+        used, busy = _holdings(holding)
+        requests = [placement.Request(j.id, resources.Resources(j.cpu, j.memory_mb, j.gpu),
+                                      j.node_count) for j in queue]
+        free = placement.free_capacity(self.catalog.nodes, used, busy)
+        placed, blocked = placement.place_fifo(requests, free)
+        for a in placed:
+            started = self._record_start(conn, a, now)
+            if started:
+                p.launches.append(started)
+        if blocked:
+            self._note_waiting(conn, blocked, queue, now)
+        return not blocked and len(queue) == QUEUE_WINDOW
+
+    def _note_waiting(self, conn: sa.Connection, blocked: placement.Blocked,
+                      queue: Sequence[Any], now: int) -> None:
+        prev = next(j.wait_reason for j in queue if j.id == blocked.job_id)
+        if prev == blocked.reason:
+            return
+        repo.update_job(conn, blocked.job_id, now=now, wait_reason=blocked.reason)
+        if prev is None:
+            repo.add_event(conn, blocked.job_id, now, blocked.reason, level="Warning")
+
+    def _record_start(self, conn: sa.Connection, a: placement.Assignment,
+                      now: int) -> tuple[Any, int, list[Any]] | None:
+        nodes = ", ".join(sorted({s.node for s in a.slots}))
+        port = launching.free_port()
+        job = repo.job_by_id(conn, a.job_id)
+        if job is None or not repo.transition(
+                conn, a.job_id, J.Phase.RUNNING, J.SecondaryPhase.RUNNING, now=now,
+                message=f"Job started: {len(a.slots)} task(s) on {nodes}",
+                fields={"start_time": job.start_time or now, "wait_reason": None,
+                        "master_port": port}):
+            return None
+        seq = repo.latest_attempt(conn, a.job_id) + 1
+        repo.open_attempt(conn, a.job_id, seq, now, J.StartType.INIT_OR_RESCHEDULED)
+        tasks = [_task_row(a.job_id, seq, rank, name, slot.node,
+                           ",".join(str(g) for g in slot.gpu_ids))
+                 for rank, (name, slot) in enumerate(zip(J.task_names(len(a.slots)), a.slots,
+                                                         strict=True))]
+        repo.insert_tasks(conn, tasks)
+        started = types.SimpleNamespace(**{**job._mapping, "master_port": port})
+        return started, seq, [types.SimpleNamespace(**t) for t in tasks]
+
+    def _relaunch(self, job_id: str, attempt: int) -> list[tuple[Any, base.Handle | None, str]]:
+        """Start the tasks of an attempt still in state launching (after a crash)."""
+        with self.store.read() as conn:
+            job = repo.job_by_id(conn, job_id)
+            tasks = [t for t in repo.tasks_of(conn, job_id, attempt)
+                     if t.state == J.TaskState.LAUNCHING.value]
+        if job is None or not tasks:
+            return []
+        return self._launch_tasks(job, attempt, tasks)
+
+    def _launch_tasks(self, job: Any, attempt: int,
+                      tasks: Sequence[Any]) -> list[tuple[Any, base.Handle | None, str]]:
+        spec = self._spec(job)
+        paths = storage.RunPaths(self.settings.runs_dir, job.id)
+        try:
+            code, cwd = launching.prepare_attempt(paths, attempt, spec.algorithm)
+        except (errors.CorralError, OSError) as exc:
+            return [(t, None, getattr(exc, "message", str(exc))) for t in tasks]
+        return [self._launch_one(job, spec, paths, t, code, cwd) for t in tasks]
+
+    def _spec(self, job: Any) -> specs.JobCreate:
+        """A job's parsed spec; specs never change once submitted, so they are kept."""
+        spec = self._specs.get(job.id)
+        if spec is None:
+            if len(self._specs) > 10_000:
+                self._specs.clear()
+            spec = self._specs[job.id] = repo.job_spec(job)
+        return spec
+
+    def _launch_one(self, job: Any, spec: Any, paths: storage.RunPaths, t: Any,
+                    code: Any, cwd: Any) -> tuple[Any, base.Handle | None, str]:
+        ls = launching.launch_spec(
+            paths=paths, cat=self.catalog, spec=spec, job_id=job.id, attempt=t.attempt,
+            task=t.name, rank=t.rank, launch_id=t.launch_id, node=t.node,
+            gpu_ids=[int(g) for g in t.gpu_ids.split(",") if g],
+            master_port=job.master_port or 29500, code=code, cwd=cwd, environ=self.environ)
+        try:
+            handle = self.executor.launch(ls)
+        except errors.CorralError as exc:
+            return t, None, exc.message
+        self._known.add(handle.launch_id)
+        return t, handle, ""
+
+    def _record_launches(self, results: Sequence[tuple[Any, base.Handle | None, str]]) -> None:
+        if not results:
+            return
+        now = self.now()
+        with self.store.begin() as conn:
+            for t, handle, err in results:
+                if handle is not None:
+                    repo.update_task(conn, t.job_id, t.attempt, t.name, expect=LIVE,
+                                     state=J.TaskState.RUNNING.value, handle=handle.dumps(),
+                                     launched_at=now)
+                else:
+                    repo.update_task(conn, t.job_id, t.attempt, t.name, expect=LIVE,
+                                     state=J.TaskState.FAILED_TO_START.value, message=err,
+                                     ended_at=now)
+                    repo.add_event(conn, t.job_id, now,
+                                   f"Task {t.name} failed to start: {err}",
+                                   level="Error", source="Task")
+
+    # --- purge deleted jobs ---------------------------------------------------------------
+
+    def _purge(self, conn: sa.Connection, p: _Pass) -> None:
+        for row in repo.deleted_jobs(conn):
+            if row.phase in TERMINAL_VALUES:  # a job still stopping is purged once it ended
+                repo.purge_job(conn, row.id)
+                p.purged.append(row.id)
+                self._specs.pop(row.id, None)
+
+
+def _ended_badly(row: Any, status: base.Status) -> bool:
+    return (status.state is not base.State.EXITED or status.exit_code != 0
+            or row.job_phase != J.Phase.RUNNING.value)
+
+
+def _failed(t: Any) -> bool:
+    if t.state == J.TaskState.EXITED.value:
+        return bool(t.exit_code != 0)
+    return t.state in (J.TaskState.LOST.value, J.TaskState.FAILED_TO_START.value)
+
+
+def _failure_of(t: Any) -> tuple[J.FailureClass, str]:
+    if t.state == J.TaskState.LOST.value:
+        return J.FailureClass.LOST, "lost"
+    if t.state == J.TaskState.FAILED_TO_START.value:
+        return J.FailureClass.LAUNCH_ERROR, f"failed to start: {t.message}"
+    return J.FailureClass.USER_EXIT, J.exit_reason(t.exit_code)
+
+
+def _task_row(job_id: str, attempt: int, rank: int, name: str, node: str,
+              gpu_ids: str) -> dict[str, Any]:
+    return {"job_id": job_id, "attempt": attempt, "name": name, "rank": rank, "node": node,
+            "state": J.TaskState.LAUNCHING.value, "launch_id": launching.new_launch_id(),
+            "gpu_ids": gpu_ids}
+
+
+def _holdings(holding: Sequence[tuple[Any, Sequence[Any]]],
+              ) -> tuple[dict[str, resources.Resources], dict[str, set[int]]]:
+    """Resources and GPU indices held per node by the active jobs' latest attempts.
+
+    A job keeps its slots (and GPUs) also between a failed attempt and its restart.
+    """
+    used: dict[str, resources.Resources] = {}
+    busy: dict[str, set[int]] = {}
+    for job, tasks in holding:
+        demand = resources.Resources(job.cpu, job.memory_mb, job.gpu)
+        for t in tasks:
+            used[t.node] = used.get(t.node, resources.ZERO) + demand
+            if t.gpu_ids:
+                busy.setdefault(t.node, set()).update(int(g) for g in t.gpu_ids.split(","))
+    return used, busy
+
+
+def run_forever(rec: Reconciler, wake_event: Any, stop_event: Any, interval: float) -> None:
+    """The scheduler thread: a pass on every wake-up, and at least every `interval`."""
+    more = False
+    while not stop_event.is_set():
+        if not more:
+            wake_event.wait(interval)
+        wake_event.clear()
+        if stop_event.is_set():
+            return
+        more = False
+        try:
+            more = rec.tick()
+        except sa.exc.OperationalError as exc:  # database briefly unavailable: next pass
+            log.warning("reconciler pass skipped: %s", exc)
+        except Exception:
+            log.exception("reconciler pass failed")
+
