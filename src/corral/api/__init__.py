@@ -1,0 +1,1 @@
+"""See the module docstrings; this package exposes its modules, not names."""

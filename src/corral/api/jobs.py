@@ -1,0 +1,188 @@
+"""The ModelArts v2 training-jobs endpoints (and corral's log-streaming extension)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+import sqlalchemy as sa
+from fastapi import APIRouter, Query
+from fastapi.responses import JSONResponse
+
+from corral.api import schemas, views
+from corral.api.deps import Ctx
+from corral.domain import errors, specs
+from corral.domain import jobs as J
+from corral.scheduler import submit
+from corral.storage import local as storage
+from corral.store import repo
+
+router = APIRouter(prefix="/v2/{project_id}", tags=["training jobs"])
+ERRORS: dict[int | str, dict[str, Any]] = {
+    code: {"model": schemas.ErrorBody} for code in (400, 404, 409, 500)}
+CHUNK_BYTES = 1024 * 1024
+
+
+@router.post("/training-jobs", status_code=201, response_model=schemas.JobOut,
+             responses=ERRORS)
+def create_training_job(project_id: str, body: specs.JobCreate, ctx: Ctx) -> JSONResponse:
+    now = ctx.now()
+    with ctx.store.begin() as conn:
+        job_id = submit.create_job(conn, ctx.catalog, body, project_id=project_id, now=now)
+        out = views.job(conn, repo.get_job(conn, project_id, job_id), ctx.catalog, now)
+    ctx.wake()
+    return JSONResponse(out, status_code=201)
+
+
+@router.get("/training-jobs/{training_job_id}", response_model=schemas.JobOut,
+            responses=ERRORS)
+def show_training_job(project_id: str, training_job_id: str, ctx: Ctx) -> JSONResponse:
+    # Job bodies go out as built (the schema documents them; views.job builds them from
+    # stored, already validated data), which saves validating them again on every poll.
+    with ctx.store.read() as conn:
+        row = repo.get_job(conn, project_id, training_job_id)
+        return JSONResponse(views.job(conn, row, ctx.catalog, ctx.now()))
+
+
+@router.put("/training-jobs/{training_job_id}", responses=ERRORS)
+def update_training_job(project_id: str, training_job_id: str, body: specs.JobUpdate,
+                        ctx: Ctx) -> dict[str, Any]:
+    now = ctx.now()
+    with ctx.store.begin() as conn:
+        repo.get_job(conn, project_id, training_job_id)
+        repo.update_job(conn, training_job_id, now=now, description=body.description)
+    return {}
+
+
+@router.delete("/training-jobs/{training_job_id}", status_code=202, responses=ERRORS)
+def delete_training_job(project_id: str, training_job_id: str, ctx: Ctx) -> dict[str, Any]:
+    """Delete the job and its logs; a running job is stopped first. Outputs are kept."""
+    now = ctx.now()
+    with ctx.store.begin() as conn:
+        row = repo.get_job(conn, project_id, training_job_id)
+        repo.mark_deleted(conn, training_job_id, now)
+        if J.Phase(row.phase) in J.TERMINABLE:
+            repo.request_terminate(conn, training_job_id, now, "Job deleted: stopping it")
+    ctx.wake()
+    return {}
+
+
+@router.post("/training-jobs/{training_job_id}/actions", status_code=202,
+             response_model=schemas.JobOut, responses=ERRORS)
+def act_on_training_job(project_id: str, training_job_id: str, body: specs.JobAction,
+                        ctx: Ctx) -> dict[str, Any]:
+    now = ctx.now()
+    with ctx.store.begin() as conn:
+        row = repo.get_job(conn, project_id, training_job_id)
+        phase = J.Phase(row.phase)
+        if phase in J.TERMINABLE:
+            repo.request_terminate(conn, training_job_id, now, "Termination requested")
+        elif phase is not J.Phase.TERMINATING:
+            raise errors.InvalidState(
+                f"training job is {phase.value}: only Creating, Pending or Running jobs "
+                "can be terminated")
+        out = views.job(conn, repo.get_job(conn, project_id, training_job_id), ctx.catalog,
+                        now)
+    ctx.wake()
+    return out
+
+
+@router.post("/training-job-searches", response_model=schemas.SearchOut, responses=ERRORS)
+def search_training_jobs(project_id: str, body: specs.Search, ctx: Ctx) -> dict[str, Any]:
+    now = ctx.now()
+    with ctx.store.read() as conn:
+        repo.require_project(conn, project_id)
+        total, count, rows = repo.search_jobs(conn, project_id, body)
+        ahead = repo.queue_positions(conn, [r.id for r in rows
+                                            if r.phase == J.Phase.PENDING.value])
+        items = [views.job(conn, r, ctx.catalog, now, ahead) for r in rows]
+    return {"total": total, "count": count, "limit": body.limit, "offset": body.offset,
+            "sort_by": body.sort_by, "order": body.order, "group_by": body.group_by,
+            "items": items}
+
+
+@router.get("/training-jobs/{training_job_id}/events", response_model=schemas.EventsOut,
+            responses=ERRORS)
+def list_training_job_events(
+    project_id: str, training_job_id: str, ctx: Ctx,
+    offset: Annotated[int, Query(ge=0)] = 0,
+    limit: Annotated[int, Query(ge=1, le=100)] = 50,
+    order: Literal["asc", "desc"] = "asc",
+    level: Literal["Info", "Warning", "Error"] | None = None,
+    pattern: Annotated[str | None, Query(max_length=256)] = None,
+    start_time: int | None = None, end_time: int | None = None,
+) -> dict[str, Any]:
+    if (start_time is None) != (end_time is None):
+        raise errors.BadParameter("start_time and end_time go together")
+    with ctx.store.read() as conn:
+        repo.get_job(conn, project_id, training_job_id)
+        total, rows = repo.list_events(conn, training_job_id, offset=offset, limit=limit,
+                                       order=order, level=level, pattern=pattern,
+                                       start_time=start_time, end_time=end_time)
+    return {"total": total, "limit": limit, "offset": offset, "order": order,
+            "start_time": None if start_time is None else str(start_time),
+            "end_time": None if end_time is None else str(end_time),
+            "events": [views.event(e) for e in rows]}
+
+
+def _task_attempt(conn: sa.Connection, project_id: str, job_id: str, task: str,
+                  attempt: int | None) -> tuple[Any, int, int]:
+    """(job row, the attempt asked for or else the latest, the latest attempt)."""
+    row = repo.get_job(conn, project_id, job_id)
+    if task not in J.task_names(row.node_count):
+        raise errors.NotFound(f"task '{task}' does not exist in training job '{job_id}'")
+    latest = repo.latest_attempt(conn, job_id)
+    if attempt is not None and not 1 <= attempt <= max(latest, 1):
+        raise errors.NotFound(f"attempt {attempt} does not exist (latest is {latest})")
+    return row, attempt or latest, latest
+
+
+@router.get("/training-jobs/{training_job_id}/tasks/{task_id}/logs/preview",
+            response_model=schemas.LogPreviewOut, responses=ERRORS)
+def show_training_job_logs_preview(project_id: str, training_job_id: str, task_id: str,
+                                   ctx: Ctx) -> dict[str, Any]:
+    with ctx.store.read() as conn:
+        _row, attempt, _latest = _task_attempt(conn, project_id, training_job_id, task_id,
+                                               None)
+    if not attempt:
+        return {"content": "", "current_size": 0, "full_size": 0}
+    paths = storage.RunPaths(ctx.settings.runs_dir, training_job_id)
+    data, size = storage.tail(paths.log_path(attempt, task_id), ctx.settings.log_preview_bytes)
+    return {"content": data.decode("utf-8", "replace"), "current_size": len(data),
+            "full_size": size}
+
+
+@router.get("/training-jobs/{training_job_id}/tasks/{task_id}/logs",
+            response_model=schemas.LogChunkOut, responses=ERRORS)
+def read_training_job_log(
+    project_id: str, training_job_id: str, task_id: str, ctx: Ctx,
+    offset: Annotated[int, Query(ge=0)] = 0,
+    attempt: Annotated[int | None, Query(ge=1)] = None,
+) -> dict[str, Any]:
+    """corral extension: a task's log from a byte offset, for following it as it grows."""
+    with ctx.store.read() as conn:
+        row, att, latest = _task_attempt(conn, project_id, training_job_id, task_id, attempt)
+        tasks = {t.name: t for t in repo.tasks_of(conn, training_job_id, att)} if att else {}
+    task = tasks.get(task_id)
+    finished = (J.Phase(row.phase) in J.TERMINAL or att < latest
+                or (task is not None and J.TaskState(task.state) in J.TASK_DONE))
+    if not att:
+        return {"content": "", "offset": 0, "next_offset": 0, "full_size": 0, "attempt": 0,
+                "finished": finished}
+    path = storage.RunPaths(ctx.settings.runs_dir, training_job_id).log_path(att, task_id)
+    data, nxt, size = storage.read_from(path, offset, CHUNK_BYTES)
+    return {"content": data.decode("utf-8", "replace"), "offset": offset, "next_offset": nxt,
+            "full_size": size, "attempt": att, "finished": finished and nxt >= size}
+
+
+@router.get("/training-jobs/{training_job_id}/metrics/{task_id}",
+            response_model=schemas.MetricsOut, responses=ERRORS)
+def show_training_job_metrics(project_id: str, training_job_id: str, task_id: str,
+                              ctx: Ctx) -> dict[str, Any]:
+    with ctx.store.read() as conn:
+        _row, att, _latest = _task_attempt(conn, project_id, training_job_id, task_id, None)
+        rows = repo.metrics_of(conn, training_job_id, att, task_id) if att else []
+    series = {"cpuUsage": "cpu_usage", "memUsage": "mem_usage", "gpuUtil": "gpu_util",
+              "gpuMemUsage": "gpu_mem_usage", "memUsedMB": "mem_mb"}
+    return {"metrics": [{"metric": name, "value": [round(getattr(r, col), 2) for r in rows]}
+                        for name, col in series.items()],
+            "times": [r.time for r in rows]}

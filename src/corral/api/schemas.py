@@ -1,0 +1,210 @@
+"""Response shapes of the API, so that /openapi.json describes every answer.
+
+Field names follow the ModelArts v2 reference; corral's own additions are marked.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class Out(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+
+class ErrorBody(BaseModel):
+    error_code: str = Field(examples=["ModelArts.2775"])
+    error_msg: str
+
+
+class JobMetadataOut(Out):
+    id: str
+    name: str
+    workspace_id: str = "0"
+    description: str = ""
+    create_time: int
+    user_name: str = ""
+    annotations: dict[str, str] = Field(default_factory=dict)
+
+
+class TaskStatusOut(Out):
+    task: str
+    exit_code: int | None = None
+    message: str | None = None
+
+
+class RunningRecordOut(Out):
+    start_at: int
+    end_at: int | None = None
+    start_type: str
+    end_reason: str | None = None
+    end_related_task: str | None = None
+    end_recover: str | None = None
+
+
+class StatusOut(Out):
+    phase: str
+    secondary_phase: str
+    duration: int = 0
+    node_count_metrics: list[list[int]] = Field(default_factory=list)
+    tasks: list[str] = Field(default_factory=list)
+    start_time: int = 0
+    task_statuses: list[TaskStatusOut] = Field(default_factory=list)
+    running_records: list[RunningRecordOut] = Field(default_factory=list)
+    reason: str | None = Field(default=None, description="corral: why the job waits or failed")
+    failure_class: str | None = Field(default=None, description="corral: cause of failure")
+
+
+class CpuOut(Out):
+    arch: str
+    core_num: int | float = Field(description="an integer unless a flavor gives a fraction")
+
+
+class GpuOut(Out):
+    unit_num: int
+    product_name: str = ""
+    memory: str = ""
+
+
+class SizeOut(Out):
+    size: int
+    unit: str
+
+
+class FlavorInfoOut(Out):
+    max_num: int
+    cpu: CpuOut
+    gpu: GpuOut | None = None
+    memory: SizeOut
+
+
+class BillingOut(Out):
+    code: str
+    unit_num: int
+
+
+class FlavorDetailOut(Out):
+    flavor_type: str
+    billing: BillingOut
+    flavor_info: FlavorInfoOut
+
+
+class FlavorOut(FlavorDetailOut):
+    flavor_id: str
+    flavor_name: str
+    max_num: int
+    attributes: dict[str, str] = Field(default_factory=dict)
+
+
+class ResourceOut(Out):
+    policy: str = "regular"
+    flavor_id: str
+    flavor_name: str
+    node_count: int
+    pool_id: str | None = None
+    flavor_detail: FlavorDetailOut
+
+
+class SpecOut(Out):
+    resource: ResourceOut
+    log_export_path: dict[str, Any] | None = None
+    schedule_policy: dict[str, Any] | None = None
+
+
+class JobOut(Out):
+    kind: str = "job"
+    metadata: JobMetadataOut
+    status: StatusOut
+    algorithm: dict[str, Any]
+    spec: SpecOut
+
+
+class SearchOut(Out):
+    total: int
+    count: int
+    limit: int
+    offset: int
+    sort_by: str
+    order: str
+    group_by: str | None = None
+    workspace_id: str = "0"
+    ai_project: str = "default-ai-project"
+    items: list[JobOut]
+
+
+class EventOut(Out):
+    message: str
+    level: str
+    time: str
+    source: str
+
+
+class EventsOut(Out):
+    total: int
+    limit: int
+    offset: int
+    order: str
+    start_time: str | None = None
+    end_time: str | None = None
+    events: list[EventOut]
+
+
+class FlavorsOut(Out):
+    total_count: int
+    flavors: list[FlavorOut]
+
+
+class EngineOut(Out):
+    engine_id: str
+    engine_name: str
+    engine_version: str
+    v1_compatible: bool = False
+    run_user: str = ""
+    image_info: dict[str, str] = Field(default_factory=dict)
+
+
+class EnginesOut(Out):
+    total: int
+    items: list[EngineOut]
+
+
+class LogPreviewOut(Out):
+    content: str
+    current_size: int
+    full_size: int
+
+
+class LogChunkOut(Out):
+    content: str
+    offset: int
+    next_offset: int
+    full_size: int
+    attempt: int
+    finished: bool = Field(description="the task has ended; no more will be written")
+
+
+class MetricOut(Out):
+    metric: str
+    value: list[float]
+
+
+class MetricsOut(Out):
+    metrics: list[MetricOut]
+    times: list[int] = Field(default_factory=list, description="corral: sample times (ms)")
+
+
+class NodeOut(Out):
+    name: str
+    cpu: int
+    memory_mb: int
+    gpus: int
+
+
+class InfoOut(Out):
+    version: str
+    default_project_id: str
+    database: str
+    home: str
+    nodes: list[NodeOut]

@@ -1,0 +1,141 @@
+"""How stored rows look to API clients: the ModelArts Job object and its friends."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import sqlalchemy as sa
+
+from corral.domain import jobs as J
+from corral.domain import resources
+from corral.scheduler import catalog as catalog_mod
+from corral.store import repo
+
+
+def job(conn: sa.Connection, row: Any, cat: catalog_mod.Catalog, now: int,
+        ahead: dict[str, int] | None = None) -> dict[str, Any]:
+    """The Job object. `ahead` holds queue positions already looked up (for a list of jobs);
+    without it a waiting job's position is looked up here."""
+    spec = json.loads(row.spec)
+    if ahead is None and row.phase == J.Phase.PENDING.value and not row.wait_reason:
+        ahead = repo.queue_positions(conn, [row.id])
+    attempts = repo.attempts_of(conn, row.id)
+    tasks = repo.tasks_of(conn, row.id, attempts[-1].seq) if attempts else []
+    return {
+        "kind": row.kind,
+        "metadata": {
+            "id": row.id, "name": row.name, "workspace_id": spec["metadata"].get(
+                "workspace_id", "0"), "description": row.description,
+            "create_time": row.create_time, "user_name": row.user_name,
+            "annotations": spec["metadata"].get("annotations", {}),
+        },
+        "status": status(row, attempts, tasks, now, (ahead or {}).get(row.id)),
+        "algorithm": algorithm(spec["algorithm"]),
+        "spec": job_spec(spec.get("spec", {}), row, cat),
+    }
+
+
+def status(row: Any, attempts: list[Any], tasks: list[Any], now: int,
+           ahead: int | None) -> dict[str, Any]:
+    start = row.start_time or 0
+    end = row.end_time or now
+    return {
+        "phase": row.phase,
+        "secondary_phase": row.secondary_phase,
+        "duration": max(0, end - start) if start else 0,
+        "start_time": start,
+        "tasks": J.task_names(row.node_count),
+        "task_statuses": [
+            {k: v for k, v in (("task", t.name), ("exit_code", t.exit_code),
+                               ("message", t.message)) if v is not None}
+            for t in tasks],
+        "running_records": [running_record(a) for a in attempts],
+        "node_count_metrics": node_count_metrics(attempts, row.node_count),
+        "reason": reason(row, ahead),
+        "failure_class": row.failure_class,
+    }
+
+
+def reason(row: Any, ahead: int | None) -> str | None:
+    """Why the job waits (its place in the queue, or what it lacks) or why it failed."""
+    if ahead is not None and row.phase == J.Phase.PENDING.value and not row.wait_reason:
+        return f"queued: {ahead} job(s) ahead" if ahead else "queued: next to start"
+    return row.wait_reason or row.failure_message
+
+
+def running_record(a: Any) -> dict[str, Any]:
+    rec = {"start_at": a.start_at // 1000, "start_type": a.start_type}
+    if a.end_at is not None:
+        rec["end_at"] = a.end_at // 1000
+    for key in ("end_reason", "end_related_task", "end_recover"):
+        if getattr(a, key):
+            rec[key] = getattr(a, key)
+    return rec
+
+
+def node_count_metrics(attempts: list[Any], node_count: int) -> list[list[int]]:
+    """[time ms, nodes running] at each change, derived from the running records."""
+    points: list[list[int]] = []
+    for a in attempts:
+        points.append([a.start_at, node_count])
+        if a.end_at is not None:
+            points.append([a.end_at, 0])
+    return points
+
+
+def algorithm(alg: dict[str, Any]) -> dict[str, Any]:
+    out = dict(alg)
+    # The reference's response shape is a list of maps (the request's is one map).
+    out["environments"] = [{k: v} for k, v in alg.get("environments", {}).items()]
+    return out
+
+
+def job_spec(spec: dict[str, Any], row: Any, cat: catalog_mod.Catalog) -> dict[str, Any]:
+    out = dict(spec)
+    res = dict(spec.get("resource", {}))
+    res.setdefault("policy", "regular")
+    res["flavor_id"] = row.flavor_id
+    res["node_count"] = row.node_count
+    flav = _flavor_or_row(cat, row)
+    res["flavor_name"] = flav.flavor_name
+    res["flavor_detail"] = flavor_detail(flav)
+    out["resource"] = res
+    return out
+
+
+def _flavor_or_row(cat: catalog_mod.Catalog, row: Any) -> resources.Flavor:
+    for f in cat.flavors:
+        if f.flavor_id == row.flavor_id:
+            return f
+    # The flavor was removed from configuration since; show what the job was given.
+    return resources.Flavor(flavor_id=row.flavor_id, flavor_name=row.flavor_id, cpu=row.cpu,
+                            memory_gb=max(1, row.memory_mb // 1024), gpu=row.gpu)
+
+
+def flavor_detail(f: resources.Flavor) -> dict[str, Any]:
+    info: dict[str, Any] = {
+        "max_num": f.max_num,
+        "cpu": {"arch": f.arch, "core_num": core_num(f.cpu)},
+        "memory": {"size": f.memory_gb, "unit": "GB"},
+    }
+    if f.gpu:
+        info["gpu"] = {"unit_num": f.gpu, "product_name": f.gpu_product, "memory": f.gpu_memory}
+    return {"flavor_type": f.flavor_type,
+            "billing": {"code": f.flavor_id, "unit_num": max(1, f.gpu)},
+            "flavor_info": info}
+
+
+def core_num(cpu: float) -> int | float:
+    """Whole cores as an integer, as documented (SDKs read `1.0` into their int field only
+    by coercion); a configured fraction of a core is shown as it is rather than rounded."""
+    return int(cpu) if float(cpu).is_integer() else cpu
+
+
+def flavor(f: resources.Flavor) -> dict[str, Any]:
+    return {"flavor_id": f.flavor_id, "flavor_name": f.flavor_name, "max_num": f.max_num,
+            **flavor_detail(f), "attributes": {}}
+
+
+def event(e: Any) -> dict[str, Any]:
+    return {"message": e.message, "level": e.level, "time": str(e.time), "source": e.source}

@@ -1,0 +1,273 @@
+"""A small synchronous client for corral's ModelArts-v2 REST API.
+
+The CLI and scripts talk to a running server through this, never to the store: the server
+is the only writer. Every non-2xx answer and every transport failure becomes one
+`ClientError`, so callers have a single thing to catch and print.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import time
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
+
+import httpx
+
+from corral.domain import jobs
+
+#: what a refused connection usually means for someone running the CLI
+_UNREACHABLE = "cannot reach corral at {url}: is `corral server` running?"
+#: phase values after which a job changes no more
+TERMINAL = frozenset(p.value for p in jobs.TERMINAL)
+
+
+class ClientError(Exception):
+    """The server answered with an error, or could not be reached (status 0)."""
+
+    def __init__(self, status: int, error_code: str | None, error_msg: str) -> None:
+        self.status = status
+        self.error_code = error_code
+        self.error_msg = error_msg
+        super().__init__(str(self))
+
+    def __str__(self) -> str:
+        return f"{self.error_code}: {self.error_msg}" if self.error_code else self.error_msg
+
+
+class Client:
+    """One server, one project. The project is asked from the server when not given."""
+
+    def __init__(
+        self,
+        base_url: str,
+        project_id: str | None = None,
+        timeout: float = 30,
+        *,
+        transport: httpx.BaseTransport | None = None,
+    ) -> None:
+        self.base_url = base_url.rstrip("/")
+        self._project_id = project_id
+        # `transport` lets tests answer requests in-process without a socket.
+        if transport is None:
+            # httpx writes a request in pieces; without TCP_NODELAY each one waits ~40 ms
+            # for the server's delayed ACK.
+            transport = httpx.HTTPTransport(
+                socket_options=[(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)])
+        self._http = httpx.Client(base_url=self.base_url, timeout=timeout, transport=transport)
+
+    def close(self) -> None:
+        self._http.close()
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def project_id(self) -> str:
+        if self._project_id is None:
+            self._project_id = str(self.info()["default_project_id"])
+        return self._project_id
+
+    # -- server ----------------------------------------------------------------------------
+
+    def info(self) -> dict[str, Any]:
+        """`{version, default_project_id, database, home, nodes}` of the server."""
+        return self._request("GET", "/corral/info")
+
+    def flavors(self) -> dict[str, Any]:
+        return self._request("GET", self._v2("/training-job-flavors"))
+
+    def engines(self) -> dict[str, Any]:
+        return self._request("GET", self._v2("/training-job-engines"))
+
+    # -- jobs ------------------------------------------------------------------------------
+
+    def create_job(self, body: dict[str, Any]) -> dict[str, Any]:
+        return self._request("POST", self._v2("/training-jobs"), json=body)
+
+    def get_job(self, job_id: str) -> dict[str, Any]:
+        return self._request("GET", self._job(job_id))
+
+    def list_jobs(
+        self,
+        *,
+        phases: Iterable[str] = (),
+        name: str | None = None,
+        filters: Iterable[dict[str, Any]] = (),
+        limit: int = 10,
+        offset: int = 0,
+        sort_by: str = "create_time",
+        order: str = "desc",
+    ) -> dict[str, Any]:
+        """One page of the search: `offset` counts pages of `limit` jobs, as in ModelArts.
+
+        `phases` and `name` are shorthands for the `in` and `like` filters; `filters` are
+        passed through as they are.
+        """
+        all_filters = list(filters)
+        if phases := list(phases):
+            all_filters.append({"key": "phase", "operator": "in", "value": phases})
+        if name:
+            all_filters.append({"key": "name", "operator": "like", "value": [name]})
+        body = {
+            "offset": offset,
+            "limit": limit,
+            "sort_by": sort_by,
+            "order": order,
+            "filters": all_filters,
+        }
+        return self._request("POST", self._v2("/training-job-searches"), json=body)
+
+    def update_description(self, job_id: str, text: str) -> None:
+        self._request("PUT", self._job(job_id), json={"description": text})
+
+    def terminate(self, job_id: str) -> dict[str, Any]:
+        return self._request(
+            "POST", self._job(job_id, "/actions"), json={"action_type": "terminate"}
+        )
+
+    def delete(self, job_id: str) -> None:
+        self._request("DELETE", self._job(job_id))
+
+    def events(
+        self, job_id: str, limit: int = 50, offset: int = 0, order: str = "asc"
+    ) -> dict[str, Any]:
+        params = {"limit": limit, "offset": offset, "order": order}
+        return self._request("GET", self._job(job_id, "/events"), params=params)
+
+    # -- logs and metrics ------------------------------------------------------------------
+
+    def log_preview(self, job_id: str, task: str = "worker-0") -> dict[str, Any]:
+        """`{content, current_size, full_size}`: the end of the task's log."""
+        return self._request("GET", self._job(job_id, f"/tasks/{task}/logs/preview"))
+
+    def log_chunk(
+        self, job_id: str, task: str = "worker-0", offset: int = 0, attempt: int | None = None
+    ) -> dict[str, Any]:
+        """`{content, offset, next_offset, full_size, attempt}` from byte `offset` on.
+
+        Without `attempt` the server answers for the latest run of the task.
+        """
+        params: dict[str, int] = {"offset": offset}
+        if attempt is not None:
+            params["attempt"] = attempt
+        return self._request("GET", self._job(job_id, f"/tasks/{task}/logs"), params=params)
+
+    def metrics(self, job_id: str, task: str = "worker-0") -> dict[str, Any]:
+        """`{metrics: [{metric, value: [...]}]}`, oldest sample first."""
+        return self._request("GET", self._job(job_id, f"/metrics/{task}"))
+
+    # -- plumbing --------------------------------------------------------------------------
+
+    def _v2(self, path: str) -> str:
+        return f"/v2/{self.project_id}{path}"
+
+    def _job(self, job_id: str, suffix: str = "") -> str:
+        return self._v2(f"/training-jobs/{job_id}{suffix}")
+
+    def _request(self, method: str, path: str, **kwargs: Any) -> Any:
+        try:
+            resp = self._http.request(method, path, **kwargs)
+        except httpx.ConnectError:
+            raise ClientError(0, None, _UNREACHABLE.format(url=self.base_url)) from None
+        except httpx.TimeoutException:
+            raise ClientError(
+                0, None, f"corral at {self.base_url} did not answer in time"
+            ) from None
+        except httpx.TransportError as exc:
+            raise ClientError(0, None, f"talking to corral at {self.base_url}: {exc}") from None
+        if not resp.is_success:
+            raise _error(resp)
+        if not resp.content:
+            return {}
+        try:
+            return resp.json()
+        except json.JSONDecodeError:
+            raise ClientError(
+                resp.status_code, None, f"{method} {path}: the answer is not JSON"
+            ) from None
+
+
+def follow(
+    api: Client,
+    job_id: str,
+    tail: LogTail,
+    on_text: Callable[[str], None],
+    on_job: Callable[[dict[str, Any]], None] | None = None,
+    poll: float = 0.5,
+) -> dict[str, Any]:
+    """Feeds new log text until the job is in a terminal phase and its log is drained.
+
+    `on_job` sees the job at every poll. Returns the job as it ended.
+    """
+    while True:
+        # The phase is read before the log: once terminal, one more read gets every last line.
+        job = api.get_job(job_id)
+        if on_job is not None:
+            on_job(job)
+        for text in tail.read():
+            on_text(text)
+        if job["status"]["phase"] in TERMINAL:
+            return job
+        time.sleep(poll)
+
+
+class LogTail:
+    """Reads a task's log on from where it stopped last time.
+
+    Without a given attempt it follows the latest run: when a newer one appears (the task
+    was restarted), the rest of the old run is read first, then the new one from its start.
+    """
+
+    def __init__(self, api: Client, job_id: str, task: str, attempt: int | None = None) -> None:
+        self.api, self.job_id, self.task = api, job_id, task
+        self.pinned = attempt is not None
+        self.attempt = attempt
+        self.offset = 0
+
+    def read(self) -> Iterator[str]:
+        """Everything written since the last call, in order."""
+        while True:
+            asked = self.attempt if self.pinned else None
+            chunk = self.api.log_chunk(self.job_id, self.task, self.offset, asked)
+            latest = chunk.get("attempt")
+            # Attempts count from 1; 0 (or None) means no run has started yet.
+            if not self.pinned and self.attempt and latest != self.attempt:
+                yield from self._drain(self.attempt)
+                self.attempt, self.offset = latest, 0
+                continue
+            self.attempt = latest
+            if not self._advance(chunk):
+                return
+            yield chunk["content"]
+
+    def _drain(self, attempt: int) -> Iterator[str]:
+        while True:
+            chunk = self.api.log_chunk(self.job_id, self.task, self.offset, attempt)
+            if not self._advance(chunk):
+                return
+            yield chunk["content"]
+
+    def _advance(self, chunk: dict[str, Any]) -> bool:
+        """Moves past `chunk`; False when it held nothing new."""
+        next_offset = int(chunk.get("next_offset", self.offset))
+        if not chunk.get("content") or next_offset <= self.offset:
+            return False
+        self.offset = next_offset
+        return True
+
+
+def _error(resp: httpx.Response) -> ClientError:
+    """The ModelArts error body when there is one, else the HTTP status and some text."""
+    try:
+        body = resp.json()
+    except json.JSONDecodeError:
+        body = None
+    if isinstance(body, dict) and "error_msg" in body:
+        return ClientError(resp.status_code, body.get("error_code"), str(body["error_msg"]))
+    text = resp.text.strip()[:200] or resp.reason_phrase
+    return ClientError(resp.status_code, None, f"HTTP {resp.status_code}: {text}")

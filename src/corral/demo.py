@@ -1,0 +1,253 @@
+"""`corral demo`: train the example MLP on a server of its own and sum up the run.
+
+The demo starts an embedded server (or uses the one already serving this CORRAL_HOME),
+submits examples/mlp, shows its phases and log as they come and ends with a summary of the
+run: phase, duration, resource peaks, final training metrics, where the model went. That is
+a few hundred lines of watching and summing up which no other command needs, so it lives
+here rather than in `corral.cli`, whose `demo` command only calls `run`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+import pathlib
+import re
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import rich.console
+import rich.status
+import rich.text
+
+import corral
+from corral import client, jobfile, terminal
+from corral import settings as settings_mod
+from corral.domain import errors
+from corral.domain import jobs as jobs_mod
+
+#: units of the resource metrics the server samples
+_UNITS = {"cpuUsage": "%", "memUsage": "%", "gpuUtil": "%", "gpuMemUsage": "%", "memUsedMB": " MB"}
+_FINAL = re.compile(r"^final:\s*(.*)$", re.MULTILINE)
+
+
+def run(
+    settings: settings_mod.Settings, out: rich.console.Console, epochs: int | None, as_json: bool
+) -> None:
+    """Train the example MLP on an embedded server and sum up the run on `out`.
+
+    Raises `terminal.Failure` when the demo cannot run or its job does not complete.
+    """
+    job_file = pathlib.Path(corral.__file__).parents[2] / "examples" / "mlp" / "job.yaml"
+    if not job_file.is_file():
+        raise terminal.Failure(
+            f"the demo job is missing: {job_file} (run from a corral source checkout)"
+        )
+    name = "demo-" + datetime.datetime.now().strftime("%Y%m%d-%H%M%S-%f")[:-3]
+    out_dir = settings.home / "demo" / name / "output"
+    body = _demo_body(jobfile.load_job_file(job_file), name, out_dir, epochs)
+    say = _quiet if as_json else out.print
+    with _demo_server(settings, say) as url, client.Client(url) as api:
+        job = api.create_job(body)
+        job_id = job["metadata"]["id"]
+        say(f"submitted [bold]{name}[/] ({job_id}); output goes to {terminal.esc(str(out_dir))}")
+        progress = Progress(out, quiet=as_json)
+        try:
+            job = progress.watch(api, job_id)
+        except KeyboardInterrupt:
+            api.terminate(job_id)
+            raise terminal.Failure(f"interrupted: stopped the demo job {job_id}") from None
+        summary = _demo_summary(api, job, "".join(progress.log), out_dir, url)
+    if as_json:
+        terminal.print_json(summary)
+    else:
+        _show_summary(out, summary)
+    if summary["phase"] != jobs_mod.Phase.COMPLETED.value:
+        raise terminal.Failure(
+            f"the demo job ended {summary['phase']}: {summary['reason'] or 'see above'}"
+        )
+
+
+def _quiet(*args: Any, **kwargs: Any) -> None:
+    pass
+
+
+def _demo_body(
+    body: dict[str, Any], name: str, out_dir: pathlib.Path, epochs: int | None
+) -> dict[str, Any]:
+    """The example job renamed (names are unique) and writing under CORRAL_HOME, not the repo."""
+    body["metadata"]["name"] = name
+    for channel in body["algorithm"].get("outputs", []):
+        if channel["name"] == "train_url":
+            channel["remote"] = {"obs": {"obs_url": str(out_dir) + "/"}}
+    if epochs is not None:
+        params = [p for p in body["algorithm"].get("parameters", []) if p["name"] != "epochs"]
+        body["algorithm"]["parameters"] = [*params, {"name": "epochs", "value": str(epochs)}]
+    return body
+
+
+@contextlib.contextmanager
+def _demo_server(settings: settings_mod.Settings, say: Callable[..., None]) -> Iterator[str]:
+    """An in-process server for the demo, or the one that already serves this CORRAL_HOME."""
+    from corral import server as server_mod
+
+    # Loopback only, on a free port; samples often enough that a job of seconds has some.
+    update = {"host": "127.0.0.1", "metrics_interval": min(settings.metrics_interval, 1.0)}
+    try:
+        embedded = server_mod.start_embedded(settings.model_copy(update=update))
+    except server_mod.AlreadyRunning as exc:
+        if not exc.url:
+            raise terminal.Failure(
+                f"{exc.message}, and it left no address to reach it at"
+            ) from None
+        say(f"using the corral server already running at {exc.url}")
+        yield exc.url
+        return
+    except errors.CorralError as exc:
+        raise terminal.Failure(f"cannot start the demo server: {exc.message}") from None
+    say(f"started a corral server at {embedded.url} (home: {settings.home})")
+    try:
+        yield embedded.url
+    finally:
+        embedded.stop()
+
+
+class Progress:
+    """The demo's live view: a line per phase change, the log as it comes, a spinner."""
+
+    def __init__(self, out: rich.console.Console, quiet: bool) -> None:
+        self.out, self.quiet = out, quiet
+        self.lines = LineBuffer()
+        self.log: list[str] = []
+        self.label = ""
+        self.started = time.monotonic()
+        self.status: rich.status.Status | None = None
+
+    def watch(self, api: client.Client, job_id: str) -> dict[str, Any]:
+        """Follows the job to its end and returns it; its whole log is in `self.log`."""
+        spinner = contextlib.nullcontext(None) if self.quiet else self.out.status("submitted")
+        with spinner as self.status:
+            tail = client.LogTail(api, job_id, jobfile.FIRST_TASK)
+            job = client.follow(api, job_id, tail, self.on_text, self.on_job)
+        if rest := self.lines.flush():
+            self._line(rest)
+        self._announce(job)  # the final phase comes after the last lines it explains
+        return job
+
+    def on_job(self, job: dict[str, Any]) -> None:
+        label = terminal.phase_label(job["status"])
+        if job["status"]["phase"] not in client.TERMINAL:
+            self._announce(job)
+        if self.status is not None:
+            self.status.update(f"{label} for {time.monotonic() - self.started:.0f}s")
+
+    def on_text(self, text: str) -> None:
+        self.log.append(text)
+        for line in self.lines.feed(text):
+            self._line(line)
+
+    def _announce(self, job: dict[str, Any]) -> None:
+        label, reason = terminal.phase_label(job["status"]), job["status"].get("reason")
+        if label != self.label:
+            self.label = label
+            self._say(
+                f"[bold cyan]●[/] {label}"
+                + (f" [dim]({terminal.esc(reason)})[/]" if reason else "")
+            )
+
+    def _line(self, line: str) -> None:
+        if not self.quiet:
+            self.out.print(rich.text.Text(f"  │ {line}", style="dim"), soft_wrap=True)
+
+    def _say(self, markup: str) -> None:
+        if not self.quiet:
+            self.out.print(markup)
+
+
+class LineBuffer:
+    """Turns chunks of text into whole lines (a chunk may end mid-line)."""
+
+    def __init__(self) -> None:
+        self.rest = ""
+
+    def feed(self, text: str) -> list[str]:
+        *lines, self.rest = (self.rest + text).split("\n")
+        return [line.rstrip("\r") for line in lines]
+
+    def flush(self) -> str:
+        rest, self.rest = self.rest, ""
+        return rest
+
+
+def _demo_summary(
+    api: client.Client, job: dict[str, Any], log: str, out_dir: pathlib.Path, url: str
+) -> dict[str, Any]:
+    status = job["status"]
+    model = out_dir / "model.npz"
+    try:
+        resources = resource_summary(api.metrics(job["metadata"]["id"], jobfile.FIRST_TASK))
+    except client.ClientError:
+        resources = {}  # the summary is still worth showing without samples
+    return {
+        "server": url,
+        "job_id": job["metadata"]["id"],
+        "name": job["metadata"]["name"],
+        "phase": status.get("phase"),
+        "secondary_phase": status.get("secondary_phase"),
+        "reason": status.get("reason"),
+        "duration_ms": status.get("duration"),
+        "resources": resources,
+        "training": final_metrics(log),
+        "model": str(model) if model.is_file() else None,
+        "output_dir": str(out_dir),
+    }
+
+
+def _show_summary(out: rich.console.Console, s: dict[str, Any]) -> None:
+    ok = s["phase"] == jobs_mod.Phase.COMPLETED.value
+    grid = terminal.grid()
+    label = terminal.phase_label({"phase": s["phase"], "secondary_phase": s["secondary_phase"]})
+    grid.add_row("phase", f"[{'green' if ok else 'red'}]{label}[/]")
+    if s["reason"]:
+        grid.add_row("reason", terminal.esc(s["reason"]))
+    grid.add_row("duration", terminal.duration(s["duration_ms"]))
+    for metric, v in s["resources"].items():
+        unit = _UNITS.get(metric, "")
+        if v["peak"] or metric in ("cpuUsage", "memUsage"):  # no GPU rows on a CPU job
+            grid.add_row(metric, f"last {v['last']:.1f}{unit}, peak {v['peak']:.1f}{unit}")
+    if not s["resources"]:
+        grid.add_row("resources", "[dim]no samples (the job was shorter than one interval)[/]")
+    if s["training"]:
+        grid.add_row("training", "  ".join(f"{k}={v}" for k, v in s["training"].items()))
+    model = s["model"] or f"[red]not written[/] (expected in {s['output_dir']})"
+    grid.add_row("model", model)
+    out.print()
+    out.print(f"[bold]{s['name']}[/] ({s['job_id']})")
+    out.print(grid)
+
+
+def resource_summary(metrics: dict[str, Any]) -> dict[str, dict[str, float]]:
+    """Last and peak of every sampled metric (cpuUsage, memUsage, ...)."""
+    result = {}
+    for m in metrics.get("metrics", []):
+        values = [v for v in m.get("value") or [] if v is not None]
+        if values:
+            result[m["metric"]] = {"last": values[-1], "peak": max(values)}
+    return result
+
+
+def final_metrics(log: str) -> dict[str, Any]:
+    """`key=value` pairs of the last `final: ...` line a training script printed."""
+    found = _FINAL.findall(log.replace("\r\n", "\n"))
+    if not found:
+        return {}
+    pairs = (item.split("=", 1) for item in found[-1].split() if "=" in item)
+    return {k: _number(v) for k, v in pairs}
+
+
+def _number(text: str) -> Any:
+    try:
+        return float(text)
+    except ValueError:
+        return text

@@ -1,0 +1,244 @@
+"""The embedded platform in one process: API, reconciler and local executor.
+
+Only one server may drive a given state at a time (two reconcilers would both launch the
+same queued job), so the server holds an exclusive lock on its CORRAL_HOME and, on
+PostgreSQL, an advisory lock on the database, for as long as it runs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import fcntl
+import json
+import logging
+import os
+import socket
+import threading
+import time
+from typing import IO, Any
+
+import sqlalchemy as sa
+import uvicorn
+
+from corral import settings as settings_mod
+from corral.api import app as app_mod
+from corral.api import deps
+from corral.domain import errors
+from corral.executors import local
+from corral.scheduler import catalog as catalog_mod
+from corral.scheduler import metrics, reconciler
+from corral.store import db, repo
+
+log = logging.getLogger(__name__)
+PG_LOCK_KEY = 0x636F7272  # "corr"
+
+
+class AlreadyRunning(errors.CorralError):
+    """Another corral server already uses this CORRAL_HOME or database."""
+
+    error_code = "ModelArts.0409"
+    http_status = 409
+
+    def __init__(self, message: str | None = None, url: str | None = None) -> None:
+        super().__init__(message)
+        self.url = url
+
+
+@dataclasses.dataclass
+class Platform:
+    settings: settings_mod.Settings
+    store: db.Store
+    executor: local.LocalExecutor
+    catalog: catalog_mod.Catalog
+    reconciler: reconciler.Reconciler
+    context: deps.Context
+    locks: list[Any]
+    wake_event: threading.Event = dataclasses.field(default_factory=threading.Event)
+    stop_event: threading.Event = dataclasses.field(default_factory=threading.Event)
+    threads: list[threading.Thread] = dataclasses.field(default_factory=list)
+
+    def start(self) -> None:
+        self.wake_event.set()  # first pass at once: re-adopt, recover, start queued jobs
+        self.threads = [
+            threading.Thread(target=reconciler.run_forever, name="corral-reconciler",
+                             args=(self.reconciler, self.wake_event, self.stop_event,
+                                   self.settings.tick_interval), daemon=True),
+            threading.Thread(target=self._sample_loop, name="corral-metrics", daemon=True),
+        ]
+        for t in self.threads:
+            t.start()
+
+    def wake(self) -> None:
+        self.wake_event.set()
+
+    def stop(self) -> None:
+        """Stop corral's own threads; the jobs' processes keep running for the next start."""
+        self.stop_event.set()
+        self.wake_event.set()
+        for t in self.threads:
+            t.join(timeout=10)
+        self.executor.close()
+        self.store.dispose()
+        for lock in self.locks:
+            with contextlib.suppress(Exception):
+                lock.close()
+
+    def _sample_loop(self) -> None:
+        while not self.stop_event.wait(self.settings.metrics_interval):
+            try:
+                metrics.sample_once(self.store, self.executor, self.catalog,
+                                    self.reconciler.now())
+            except Exception:
+                log.exception("resource sampling failed")
+
+
+def build(settings: settings_mod.Settings) -> Platform:
+    settings.home.mkdir(parents=True, exist_ok=True)
+    locks: list[Any] = [_lock_home(settings)]
+    store = db.Store(settings.db_url)
+    try:
+        if not store.is_sqlite:
+            locks.append(_lock_database(store))
+        store.migrate()
+        with store.begin() as conn:
+            project_id = repo.ensure_default_project(conn, int(time.time() * 1000))
+    except BaseException:
+        for lock in locks:
+            lock.close()
+        store.dispose()
+        raise
+    executor = local.LocalExecutor(local.detect_node(cpus=settings.cpus,
+                                                     memory_gb=settings.memory_gb))
+    cat = catalog_mod.Catalog.build(settings, executor.nodes())
+    rec = reconciler.Reconciler(store=store, executor=executor, catalog=cat,
+                                settings=settings)
+    ctx = deps.Context(store=store, catalog=cat, settings=settings,
+                       default_project_id=project_id)
+    platform = Platform(settings=settings, store=store, executor=executor, catalog=cat,
+                        reconciler=rec, context=ctx, locks=locks)
+    ctx.wake = platform.wake
+    executor.set_waker(platform.wake)
+    return platform
+
+
+def _lock_home(settings: settings_mod.Settings) -> IO[str]:
+    fh = open(settings.home / "server.lock", "a+")  # noqa: SIM115 - held for the server's life
+    try:
+        fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        fh.close()
+        url = _running_url(settings)
+        raise AlreadyRunning(
+            f"another corral server is running with CORRAL_HOME={settings.home}"
+            + (f" at {url}" if url else ""), url=url) from None
+    return fh
+
+
+def _lock_database(store: db.Store) -> sa.Connection:
+    conn = store.engine.connect()
+    got = conn.exec_driver_sql(f"SELECT pg_try_advisory_lock({PG_LOCK_KEY})").scalar()
+    conn.commit()
+    if not got:
+        conn.close()
+        raise AlreadyRunning("another corral server is running against this database")
+    return conn
+
+
+def _running_url(settings: settings_mod.Settings) -> str | None:
+    try:
+        return str(json.loads((settings.home / "server.json").read_text())["url"])
+    except (OSError, ValueError, KeyError):
+        return None
+
+
+def _write_server_file(settings: settings_mod.Settings, url: str) -> None:
+    (settings.home / "server.json").write_text(json.dumps({"url": url, "pid": os.getpid()}))
+
+
+def _bind(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    # Accepted connections inherit this: without it a response written as headers + body
+    # waits ~40 ms for the client's delayed ACK (Nagle's algorithm).
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        raise errors.CorralError(f"cannot listen on {host}:{port}: {exc.strerror}") from None
+    sock.listen(2048)
+    return sock
+
+
+def _open(settings: settings_mod.Settings, port: int) -> tuple[Platform, socket.socket, str]:
+    """Build the platform, take the port, say where it listens, and start its threads."""
+    platform = build(settings)
+    try:
+        sock = _bind(settings.host, port)
+    except errors.CorralError:
+        platform.stop()  # releases the home lock: nothing runs here after all
+        raise
+    url = f"http://{settings.host}:{sock.getsockname()[1]}"
+    _write_server_file(settings, url)
+    platform.start()
+    return platform, sock, url
+
+
+def _uvicorn(platform: Platform) -> uvicorn.Server:
+    app = app_mod.create_app(platform.context)
+    config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off",
+                            timeout_graceful_shutdown=3)
+    return uvicorn.Server(config)
+
+
+def serve(settings: settings_mod.Settings) -> None:
+    """`corral server`: run in the foreground until SIGINT/SIGTERM."""
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: "
+                        "%(message)s")
+    logging.getLogger("alembic").setLevel(logging.WARNING)
+    platform, sock, url = _open(settings, settings.port)
+    log.info("corral %s serving on %s (state: %s, home: %s)", _version(), url,
+             platform.store.engine.dialect.name, settings.home)
+    try:
+        _uvicorn(platform).run(sockets=[sock])
+    finally:
+        platform.stop()
+        sock.close()
+        log.info("corral stopped; running jobs keep running and are adopted at next start")
+
+
+@dataclasses.dataclass
+class Embedded:
+    """A server running in a thread of this process (for `corral demo` and tests)."""
+
+    url: str
+    platform: Platform
+    _server: uvicorn.Server
+    _thread: threading.Thread
+    _sock: socket.socket
+
+    def stop(self) -> None:
+        self._server.should_exit = True
+        self._thread.join(timeout=10)
+        self.platform.stop()
+        self._sock.close()
+
+
+def start_embedded(settings: settings_mod.Settings, port: int = 0) -> Embedded:
+    platform, sock, url = _open(settings, port)
+    server = _uvicorn(platform)
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]},
+                              name="corral-http", daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while not server.started and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return Embedded(url=url, platform=platform, _server=server, _thread=thread, _sock=sock)
+
+
+def _version() -> str:
+    import corral
+
+    return corral.__version__
