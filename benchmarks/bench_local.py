@@ -1,0 +1,560 @@
+"""Speed and memory of the embedded server against bare processes, measured in one run.
+
+Every figure is printed next to a baseline taken in the same run on the same machine (a
+bare `subprocess.Popen` of the same trivial job), so that a busy or slow machine moves
+both and the ratio stays meaningful. Nothing here asserts: the targets are printed as
+PASS/MISS for a person to read (see README.md in this directory).
+
+    python benchmarks/bench_local.py [--jobs 500] [--seq 30] [--quick] [--json PATH]
+"""
+
+from __future__ import annotations
+
+import argparse
+import concurrent.futures
+import contextlib
+import dataclasses
+import json
+import os
+import pathlib
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+import httpx
+import psutil
+
+TRIVIAL = [sys.executable, "-c", "print(1)"]
+FLAVOR = "corral.cpu.1u"
+TERMINAL = ["Completed", "Failed", "Terminated", "Abnormal"]
+POLL_S = 0.002  # between GETs while one job runs: fine enough for a ~20 ms job
+BURST_POLL_S = 0.1  # between searches while the burst runs
+CLIENT_THREADS = 8
+
+#: Ray Jobs on this machine, as the issue quotes them: for scale, not measured here.
+RAY_QUOTED = {"per_job_s": 1.0, "jobs_100_s": 75.0, "idle_rss_mb": 640.0}
+
+
+@dataclasses.dataclass(frozen=True)
+class Sizes:
+    seq: int  #: sequential jobs timed one at a time
+    warmup: int  #: untimed jobs first (imports, caches, connection pool)
+    jobs: int  #: jobs submitted at once
+    terminates: int  #: running jobs stopped one at a time
+
+
+@dataclasses.dataclass
+class Server:
+    """A corral server running as its own process, as `corral server` runs it."""
+
+    proc: subprocess.Popen[bytes]
+    home: pathlib.Path
+    url: str
+    project_id: str
+    http: httpx.Client
+
+    def path(self, rest: str) -> str:
+        return f"/v2/{self.project_id}{rest}"
+
+
+# --- small helpers ----------------------------------------------------------------------
+
+
+def log(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def client(url: str) -> httpx.Client:
+    # httpx writes a POST in pieces: without TCP_NODELAY, Nagle's algorithm and the
+    # server's delayed ACK add ~40 ms to every request.
+    transport = httpx.HTTPTransport(socket_options=[(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)])
+    return httpx.Client(base_url=url, timeout=60, transport=transport)
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    ordered = sorted(values)
+    k = (len(ordered) - 1) * q
+    lo, hi = int(k), min(int(k) + 1, len(ordered) - 1)
+    return ordered[lo] + (ordered[hi] - ordered[lo]) * (k - lo)
+
+
+def rss_mb(pid: int) -> float:
+    return float(psutil.Process(pid).memory_info().rss) / 2**20
+
+
+def job_body(command: str, prefix: str = "bench") -> dict[str, Any]:
+    return {
+        "kind": "job",
+        "metadata": {"name": f"{prefix}-{uuid.uuid4().hex[:12]}"},
+        "algorithm": {"command": command},
+        "spec": {"resource": {"flavor_id": FLAVOR, "node_count": 1}},
+    }
+
+
+def trivial_command() -> str:
+    return f'{sys.executable} -c "print(1)"'
+
+
+# --- the server process -----------------------------------------------------------------
+
+
+def start_server(home: pathlib.Path) -> Server:
+    port = free_port()
+    env = {
+        **os.environ,
+        "CORRAL_HOME": str(home),
+        "CORRAL_PORT": str(port),
+        "CORRAL_HOST": "127.0.0.1",
+    }
+    out = open(home.parent / "server.log", "wb")  # noqa: SIM115 - the child holds it
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "from corral import server, settings; server.serve(settings.load())",
+        ],
+        env=env,
+        stdout=out,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    out.close()
+    url = f"http://127.0.0.1:{port}"
+    http = client(url)
+    _wait_healthy(proc, http, home.parent / "server.log")
+    project_id = http.get("/corral/info").json()["default_project_id"]
+    return Server(proc=proc, home=home, url=url, project_id=project_id, http=http)
+
+
+def _wait_healthy(
+    proc: subprocess.Popen[bytes], http: httpx.Client, log_path: pathlib.Path
+) -> None:
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise SystemExit(
+                f"the server exited with {proc.returncode}:\n"
+                + log_path.read_text(errors="replace")[-4000:]
+            )
+        with contextlib.suppress(httpx.TransportError):
+            if http.get("/healthz").status_code == 200:
+                return
+        time.sleep(0.05)
+    raise SystemExit("the server did not answer /healthz within 60 s")
+
+
+def stop_server(srv: Server) -> None:
+    """SIGTERM the server's group, then kill whatever job process it left behind."""
+    srv.http.close()
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(srv.proc.pid, signal.SIGTERM)
+    try:
+        srv.proc.wait(timeout=15)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(srv.proc.pid, signal.SIGKILL)
+        srv.proc.wait()
+    kill_job_processes(srv.home)
+
+
+def kill_job_processes(home: pathlib.Path) -> None:
+    """Tasks run in their own sessions; find ours by the run directory in their argv."""
+    mark = str(home)
+    for p in psutil.process_iter(["pid", "cmdline"]):
+        if any(mark in arg for arg in p.info["cmdline"] or ()):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(p.info["pid"], signal.SIGKILL)
+
+
+@contextlib.contextmanager
+def running_server() -> Iterator[Server]:
+    with tempfile.TemporaryDirectory(prefix="corral-bench-") as tmp:
+        srv = start_server(pathlib.Path(tmp) / "home")
+        try:
+            yield srv
+        finally:
+            stop_server(srv)
+
+
+# --- talking to it ----------------------------------------------------------------------
+
+
+def submit(srv: Server, http: httpx.Client, command: str, prefix: str = "bench") -> str:
+    r = http.post(srv.path("/training-jobs"), json=job_body(command, prefix))
+    if r.status_code != 201:
+        raise SystemExit(f"submit failed: {r.status_code} {r.text}")
+    return str(r.json()["metadata"]["id"])
+
+
+def wait_phase(srv: Server, job_id: str, want: str, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        r = srv.http.get(srv.path(f"/training-jobs/{job_id}"))
+        phase = r.json()["status"]["phase"]
+        if phase == want:
+            return
+        if phase in TERMINAL:
+            raise SystemExit(f"job {job_id} ended {phase}, waiting for {want}")
+        if time.monotonic() > deadline:
+            raise SystemExit(f"job {job_id} still {phase} after {timeout} s")
+        time.sleep(POLL_S)
+
+
+def count_in(srv: Server, phases: Sequence[str], prefix: str) -> int:
+    """How many jobs whose name holds `prefix` are in one of `phases` (one request)."""
+    body = {
+        "limit": 1,
+        "filters": [
+            {"key": "phase", "operator": "in", "value": list(phases)},
+            {"key": "name", "operator": "like", "value": [prefix]},
+        ],
+    }
+    r = srv.http.post(srv.path("/training-job-searches"), json=body)
+    r.raise_for_status()
+    return int(r.json()["count"])
+
+
+# --- baselines --------------------------------------------------------------------------
+
+
+def bare_run() -> float:
+    t0 = time.perf_counter()
+    subprocess.Popen(TRIVIAL, stdout=subprocess.DEVNULL).wait()
+    return time.perf_counter() - t0
+
+
+def bare_pool(n: int, workers: int = 2) -> float:
+    t0 = time.perf_counter()
+    with concurrent.futures.ThreadPoolExecutor(workers) as pool:
+        list(pool.map(lambda _: bare_run(), range(n)))
+    return time.perf_counter() - t0
+
+
+def bare_idle_rss() -> float:
+    """An idle bare interpreter, for scale against the idle server."""
+    proc = subprocess.Popen(
+        [sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE
+    )
+    try:
+        time.sleep(0.3)
+        return rss_mb(proc.pid)
+    finally:
+        assert proc.stdin is not None
+        proc.stdin.close()
+        proc.wait()
+
+
+def bare_terminate() -> float:
+    """SIGTERM a bare `sleep 30` and reap it: the floor for stopping a job."""
+    proc = subprocess.Popen(["sleep", "30"], start_new_session=True)
+    time.sleep(0.05)
+    t0 = time.perf_counter()
+    os.killpg(proc.pid, signal.SIGTERM)
+    proc.wait()
+    return time.perf_counter() - t0
+
+
+# --- measurements -----------------------------------------------------------------------
+
+
+def corral_run(srv: Server) -> float:
+    t0 = time.perf_counter()
+    job_id = submit(srv, srv.http, trivial_command())
+    wait_phase(srv, job_id, "Completed")
+    return time.perf_counter() - t0
+
+
+def measure_sequential(srv: Server, sizes: Sizes) -> dict[str, Any]:
+    """Bare and corral runs interleaved, so background load hits both alike."""
+    for _ in range(sizes.warmup):
+        bare_run()
+        corral_run(srv)
+    bare, corral = [], []
+    for i in range(sizes.seq):
+        bare.append(bare_run())
+        corral.append(corral_run(srv))
+        log(
+            f"  seq {i + 1}/{sizes.seq}: bare {bare[-1] * 1e3:.1f} ms, "
+            f"corral {corral[-1] * 1e3:.1f} ms"
+        )
+    overhead = [c - b for c, b in zip(corral, bare, strict=True)]
+    return {
+        "bare_median_ms": statistics.median(bare) * 1e3,
+        "corral_median_ms": statistics.median(corral) * 1e3,
+        "overhead_median_ms": statistics.median(overhead) * 1e3,
+        "overhead_p90_ms": percentile(overhead, 0.9) * 1e3,
+        "bare_ms": [x * 1e3 for x in bare],
+        "corral_ms": [x * 1e3 for x in corral],
+    }
+
+
+def submit_many(srv: Server, n: int, prefix: str) -> float:
+    """Submit n trivial jobs from several client threads; the time until the last is in."""
+    t0 = time.perf_counter()
+    chunks = [range(i, n, CLIENT_THREADS) for i in range(CLIENT_THREADS)]
+
+    def post_chunk(chunk: range) -> None:
+        with client(srv.url) as http:
+            for _ in chunk:
+                submit(srv, http, trivial_command(), prefix)
+
+    with concurrent.futures.ThreadPoolExecutor(CLIENT_THREADS) as pool:
+        list(pool.map(post_chunk, chunks))
+    return time.perf_counter() - t0
+
+
+def measure_burst(srv: Server, n: int) -> dict[str, Any]:
+    before = bare_pool(n)
+    log(f"  bare pool of 2, {n} runs: {before:.2f} s")
+    prefix = f"burst{uuid.uuid4().hex[:6]}"
+    t0 = time.perf_counter()
+    submitted = submit_many(srv, n, prefix)
+    log(f"  {n} jobs submitted in {submitted:.2f} s")
+    done = _wait_all_ended(srv, n, prefix, timeout=max(120.0, n * 1.0))
+    total = time.perf_counter() - t0
+    completed = count_in(srv, ["Completed"], prefix)
+    after = bare_pool(n)
+    log(
+        f"  corral: all {n} ended in {total:.2f} s ({completed} Completed); "
+        f"bare pool again: {after:.2f} s"
+    )
+    bare = (before + after) / 2
+    return {
+        "jobs": n,
+        "corral_s": total,
+        "submit_s": submitted,
+        "bare_s": bare,
+        "bare_before_s": before,
+        "bare_after_s": after,
+        "completed": completed,
+        "ended": done,
+        "ratio": total / bare,
+    }
+
+
+def _wait_all_ended(srv: Server, n: int, prefix: str, timeout: float) -> int:
+    deadline = time.monotonic() + timeout
+    ended = 0
+    while time.monotonic() < deadline:
+        ended = count_in(srv, TERMINAL, prefix)
+        if ended >= n:
+            return ended
+        time.sleep(BURST_POLL_S)
+    log(f"  gave up after {timeout:.0f} s with {ended} of {n} ended")
+    return ended
+
+
+def measure_terminate(srv: Server, n: int) -> dict[str, Any]:
+    bare = [bare_terminate() for _ in range(n)]
+    corral = []
+    for i in range(n):
+        job_id = submit(srv, srv.http, "sleep 30")
+        wait_phase(srv, job_id, "Running")
+        time.sleep(0.1)  # a job that has been running a moment, as a user would stop it
+        t0 = time.perf_counter()
+        r = srv.http.post(
+            srv.path(f"/training-jobs/{job_id}/actions"), json={"action_type": "terminate"}
+        )
+        if r.status_code != 202:
+            raise SystemExit(f"terminate failed: {r.status_code} {r.text}")
+        wait_phase(srv, job_id, "Terminated")
+        corral.append(time.perf_counter() - t0)
+        log(f"  terminate {i + 1}/{n}: {corral[-1] * 1e3:.1f} ms")
+    return {
+        "corral_median_ms": statistics.median(corral) * 1e3,
+        "corral_max_ms": max(corral) * 1e3,
+        "bare_median_ms": statistics.median(bare) * 1e3,
+        "corral_ms": [x * 1e3 for x in corral],
+    }
+
+
+def measure_idle_rss(srv: Server, settle_s: float = 2.0) -> float:
+    time.sleep(settle_s)  # let the reconciler and sampler go quiet
+    return rss_mb(srv.proc.pid)
+
+
+def run_all(sizes: Sizes) -> dict[str, Any]:
+    results: dict[str, Any] = {
+        "sizes": dataclasses.asdict(sizes),
+        "cpus": os.cpu_count(),
+        "python": sys.version.split()[0],
+        "load_before": os.getloadavg(),
+    }
+    results["bare_idle_rss_mb"] = bare_idle_rss()
+    with running_server() as srv:
+        results["server_pid"] = srv.proc.pid
+        steps: list[tuple[str, str, Callable[[], Any]]] = [
+            ("rss_start_mb", "idle memory after start-up", lambda: measure_idle_rss(srv)),
+            ("sequential", f"{sizes.seq} sequential jobs", lambda: measure_sequential(srv, sizes)),
+            ("burst", f"{sizes.jobs} jobs at once", lambda: measure_burst(srv, sizes.jobs)),
+            ("rss_after_mb", "idle memory after the burst", lambda: measure_idle_rss(srv)),
+            (
+                "terminate",
+                f"{sizes.terminates} terminates",
+                lambda: measure_terminate(srv, sizes.terminates),
+            ),
+        ]
+        for key, what, step in steps:
+            log(f"measuring {what} ...")
+            results[key] = step()
+    results["load_after"] = os.getloadavg()
+    return results
+
+
+# --- the report -------------------------------------------------------------------------
+
+
+def verdict(ok: bool) -> str:
+    return "PASS" if ok else "MISS"
+
+
+Row = tuple[str, str, str, str, str, str]
+
+
+def row(
+    label: str, value: float, base: float, unit: str, target: str = "", ok: bool | None = None
+) -> Row:
+    """One line of the table: the measured value, its baseline and their ratio."""
+    ratio = value / base if base else float("nan")
+    places = 2 if unit == "s" else 1
+    return (
+        label,
+        f"{value:.{places}f} {unit}",
+        f"{base:.{places}f} {unit}",
+        f"{ratio:.2f}x" if ratio < 10 else f"{ratio:.0f}x",
+        target,
+        "" if ok is None else verdict(ok),
+    )
+
+
+def rows(r: dict[str, Any]) -> list[Row]:
+    seq, burst, term = r["sequential"], r["burst"], r["terminate"]
+    bare_ms, bare_rss, n = seq["bare_median_ms"], r["bare_idle_rss_mb"], burst["jobs"]
+    all_done = burst["completed"] == n
+    return [
+        row("per-job time, median", seq["corral_median_ms"], bare_ms, "ms"),
+        row(
+            "per-job overhead, median",
+            seq["overhead_median_ms"],
+            bare_ms,
+            "ms",
+            "< 10 ms",
+            seq["overhead_median_ms"] < 10,
+        ),
+        row("per-job overhead, p90", seq["overhead_p90_ms"], bare_ms, "ms"),
+        row(
+            f"{n} jobs at once, all ended",
+            burst["corral_s"],
+            burst["bare_s"],
+            "s",
+            "<= 1.5x",
+            burst["ratio"] <= 1.5 and all_done,
+        ),
+        row(
+            "idle server RSS, after start",
+            r["rss_start_mb"],
+            bare_rss,
+            "MB",
+            "< 150 MB",
+            r["rss_start_mb"] < 150,
+        ),
+        row(
+            f"idle server RSS, after {n} jobs",
+            r["rss_after_mb"],
+            bare_rss,
+            "MB",
+            "< 150 MB",
+            r["rss_after_mb"] < 150,
+        ),
+        row(
+            "terminate until Terminated, median",
+            term["corral_median_ms"],
+            term["bare_median_ms"],
+            "ms",
+            "< 200 ms",
+            term["corral_median_ms"] < 200,
+        ),
+    ]
+
+
+def table(header: Sequence[str], body: Sequence[Sequence[str]]) -> str:
+    widths = [max(len(str(x)) for x in col) for col in zip(header, *body, strict=True)]
+    line = "  ".join("-" * w for w in widths)
+    fmt = "  ".join(f"{{:{'<' if i == 0 else '>'}{w}}}" for i, w in enumerate(widths))
+    return "\n".join([fmt.format(*header), line, *(fmt.format(*row) for row in body)])
+
+
+def ray_rows(r: dict[str, Any]) -> list[tuple[str, str, str]]:
+    seq, burst = r["sequential"], r["burst"]
+    per_100 = burst["corral_s"] / burst["jobs"] * 100
+    return [
+        (
+            "trivial job, submit to done",
+            f"{RAY_QUOTED['per_job_s'] * 1e3:.0f} ms",
+            f"{seq['corral_median_ms']:.1f} ms",
+        ),
+        (
+            "100 trivial jobs",
+            f"{RAY_QUOTED['jobs_100_s']:.0f} s",
+            f"{per_100:.2f} s (from the {burst['jobs']}-job run)",
+        ),
+        ("idle memory", f"{RAY_QUOTED['idle_rss_mb']:.0f} MB", f"{r['rss_after_mb']:.1f} MB"),
+    ]
+
+
+def report(r: dict[str, Any]) -> str:
+    s = r["sizes"]
+    head = (
+        f"corral local benchmark: {r['cpus']} CPUs, Python {r['python']}, "
+        f"{s['seq']} sequential jobs, {s['jobs']} at once ({FLAVOR}), "
+        f"{s['terminates']} terminates; load average before {r['load_before'][0]:.2f}, "
+        f"after {r['load_after'][0]:.2f}"
+    )
+    baseline = (
+        'baseline: bare subprocess.Popen of `python -c "print(1)"` (a pool of 2 for '
+        "the burst), an idle bare interpreter for memory, SIGTERM of a bare "
+        "`sleep 30` for terminate; all measured in this run"
+    )
+    main = table(("measure", "corral", "baseline", "ratio", "target", "result"), rows(r))
+    ray = table(("Ray Jobs (quoted, not measured)", "Ray Jobs", "corral (measured)"), ray_rows(r))
+    return "\n\n".join([head, baseline, main, ray])
+
+
+def parse_args(argv: Sequence[str] | None) -> tuple[Sizes, str | None]:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--jobs", type=int, default=500, help="jobs submitted at once")
+    p.add_argument("--seq", type=int, default=30, help="sequential jobs timed")
+    p.add_argument("--terminates", type=int, default=10, help="running jobs terminated")
+    p.add_argument("--quick", action="store_true", help="small numbers, for a smoke run")
+    p.add_argument("--json", metavar="PATH", help="also write the figures as JSON here")
+    a = p.parse_args(argv)
+    if a.quick:
+        return Sizes(seq=5, warmup=1, jobs=20, terminates=2), a.json
+    return Sizes(seq=a.seq, warmup=3, jobs=a.jobs, terminates=a.terminates), a.json
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    sizes, json_path = parse_args(argv)
+    results = run_all(sizes)
+    print(report(results), flush=True)
+    if json_path:
+        pathlib.Path(json_path).write_text(json.dumps(results, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
