@@ -1,0 +1,154 @@
+"""The `corral` command against a real server (the `live_server` fixture of tests/conftest.py).
+
+Each test runs the example MLP or a variant of it through the CLI the way a user would, and
+checks what they would see: the output, the exit status, the files the job wrote.
+"""
+
+from __future__ import annotations
+
+import json
+import pathlib
+from typing import Any
+
+import pytest
+import yaml
+from click import testing
+
+from corral import cli
+from corral import settings as settings_mod
+
+pytestmark = pytest.mark.slow
+
+EXAMPLE = pathlib.Path(__file__).parents[2] / "examples" / "mlp"
+
+
+def corral(url: str | None, *args: str, home: pathlib.Path | None = None) -> testing.Result:
+    """Runs `corral [--url URL] ARGS...` in-process, with its own CORRAL_HOME when given."""
+    settings = settings_mod.Settings(**({"home": home} if home else {}))
+    argv = (["--url", url] if url else []) + list(args)
+    return testing.CliRunner().invoke(cli.cli, argv, obj=cli.State(settings))
+
+
+def write_job(folder: pathlib.Path, name: str, epochs: int = 20, **resource: Any) -> pathlib.Path:
+    """A job file like examples/mlp/job.yaml, writing to `folder`/output (a relative path)."""
+    body = yaml.safe_load((EXAMPLE / "job.yaml").read_text())
+    body["metadata"]["name"] = name
+    body["algorithm"]["code_dir"] = str(EXAMPLE)
+    body["algorithm"]["parameters"] = [{"name": "epochs", "value": str(epochs)}]
+    body["spec"]["resource"].update(resource)
+    path = folder / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(body))
+    return path
+
+
+def submit(url: str, job_file: pathlib.Path) -> str:
+    result = corral(url, "submit", str(job_file), "--json")
+    assert result.exit_code == 0, result.output
+    return str(json.loads(result.stdout)["metadata"]["id"])
+
+
+def assert_one_error_line(result: testing.Result, starts: str) -> None:
+    assert result.exit_code == 1, result.output
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"error: {starts}"), result.stderr
+    assert "Traceback" not in result.output
+
+
+def test_info_names_the_server_and_its_project(live_server: Any) -> None:
+    as_json = corral(live_server.url, "info", "--json")
+    text = corral(live_server.url, "info")
+
+    assert as_json.exit_code == 0, as_json.output
+    found = json.loads(as_json.stdout)
+    assert found["url"] == live_server.url
+    assert found["default_project_id"] == live_server.project_id
+    assert found["nodes"]
+    assert live_server.project_id in text.stdout
+
+
+def test_flavors_and_engines_show_what_jobs_can_ask_for(live_server: Any) -> None:
+    flavors = json.loads(corral(live_server.url, "flavors", "--json").stdout)
+    engines = json.loads(corral(live_server.url, "engines", "--json").stdout)
+
+    assert "corral.cpu.1u" in [f["flavor_id"] for f in flavors["flavors"]]
+    assert engines["items"]
+    assert "corral.cpu.1u" in corral(live_server.url, "flavors").stdout
+    assert engines["items"][0]["engine_id"] in corral(live_server.url, "engines").stdout
+
+
+def test_a_submitted_example_trains_and_can_be_followed(
+    live_server: Any, tmp_path: pathlib.Path
+) -> None:
+    job_id = submit(live_server.url, write_job(tmp_path, "mlp-cli"))
+
+    followed = corral(live_server.url, "logs", "-f", job_id)
+
+    assert followed.exit_code == 0, followed.output
+    assert "epoch 20/20 loss=" in followed.stdout
+    assert "final: accuracy=" in followed.stdout
+    assert (tmp_path / "output" / "model.npz").is_file()  # ./output next to the job file
+    assert corral(live_server.url, "logs", job_id).stdout == followed.stdout
+    shown = corral(live_server.url, "show", job_id)
+    assert "Completed" in shown.stdout and "worker-0" in shown.stdout
+    listed = corral(live_server.url, "jobs", "--name", "mlp-cli", "--phase", "completed")
+    assert job_id in listed.stdout
+    events = json.loads(corral(live_server.url, "events", job_id, "--json").stdout)
+    assert events["total"] >= 1
+
+
+def test_a_failing_job_shows_its_exit_code(live_server: Any, tmp_path: pathlib.Path) -> None:
+    job_file = write_job(tmp_path, "mlp-bad")
+    body = yaml.safe_load(job_file.read_text())
+    body["algorithm"]["parameters"] = [{"name": "epochs", "value": "many"}]  # argparse: exit 2
+    job_file.write_text(yaml.safe_dump(body))
+    job_id = submit(live_server.url, job_file)
+
+    corral(live_server.url, "logs", "-f", job_id)
+    shown = corral(live_server.url, "show", job_id, "--json")
+
+    status = json.loads(shown.stdout)["status"]
+    assert status["phase"] == "Failed"
+    assert [t["exit_code"] for t in status["task_statuses"]] == [2]
+
+
+def test_a_running_job_can_be_stopped_then_deleted(
+    live_server: Any, tmp_path: pathlib.Path
+) -> None:
+    job_id = submit(live_server.url, write_job(tmp_path, "mlp-long", epochs=1_000_000))
+    live_server.wait(job_id, {"Running"})
+
+    stopped = corral(live_server.url, "stop", job_id)
+
+    assert stopped.exit_code == 0, stopped.output
+    assert live_server.wait(job_id)["status"]["phase"] == "Terminated"
+    assert corral(live_server.url, "delete", job_id).exit_code == 0
+    assert_one_error_line(corral(live_server.url, "show", job_id), "ModelArts.2775: ")
+
+
+@pytest.mark.parametrize("command", ["show", "logs", "events", "stop", "delete"])
+def test_an_unknown_job_is_one_error_line(live_server: Any, command: str) -> None:
+    assert_one_error_line(corral(live_server.url, command, "no-such-job"), "ModelArts.2775: ")
+
+
+def test_a_refused_job_is_one_error_line(live_server: Any, tmp_path: pathlib.Path) -> None:
+    result = corral(live_server.url, "submit", str(write_job(tmp_path, "x", flavor_id="nope")))
+
+    assert_one_error_line(result, "ModelArts.2763: ")
+
+
+def test_the_demo_runs_on_its_own_server(tmp_path: pathlib.Path) -> None:
+    result = corral(None, "demo", "--epochs", "30", "--json", home=tmp_path / "home")
+
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.stdout)
+    assert summary["phase"] == "Completed"
+    assert summary["training"]["accuracy"] > 0.9
+    assert summary["model"] == f"{tmp_path}/home/demo/{summary['name']}/output/model.npz"
+    assert pathlib.Path(summary["model"]).is_file()
+
+
+def test_the_demo_uses_the_server_already_running_for_its_home(live_server: Any) -> None:
+    result = corral(None, "demo", "--epochs", "5", "--json", home=live_server.settings.home)
+
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["server"] == live_server.url

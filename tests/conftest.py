@@ -1,0 +1,149 @@
+"""Shared fixtures: settings in a temporary CORRAL_HOME, databases, and a live server."""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+import secrets
+import socket
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+import sqlalchemy as sa
+
+from corral import server
+from corral import settings as settings_mod
+from corral.store import db
+
+PG_ADMIN_URL = os.environ.get("CORRAL_TEST_PG", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
+TERMINAL = {"Completed", "Failed", "Terminated", "Abnormal"}
+
+
+def make_settings(home: Any, **overrides: Any) -> settings_mod.Settings:
+    """Settings for tests: fast ticks and samples, a short grace period."""
+    values: dict[str, Any] = {"home": home, "grace_period": 1.0, "tick_interval": 0.2,
+                              "metrics_interval": 0.2}
+    values.update(overrides)
+    return settings_mod.Settings(**values)
+
+
+@pytest.fixture(scope="session")
+def pg_admin() -> Iterator[sa.Engine]:
+    engine = sa.create_engine(PG_ADMIN_URL, isolation_level="AUTOCOMMIT")
+    try:
+        with engine.connect() as conn:
+            conn.exec_driver_sql("SELECT 1")
+    except sa.exc.OperationalError as exc:
+        engine.dispose()
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"PostgreSQL is unreachable at {PG_ADMIN_URL} and CI=true: {exc}")
+        pytest.skip(f"PostgreSQL is unreachable at {PG_ADMIN_URL}")
+    yield engine
+    engine.dispose()
+
+
+@pytest.fixture
+def pg_url(pg_admin: sa.Engine) -> Iterator[str]:
+    """A fresh, empty PostgreSQL database for one test, dropped afterwards."""
+    name = f"corral_test_{secrets.token_hex(6)}"
+    with pg_admin.connect() as conn:
+        conn.exec_driver_sql(f'CREATE DATABASE "{name}"')
+    yield PG_ADMIN_URL.rsplit("/", 1)[0] + f"/{name}"
+    with pg_admin.connect() as conn:
+        conn.exec_driver_sql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def db_url(request: pytest.FixtureRequest, tmp_path: Any) -> str:
+    """Each test using this runs once on SQLite and once on PostgreSQL."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'state.db'}"
+    return str(request.getfixturevalue("pg_url"))
+
+
+@pytest.fixture
+def store(db_url: str) -> Iterator[db.Store]:
+    s = db.Store(db_url)
+    s.migrate()
+    yield s
+    s.dispose()
+
+
+@dataclasses.dataclass
+class Live:
+    """A running embedded server and an HTTP client bound to its default project."""
+
+    url: str
+    project_id: str
+    http: httpx.Client
+    embedded: server.Embedded
+    settings: settings_mod.Settings
+
+    def path(self, rest: str) -> str:
+        return f"/v2/{self.project_id}{rest}"
+
+    def submit(self, body: dict[str, Any]) -> dict[str, Any]:
+        r = self.http.post(self.path("/training-jobs"), json=body)
+        assert r.status_code == 201, r.text
+        return dict(r.json())
+
+    def job(self, job_id: str) -> dict[str, Any]:
+        r = self.http.get(self.path(f"/training-jobs/{job_id}"))
+        assert r.status_code == 200, r.text
+        return dict(r.json())
+
+    def wait(self, job_id: str, phases: set[str] | None = None,
+             timeout: float = 30.0) -> dict[str, Any]:
+        """Poll until the job reaches one of `phases` (default: any terminal phase)."""
+        want = phases or TERMINAL
+        deadline = time.monotonic() + timeout
+        while True:
+            job = self.job(job_id)
+            if job["status"]["phase"] in want:
+                return job
+            if time.monotonic() > deadline:
+                raise AssertionError(f"job {job_id} still {job['status']} after {timeout}s")
+            time.sleep(0.05)
+
+
+def start_live(home: Any, **overrides: Any) -> Live:
+    s = make_settings(home, **overrides)
+    emb = server.start_embedded(s)
+    # TCP_NODELAY: httpx writes a request in pieces, and Nagle's algorithm would hold each
+    # request back ~40 ms waiting for a delayed ACK.
+    transport = httpx.HTTPTransport(
+        socket_options=[(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)])
+    http = httpx.Client(base_url=emb.url, timeout=30, transport=transport)
+    pid = http.get("/corral/info").json()["default_project_id"]
+    return Live(url=emb.url, project_id=pid, http=http, embedded=emb, settings=s)
+
+
+def kill_leftovers(store: db.Store) -> None:
+    """SIGKILL the process group of every task still recorded as live (test hygiene)."""
+    from corral.executors import base
+    from corral.store import repo
+
+    with store.read() as conn:
+        rows = repo.live_tasks(conn)
+    for row in rows:
+        if row.handle:
+            h = base.Handle.loads(row.handle)
+            with contextlib.suppress(OSError):
+                os.killpg(h.pid, 9)
+
+
+def stop_live(live: Live) -> None:
+    live.http.close()
+    kill_leftovers(live.embedded.platform.store)
+    live.embedded.stop()
+
+
+@pytest.fixture
+def live_server(tmp_path: Any) -> Iterator[Live]:
+    live = start_live(tmp_path / "home")
+    yield live
+    stop_live(live)

@@ -1,0 +1,76 @@
+"""Small builders for test objects: override what a test cares about, default the rest."""
+
+from __future__ import annotations
+
+import pathlib
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+import psutil
+
+
+def write_code(root: pathlib.Path, source: str, name: str = "train.py") -> pathlib.Path:
+    """A code directory holding one boot file with `source`; returns the directory."""
+    code = root / f"code-{uuid.uuid4().hex[:8]}"
+    code.mkdir(parents=True)
+    (code / name).write_text(source)
+    return code
+
+
+def make_job(*, name: str | None = None, code_dir: pathlib.Path | str | None = None,
+             boot_file: str = "train.py", command: str | None = None,
+             flavor_id: str = "corral.cpu.1u", node_count: int = 1, retries: int | None = None,
+             parameters: dict[str, Any] | None = None,
+             outputs: dict[str, str] | None = None, inputs: dict[str, str] | None = None,
+             environments: dict[str, str] | None = None,
+             **overrides: Any) -> dict[str, Any]:
+    """A ModelArts create body. Give `code_dir` (+ boot_file) or `command`."""
+    alg: dict[str, Any] = {}
+    if command is not None:
+        alg["command"] = command
+    if code_dir is not None:
+        alg.update(code_dir=str(code_dir), boot_file=boot_file)
+    if parameters:
+        alg["parameters"] = [{"name": k, "value": v} for k, v in parameters.items()]
+    if inputs:
+        alg["inputs"] = [{"name": k, "remote": {"obs": {"obs_url": v}}} for k, v in inputs.items()]
+    if outputs:
+        alg["outputs"] = [{"name": k, "remote": {"obs": {"obs_url": v}}}
+                          for k, v in outputs.items()]
+    if environments:
+        alg["environments"] = environments
+    meta: dict[str, Any] = {"name": name or f"job-{uuid.uuid4().hex[:10]}"}
+    if retries is not None:
+        meta["annotations"] = {"fault-tolerance/job-retry-num": str(retries)}
+    body: dict[str, Any] = {
+        "kind": "job", "metadata": meta, "algorithm": alg,
+        "spec": {"resource": {"flavor_id": flavor_id, "node_count": node_count}},
+    }
+    for key, value in overrides.items():
+        body[key] = value
+    return body
+
+
+# --- waiting on real processes (integration tests) ----------------------------------------
+
+
+def wait_for(cond: Callable[[], Any], timeout: float = 30.0, what: str = "") -> Any:
+    """Poll `cond` until it returns something truthy, and return that; fail after `timeout`."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = cond()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what or cond}")
+        time.sleep(0.02)
+
+
+def alive(pid: int) -> bool:
+    """The process exists and is not a zombie (a zombie runs nothing any more)."""
+    try:
+        return bool(psutil.Process(pid).status() != psutil.STATUS_ZOMBIE)
+    except psutil.NoSuchProcess:
+        return False

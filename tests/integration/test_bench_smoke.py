@@ -1,0 +1,36 @@
+"""The local benchmark still runs end to end (its figures are read by people, not asserted)."""
+
+from __future__ import annotations
+
+import json
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+BENCH = pathlib.Path(__file__).resolve().parents[2] / "benchmarks" / "bench_local.py"
+
+
+def test_quick_benchmark_prints_its_table_and_writes_json(tmp_path: pathlib.Path) -> None:
+    out = tmp_path / "figures.json"
+    proc = subprocess.run(
+        [sys.executable, str(BENCH), "--quick", "--json", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=100,
+    )
+
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    for line in (
+        "per-job overhead, median",
+        "jobs at once, all ended",
+        "idle server RSS, after start",
+        "terminate until Terminated, median",
+        "quoted, not measured",
+    ):
+        assert line in proc.stdout
+    figures = json.loads(out.read_text())
+    assert figures["burst"]["completed"] == figures["burst"]["jobs"]

@@ -1,0 +1,422 @@
+"""The local executor with real processes: exits, signals, process trees, crash recovery."""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+import pathlib
+import signal
+import sys
+import textwrap
+import threading
+import uuid
+from collections.abc import Iterator
+
+import pytest
+
+from corral.domain import resources
+from corral.executors import base, local
+from tests import factories
+
+NODE = resources.Node(name="local", cpu=2, memory_mb=4096)
+
+
+class Rig:
+    """Builds specs under a temp dir, hands out executors, and cleans every process up."""
+
+    def __init__(self, root: pathlib.Path) -> None:
+        self.root = root
+        self.executors: list[local.LocalExecutor] = []
+        self.handles: list[base.Handle] = []
+        self.pid_files: list[pathlib.Path] = []
+
+    def executor(self) -> local.LocalExecutor:
+        ex = local.LocalExecutor(NODE)
+        self.executors.append(ex)
+        return ex
+
+    def spec(self, source: str, *, task: str = "worker-0") -> base.LaunchSpec:
+        """A launch of `python -c source`; the script sees the rig's root as ROOT."""
+        run = self.root / f"run-{uuid.uuid4().hex[:8]}"
+        run.mkdir()
+        return base.LaunchSpec(
+            job_id="job",
+            task=task,
+            attempt=1,
+            launch_id=uuid.uuid4().hex[:16],
+            argv=(sys.executable, "-c", textwrap.dedent(source)),
+            cwd=str(run),
+            env={**os.environ, "ROOT": str(self.root)},
+            log_path=str(run / "logs" / "t.log"),
+            control_dir=str(run / "ctl"),
+            node="local",
+        )
+
+    def launch(self, ex: local.LocalExecutor, spec: base.LaunchSpec) -> base.Handle:
+        handle = ex.launch(spec)
+        self.handles.append(handle)
+        return handle
+
+    def cleanup(self) -> None:
+        for path in self.pid_files:
+            for pid in read_pids(path):
+                with contextlib.suppress(OSError):
+                    os.kill(pid, signal.SIGKILL)
+        for h in self.handles:
+            with contextlib.suppress(OSError):
+                os.killpg(h.pid, signal.SIGKILL)
+        for ex in self.executors:
+            ex.close()
+
+
+@pytest.fixture
+def rig(tmp_path: pathlib.Path) -> Iterator[Rig]:
+    r = Rig(tmp_path)
+    yield r
+    r.cleanup()
+
+
+def wait_status(ex: local.LocalExecutor, handle: base.Handle, timeout: float = 15.0) -> base.Status:
+    """Poll until the task is no longer running; returns its final status."""
+    found: list[base.Status] = []
+
+    def done() -> bool:
+        found[:] = [ex.poll(handle)]
+        return found[0].state is not base.State.RUNNING
+
+    factories.wait_for(done, timeout, f"{handle.task} to end")
+    return found[0]
+
+
+def read_pids(path: pathlib.Path) -> list[int]:
+    if not path.exists():
+        return []
+    return [int(x) for x in path.read_text().split()]
+
+
+# Scripts. `ROOT` is the rig's directory; a task says it is ready by creating a file there.
+
+READY_THEN_WAIT = """
+    import os, pathlib, sys, time
+    root = pathlib.Path(os.environ["ROOT"])
+    (root / "ready-{tag}").write_text(str(os.getpid()))
+    while not (root / "go-{tag}").exists():
+        time.sleep(0.02)
+    sys.exit({code})
+"""
+
+
+def ready_then_wait(tag: str, code: int = 0) -> str:
+    return READY_THEN_WAIT.format(tag=tag, code=code)
+
+
+# --- exits and logs ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("code", [0, 3])
+def test_exit_code_and_output_are_kept(rig: Rig, code: int) -> None:
+    ex = rig.executor()
+    spec = rig.spec(f"""
+        import sys
+        print("hello from the task")
+        print("to stderr", file=sys.stderr)
+        sys.exit({code})
+    """)
+
+    status = wait_status(ex, rig.launch(ex, spec))
+
+    assert status.state is base.State.EXITED
+    assert status.exit_code == code
+    log = pathlib.Path(spec.log_path).read_text()
+    assert "hello from the task" in log
+    assert "to stderr" in log
+
+
+def test_task_runs_in_its_cwd_with_its_environment(rig: Rig) -> None:
+    ex = rig.executor()
+    spec = rig.spec("""
+        import os
+        print("cwd", os.getcwd())
+        print("env", os.environ["ROOT"])
+    """)
+
+    assert wait_status(ex, rig.launch(ex, spec)).exit_code == 0
+
+    log = pathlib.Path(spec.log_path).read_text()
+    assert f"cwd {spec.cwd}" in log
+    assert f"env {rig.root}" in log
+
+
+def test_a_missing_program_exits_non_zero(rig: Rig) -> None:
+    ex = rig.executor()
+    spec = dataclasses.replace(rig.spec(""), argv=(str(rig.root / "no-such-program"),))
+
+    status = wait_status(ex, rig.launch(ex, spec))
+
+    assert status.state is base.State.EXITED
+    assert status.exit_code == 127
+
+
+# --- stopping ---------------------------------------------------------------------------
+
+
+def test_sigterm_stops_the_task_and_its_group(rig: Rig) -> None:
+    ex = rig.executor()
+    pids = rig.root / "pids"
+    rig.pid_files.append(pids)
+    spec = rig.spec(f"""
+        import os, pathlib, subprocess, sys, time
+        child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+        pathlib.Path({str(pids)!r}).write_text(f"{{os.getpid()}} {{child.pid}}")
+        time.sleep(60)
+    """)
+    handle = rig.launch(ex, spec)
+    factories.wait_for(lambda: len(read_pids(pids)) == 2, what="pids")
+
+    ex.cancel(handle, force=False)
+
+    status = wait_status(ex, handle)
+    assert status.state is base.State.EXITED
+    assert status.exit_code != 0
+    factories.wait_for(
+        lambda: not any(factories.alive(p) for p in read_pids(pids)), 5, "the group to die"
+    )
+
+
+def test_a_task_ignoring_sigterm_survives_it_but_not_sigkill(rig: Rig) -> None:
+    ex = rig.executor()
+    got = rig.root / "got-term"
+    spec = rig.spec(f"""
+        import os, pathlib, signal, time
+        def note(*_):
+            pathlib.Path({str(got)!r}).write_text("TERM")
+        signal.signal(signal.SIGTERM, note)
+        pathlib.Path(os.environ["ROOT"], "ready-t").write_text("")
+        while True:
+            time.sleep(0.05)
+    """)
+    handle = rig.launch(ex, spec)
+    factories.wait_for((rig.root / "ready-t").exists, what="the task to start")
+
+    ex.cancel(handle, force=False)
+    factories.wait_for(got.exists, what="the task to receive SIGTERM")
+
+    assert ex.poll(handle).state is base.State.RUNNING
+    ex.cancel(handle, force=True)
+    status = wait_status(ex, handle)
+    assert status.state is base.State.EXITED
+    assert status.exit_code == 128 + signal.SIGKILL
+
+
+def test_force_cancel_leaves_no_descendant_alive(rig: Rig) -> None:
+    """Children, and a grandchild that left the process group with setsid, all die."""
+    ex = rig.executor()
+    pids = rig.root / "pids"
+    rig.pid_files.append(pids)
+    spec = rig.spec(f"""
+        import os, pathlib, signal, subprocess, sys, time
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        pids = pathlib.Path({str(pids)!r})
+        grandchild = (
+            "import os, time; os.setsid(); "
+            f"open({{str(pids)!r}}, 'a').write(f' {{{{os.getpid()}}}}'); time.sleep(60)"
+        )
+        child = (
+            "import subprocess, sys, time; "
+            f"subprocess.Popen([sys.executable, '-c', {{grandchild!r}}]); time.sleep(60)"
+        )
+        kids = [subprocess.Popen([sys.executable, "-c", child]),
+                subprocess.Popen(["sleep", "60"])]
+        with open(pids, "a") as fh:
+            fh.write(" ".join(str(p) for p in [os.getpid(), *(k.pid for k in kids)]))
+        time.sleep(60)
+    """)
+    handle = rig.launch(ex, spec)
+    factories.wait_for(lambda: len(read_pids(pids)) == 4, what="the whole tree to start")
+    tree = read_pids(pids)
+    assert os.getsid(tree[-1]) != os.getsid(tree[0])  # the grandchild did leave
+
+    ex.cancel(handle, force=True)
+
+    assert wait_status(ex, handle).state is base.State.EXITED
+    factories.wait_for(
+        lambda: not any(factories.alive(p) for p in tree), 5, f"all of {tree} to die"
+    )
+
+
+def test_force_cancel_kills_a_daemonised_grandchild(rig: Rig) -> None:
+    ex = rig.executor()
+    pids = rig.root / "pids"
+    rig.pid_files.append(pids)
+    spec = rig.spec(f"""
+        import os, pathlib, time
+        if os.fork() == 0:
+            os.setsid()
+            if os.fork() == 0:
+                pathlib.Path({str(pids)!r}).write_text(str(os.getpid()))
+                time.sleep(60)
+            os._exit(0)
+        time.sleep(60)
+    """)
+    handle = rig.launch(ex, spec)
+    factories.wait_for(lambda: len(read_pids(pids)) == 1, what="the daemon to start")
+
+    ex.cancel(handle, force=True)
+
+    assert wait_status(ex, handle).state is base.State.EXITED
+    daemon = read_pids(pids)[0]
+    factories.wait_for(lambda: not factories.alive(daemon), 5, "the daemon to die")
+
+
+# --- recovery after a restart -----------------------------------------------------------
+
+
+def test_recover_of_a_launch_that_never_ran_stops_it_for_good(rig: Rig) -> None:
+    marker = rig.root / "ran"
+    spec = rig.spec(f"import pathlib; pathlib.Path({str(marker)!r}).write_text('ran')")
+
+    status = rig.executor().recover(spec)
+
+    assert status.state is base.State.NOT_STARTED
+    # A wrapper that was still starting up when the old server died now gives up.
+    ex = rig.executor()
+    handle = rig.launch(ex, spec)
+    assert wait_status(ex, handle).state is base.State.EXITED
+    assert not marker.exists()
+    assert rig.executor().recover(spec).state is base.State.NOT_STARTED
+
+
+def test_recover_finds_a_running_launch_and_a_fresh_executor_adopts_it(rig: Rig) -> None:
+    spec = rig.spec(ready_then_wait("r", code=5))
+    first = rig.launch(rig.executor(), spec)
+    factories.wait_for((rig.root / "ready-r").exists, what="the task to start")
+
+    recovered = rig.executor().recover(spec)
+
+    assert recovered.state is base.State.RUNNING
+    assert recovered.handle is not None
+    assert recovered.handle.pid == first.pid
+    assert recovered.handle.start_time == first.start_time
+    later = rig.executor()
+    assert later.adopt(recovered.handle).state is base.State.RUNNING
+    (rig.root / "go-r").touch()
+    status = wait_status(later, recovered.handle)
+    assert (status.state, status.exit_code) == (base.State.EXITED, 5)
+
+
+def test_recover_of_a_launch_that_ran_and_ended_reads_its_exit_code(rig: Rig) -> None:
+    spec = rig.spec("import sys; sys.exit(4)")
+    handle = rig.launch(rig.executor(), spec)
+    factories.wait_for(lambda: not factories.alive(handle.pid), what="the task to end")
+
+    status = rig.executor().recover(spec)
+
+    assert (status.state, status.exit_code) == (base.State.EXITED, 4)
+
+
+def test_a_task_that_ended_unwatched_keeps_its_true_exit_code(rig: Rig) -> None:
+    handle = rig.launch(rig.executor(), rig.spec("import sys; sys.exit(7)"))
+    factories.wait_for(lambda: not factories.alive(handle.pid), what="the task to end")
+
+    status = rig.executor().adopt(handle)
+
+    assert (status.state, status.exit_code) == (base.State.EXITED, 7)
+
+
+def test_a_task_whose_wrapper_was_killed_is_lost(rig: Rig) -> None:
+    handle = rig.launch(rig.executor(), rig.spec(ready_then_wait("k")))
+    factories.wait_for((rig.root / "ready-k").exists, what="the task to start")
+    os.killpg(handle.pid, signal.SIGKILL)
+    factories.wait_for(lambda: not factories.alive(handle.pid), what="the group to die")
+
+    status = rig.executor().adopt(handle)
+
+    assert status.state is base.State.LOST
+    assert status.exit_code is None
+    assert status.message
+
+
+def test_a_task_declared_lost_is_not_left_running(rig: Rig) -> None:
+    handle = rig.launch(rig.executor(), rig.spec(ready_then_wait("l")))
+    task_pid = int(wait_for_text(rig.root / "ready-l"))
+    os.kill(handle.pid, signal.SIGKILL)  # the wrapper only (OOM killer, a stray kill -9)
+    factories.wait_for(lambda: not factories.alive(handle.pid), what="the wrapper to die")
+
+    status = rig.executor().adopt(handle)
+
+    assert status.state is base.State.LOST
+    factories.wait_for(lambda: not factories.alive(task_pid), 5, "the orphaned task to be stopped")
+
+
+def wait_for_text(path: pathlib.Path) -> str:
+    factories.wait_for(lambda: path.exists() and path.read_text() != "", what=str(path))
+    return path.read_text()
+
+
+def test_adopt_does_not_mistake_a_reused_pid_for_the_task(rig: Rig) -> None:
+    """A handle whose pid now belongs to another process (other start time) is not running."""
+    ex = rig.executor()
+    other = rig.launch(ex, rig.spec(ready_then_wait("o")))
+    factories.wait_for((rig.root / "ready-o").exists, what="the other process to start")
+    stale = base.Handle(
+        node="local",
+        task="worker-0",
+        pid=other.pid,
+        start_time=other.start_time - 1,
+        control_dir=str(rig.root / "nowhere"),
+        launch_id="gone",
+    )
+
+    status = rig.executor().adopt(stale)
+
+    assert status.state is base.State.LOST
+    rig.executor().cancel(stale, force=True)
+    assert ex.poll(other).state is base.State.RUNNING
+
+
+# --- watching and sampling --------------------------------------------------------------
+
+
+def test_the_waker_is_called_when_a_task_ends(rig: Rig) -> None:
+    ex = rig.executor()
+    woke = threading.Event()
+    ex.set_waker(woke.set)
+    rig.launch(ex, rig.spec(ready_then_wait("w")))
+    factories.wait_for((rig.root / "ready-w").exists, what="the task to start")
+    woke.clear()
+
+    (rig.root / "go-w").touch()
+
+    assert woke.wait(10)
+
+
+def test_the_waker_is_called_when_an_adopted_task_ends(rig: Rig) -> None:
+    handle = rig.launch(rig.executor(), rig.spec(ready_then_wait("a")))
+    factories.wait_for((rig.root / "ready-a").exists, what="the task to start")
+    later = rig.executor()
+    woke = threading.Event()
+    later.set_waker(woke.set)
+    assert later.adopt(handle).state is base.State.RUNNING
+    woke.clear()
+
+    (rig.root / "go-a").touch()
+
+    assert woke.wait(10)
+
+
+def test_sample_reports_memory_of_a_running_task(rig: Rig) -> None:
+    ex = rig.executor()
+    handle = rig.launch(ex, rig.spec(ready_then_wait("s")))
+    factories.wait_for((rig.root / "ready-s").exists, what="the task to start")
+
+    first = ex.sample(handle)
+    second = ex.sample(handle)
+
+    assert first is not None and second is not None
+    assert second.rss_mb > 0
+    assert second.cpu_percent >= 0
+    (rig.root / "go-s").touch()
+    wait_status(ex, handle)
+    ex.release(handle)
+    assert ex.sample(handle) is None

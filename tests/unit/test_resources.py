@@ -1,0 +1,199 @@
+"""Flavors detected from a machine, and refusing jobs that could never start."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from corral.domain import errors, resources
+
+R = resources.Resources
+
+
+def node(
+    cpu: int = 2, memory_gb: int = 8, gpus: int = 0, name: str = "local", gpu_gb: int = 16
+) -> resources.Node:
+    return resources.Node(
+        name=name,
+        cpu=cpu,
+        memory_mb=memory_gb * 1024,
+        gpus=tuple(resources.Gpu(i, "NVIDIA A100", gpu_gb * 1024) for i in range(gpus)),
+    )
+
+
+def by_id(flavors: list[resources.Flavor]) -> dict[str, resources.Flavor]:
+    return {f.flavor_id: f for f in flavors}
+
+
+SMALL = node(cpu=2, memory_gb=8)
+BIG = node(cpu=16, memory_gb=64, gpus=4)
+
+
+# --- default flavors ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("machine", [SMALL, BIG], ids=["2-core", "16-core-4-gpu"])
+def test_a_one_core_flavor_exists(machine: resources.Node) -> None:
+    one = by_id(resources.default_flavors(machine))["corral.cpu.1u"]
+    assert (one.cpu, one.gpu, one.flavor_type) == (1.0, 0, "CPU")
+    assert one.memory_gb >= 1
+
+
+@pytest.mark.parametrize("machine", [SMALL, BIG], ids=["2-core", "16-core-4-gpu"])
+def test_a_whole_machine_flavor_takes_every_core(machine: resources.Node) -> None:
+    full = by_id(resources.default_flavors(machine))["corral.cpu.full"]
+    assert full.cpu == machine.cpu
+    assert full.max_num == 1
+    assert full.gpu == 0
+
+
+@pytest.mark.parametrize("machine", [SMALL, BIG], ids=["2-core", "16-core-4-gpu"])
+def test_no_flavor_is_bigger_than_the_machine(machine: resources.Node) -> None:
+    for f in resources.default_flavors(machine):
+        assert f.resources.fits_in(machine.capacity), f
+
+
+def test_a_machine_without_gpus_has_no_gpu_flavor() -> None:
+    flavors = resources.default_flavors(SMALL)
+    assert [f.flavor_id for f in flavors] == ["corral.cpu.1u", "corral.cpu.full"]
+    assert all(f.flavor_type == "CPU" for f in flavors)
+
+
+def test_the_two_core_machine_runs_two_one_core_jobs() -> None:
+    assert by_id(resources.default_flavors(SMALL))["corral.cpu.1u"].max_num == 2
+
+
+def test_a_gpu_machine_has_flavors_for_one_two_and_all_gpus() -> None:
+    flavors = by_id(resources.default_flavors(BIG))
+    gpu = {fid: f for fid, f in flavors.items() if f.flavor_type == "GPU"}
+    assert sorted(gpu) == ["corral.gpu.1x", "corral.gpu.2x", "corral.gpu.4x"]
+    assert [gpu[k].gpu for k in sorted(gpu)] == [1, 2, 4]
+    assert [gpu[k].max_num for k in sorted(gpu)] == [4, 2, 1]
+    assert gpu["corral.gpu.1x"].gpu_product == "NVIDIA A100"
+    assert gpu["corral.gpu.1x"].gpu_memory == "16GB"
+    # each GPU comes with its share of the cores
+    assert gpu["corral.gpu.1x"].cpu == 4
+    assert gpu["corral.gpu.4x"].cpu == 16
+
+
+def test_cpu_flavors_double_in_cores_up_to_the_machine() -> None:
+    cpu = [f for f in resources.default_flavors(BIG) if f.flavor_type == "CPU"]
+    assert [f.cpu for f in cpu] == [1, 2, 4, 8, 16]
+    assert cpu[-1].flavor_id == "corral.cpu.full"
+
+
+def test_the_whole_machine_flavor_leaves_some_memory_to_the_system() -> None:
+    full = by_id(resources.default_flavors(BIG))["corral.cpu.full"]
+    assert 0 < full.memory_gb < 64
+
+
+def test_a_one_core_machine_still_has_a_one_core_flavor() -> None:
+    # "corral.cpu.1u" is the default flavor: a job that names it must run on any machine.
+    flavors = by_id(resources.default_flavors(node(cpu=1, memory_gb=4)))
+    assert flavors["corral.cpu.1u"].cpu == 1
+    assert flavors["corral.cpu.full"].cpu == 1
+
+
+MACHINES = st.builds(
+    node, cpu=st.integers(1, 256), memory_gb=st.integers(1, 2048), gpus=st.integers(0, 8)
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(MACHINES)
+def test_every_default_flavor_fits_its_machine_max_num_times(machine: resources.Node) -> None:
+    # max_num is how many tasks of the flavor the machine holds at once (node_count's limit).
+    for f in resources.default_flavors(machine):
+        assert f.resources.fits_in(machine.capacity), f
+        assert f.max_num >= 1
+        resources.check_fits_somewhere(f.resources, f.max_num, [machine])
+        with pytest.raises(errors.NeverFits):
+            resources.check_fits_somewhere(f.resources, f.max_num + 1, [machine])
+
+
+@settings(max_examples=100, deadline=None)
+@given(MACHINES)
+def test_flavor_ids_are_unique(machine: resources.Node) -> None:
+    ids = [f.flavor_id for f in resources.default_flavors(machine)]
+    assert len(ids) == len(set(ids))
+    assert "corral.cpu.1u" in ids
+    assert "corral.cpu.full" in ids
+
+
+def test_find_flavor_names_the_known_ones_when_it_fails() -> None:
+    flavors = resources.default_flavors(SMALL)
+    assert resources.find_flavor(flavors, "corral.cpu.full").cpu == 2
+    with pytest.raises(errors.BadFlavor) as caught:
+        resources.find_flavor(flavors, "modelarts.vm.cpu.8u")
+    assert caught.value.error_code == "ModelArts.2763"
+    assert "corral.cpu.1u, corral.cpu.full" in caught.value.message
+
+
+# --- check_fits_somewhere -----------------------------------------------------------------
+
+
+def test_a_job_that_fits_passes() -> None:
+    resources.check_fits_somewhere(R(1, 1024), 1, [SMALL])
+    resources.check_fits_somewhere(R(2, 8 * 1024), 1, [SMALL])
+    resources.check_fits_somewhere(R(4, 1024, 1), 4, [BIG])
+
+
+def test_a_task_bigger_than_any_node_never_fits() -> None:
+    with pytest.raises(errors.NeverFits) as caught:
+        resources.check_fits_somewhere(R(4, 1024), 1, [SMALL])
+    assert "2 CPU core(s)" in caught.value.message
+    assert caught.value.error_code == "ModelArts.2763"
+
+
+@pytest.mark.parametrize(
+    "demand,short", [(R(1, 16 * 1024), "MiB of memory"), (R(1, 1024, 1), "1 GPU(s)")]
+)
+def test_memory_or_gpus_beyond_the_node_never_fit(demand: resources.Resources, short: str) -> None:
+    with pytest.raises(errors.NeverFits) as caught:
+        resources.check_fits_somewhere(demand, 1, [SMALL])
+    assert short in caught.value.message
+
+
+def test_a_gang_larger_than_the_machine_never_fits() -> None:
+    resources.check_fits_somewhere(R(1, 1024), 2, [SMALL])
+    with pytest.raises(errors.NeverFits) as caught:
+        resources.check_fits_somewhere(R(1, 1024), 3, [SMALL])
+    assert "node_count 3" in caught.value.message
+    assert "at most 2" in caught.value.message
+
+
+def test_a_gang_limited_by_memory_never_fits() -> None:
+    with pytest.raises(errors.NeverFits):
+        resources.check_fits_somewhere(R(1, 5 * 1024), 2, [SMALL])
+
+
+def test_a_gang_may_spread_over_several_nodes() -> None:
+    two = [node(name="a"), node(name="b")]
+    resources.check_fits_somewhere(R(2, 1024), 2, two)
+    with pytest.raises(errors.NeverFits):
+        resources.check_fits_somewhere(R(2, 1024), 3, two)
+
+
+def test_a_task_is_not_split_across_nodes() -> None:
+    # Two 2-core nodes hold 4 cores, but no single one can run a 3-core task.
+    with pytest.raises(errors.NeverFits):
+        resources.check_fits_somewhere(R(3, 1024), 1, [node(name="a"), node(name="b")])
+
+
+def test_no_node_means_nothing_fits() -> None:
+    with pytest.raises(errors.NeverFits) as caught:
+        resources.check_fits_somewhere(R(1, 1024), 1, [])
+    assert "no node" in caught.value.message
+
+
+def test_fractional_cores_add_up_exactly() -> None:
+    third = R(1 / 3, 0)
+    total = third + third + third
+    assert total.fits_in(R(1.0, 0))
+    resources.check_fits_somewhere(third, 6, [SMALL])
+
+
+def test_describe_reads_like_a_flavor() -> None:
+    assert resources.describe(R(2, 4096, 1)) == "2 CPU, 4 GB memory, 1 GPU"
+    assert resources.describe(R(0.5, 1500)) == "0.5 CPU, 1500 MiB memory"
