@@ -14,7 +14,8 @@ from corral.domain import errors, specs
 from corral.domain import jobs as J
 from corral.scheduler import submit
 from corral.storage import local as storage
-from corral.store import repo
+from corral.storage import paths
+from corral.store import identity, repo
 
 router = APIRouter(prefix="/v2/{project_id}", tags=["training jobs"])
 ERRORS: dict[int | str, dict[str, Any]] = {
@@ -28,8 +29,11 @@ def create_training_job(project_id: str, body: specs.JobCreate, ctx: Ctx,
                         caller: auth.Caller) -> JSONResponse:
     now = ctx.now()
     with ctx.store.begin() as conn:
+        policy = paths.policy_for(ctx.settings, project_id=project_id,
+                                  project_name=identity.find_project(conn, project_id).name,
+                                  is_default=project_id == ctx.default_project_id)
         job_id = submit.create_job(conn, ctx.catalog, body, project_id=project_id, now=now,
-                                   user_name=caller.user_name)
+                                   user_name=caller.user_name, policy=policy)
         out = views.job(conn, repo.get_job(conn, project_id, job_id), ctx.catalog, now)
     ctx.wake()
     return JSONResponse(out, status_code=201)

@@ -20,7 +20,10 @@ from corral.executors import base
 from corral.scheduler import catalog as catalog_mod
 from corral.storage import local as storage
 
-#: variables of the server's own environment that never reach a job
+#: variables of the server's own environment that never reach a job: corral's own settings
+#: (the server key among them) always, and by default the usual cloud and database
+#: credentials (`job_env_deny` in the settings); a job gets only its own `environments`
+#: and corral's per-task variables on top
 PRIVATE_ENV_PREFIXES = ("CORRAL_",)
 
 
@@ -96,8 +99,11 @@ def _relative_boot(alg: specs.Algorithm) -> str:
     return str(boot.relative_to(code))
 
 
-def base_env(environ: Mapping[str, str]) -> dict[str, str]:
-    return {k: v for k, v in environ.items() if not k.startswith(PRIVATE_ENV_PREFIXES)}
+def base_env(environ: Mapping[str, str],
+             deny: Sequence[str] = settings_mod.JOB_ENV_DENY) -> dict[str, str]:
+    """The server's environment less what never reaches a job."""
+    hidden = (*PRIVATE_ENV_PREFIXES, *deny)
+    return {k: v for k, v in environ.items() if not k.upper().startswith(hidden)}
 
 
 def task_env(
@@ -138,10 +144,12 @@ def launch_spec(
     attempt: int, task: str, rank: int, launch_id: str, node: str, gpu_ids: Sequence[int],
     master_port: int, code: pathlib.Path | None, cwd: pathlib.Path,
     environ: Mapping[str, str] | None = None,
+    env_deny: Sequence[str] = settings_mod.JOB_ENV_DENY,
 ) -> base.LaunchSpec:
     alg = spec.algorithm
     engine = cat.engine(alg.engine)
-    env = task_env(inherited=base_env(os.environ if environ is None else environ), alg=alg,
+    inherited = base_env(os.environ if environ is None else environ, env_deny)
+    env = task_env(inherited=inherited, alg=alg,
                    job_id=job_id, task=task, rank=rank, world=spec.spec.resource.node_count,
                    attempt=attempt, master_port=master_port, gpu_ids=gpu_ids)
     argv = argv_for(alg, code, engine)

@@ -362,7 +362,8 @@ class Reconciler:
             paths=paths, cat=self.catalog, spec=spec, job_id=job.id, attempt=t.attempt,
             task=t.name, rank=t.rank, launch_id=t.launch_id, node=t.node,
             gpu_ids=[int(g) for g in t.gpu_ids.split(",") if g],
-            master_port=job.master_port or 29500, code=code, cwd=cwd, environ=self.environ)
+            master_port=job.master_port or 29500, code=code, cwd=cwd, environ=self.environ,
+            env_deny=self.settings.job_env_deny)
         try:
             handle = self.executor.launch(ls)
         except errors.CorralError as exc:
