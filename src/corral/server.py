@@ -28,7 +28,7 @@ from corral.api import deps
 from corral.domain import errors
 from corral.executors import local
 from corral.scheduler import catalog as catalog_mod
-from corral.scheduler import metrics, reconciler
+from corral.scheduler import launching, metrics, reconciler
 from corral.store import db, repo
 
 log = logging.getLogger(__name__)
@@ -100,6 +100,7 @@ def build(settings: settings_mod.Settings) -> Platform:
     store = db.Store(settings.db_url)
     try:
         box = secretbox.load(settings)
+        run_as = launching.task_user(settings)
         if not store.is_sqlite:
             locks.append(_lock_database(store))
         store.migrate()
@@ -125,7 +126,7 @@ def build(settings: settings_mod.Settings) -> Platform:
                                                      memory_gb=settings.memory_gb))
     cat = catalog_mod.Catalog.build(settings, executor.nodes())
     rec = reconciler.Reconciler(store=store, executor=executor, catalog=cat,
-                                settings=settings)
+                                settings=settings, run_as=run_as)
     ctx = deps.Context(store=store, catalog=cat, settings=settings,
                        default_project_id=project_id, box=box)
     platform = Platform(settings=settings, store=store, executor=executor, catalog=cat,
