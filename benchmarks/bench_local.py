@@ -31,6 +31,8 @@ from typing import Any
 import httpx
 import psutil
 
+from corral import credentials
+
 TRIVIAL = [sys.executable, "-c", "print(1)"]
 FLAVOR = "corral.cpu.1u"
 TERMINAL = ["Completed", "Failed", "Terminated", "Abnormal"]
@@ -136,7 +138,10 @@ def start_server(home: pathlib.Path) -> Server:
     url = f"http://127.0.0.1:{port}"
     http = client(url)
     _wait_healthy(proc, http, home.parent / "server.log")
-    project_id = http.get("/corral/info").json()["default_project_id"]
+    login = credentials.read(home / "credentials.json")  # written by the first start
+    assert login is not None and login.token, "the server wrote no credential"
+    http.headers["X-Auth-Token"] = login.token
+    project_id = login.project_id
     return Server(proc=proc, home=home, url=url, project_id=project_id, http=http)
 
 
@@ -309,6 +314,7 @@ def submit_many(srv: Server, n: int, prefix: str) -> float:
 
     def post_chunk(chunk: range) -> None:
         with client(srv.url) as http:
+            http.headers["X-Auth-Token"] = srv.http.headers["X-Auth-Token"]
             for _ in chunk:
                 submit(srv, http, trivial_command(), prefix)
 

@@ -15,7 +15,7 @@ import httpx
 import pytest
 import sqlalchemy as sa
 
-from corral import server
+from corral import credentials, server
 from corral import settings as settings_mod
 from corral.store import db
 
@@ -73,18 +73,73 @@ def store(db_url: str) -> Iterator[db.Store]:
     s.dispose()
 
 
+def http_client(url: str, token: str | None = None) -> httpx.Client:
+    # TCP_NODELAY: httpx writes a request in pieces, and Nagle's algorithm would hold each
+    # request back ~40 ms waiting for a delayed ACK.
+    transport = httpx.HTTPTransport(
+        socket_options=[(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)])
+    headers = {"X-Auth-Token": token} if token else {}
+    return httpx.Client(base_url=url, timeout=30, transport=transport, headers=headers)
+
+
+@dataclasses.dataclass
+class Identity:
+    """A user made for a test: their token, a client that sends it, their key pair."""
+
+    name: str
+    project_id: str
+    token: str
+    http: httpx.Client
+    access_key: str = ""
+    secret_key: str = ""
+
+
 @dataclasses.dataclass
 class Live:
-    """A running embedded server and an HTTP client bound to its default project."""
+    """A running embedded server and an HTTP client bound to its default project.
+
+    `http` carries the platform admin's token that the server wrote on its first start
+    (`login` is that credential); `new_project`, `new_user` and `new_key` make more.
+    """
 
     url: str
     project_id: str
     http: httpx.Client
     embedded: server.Embedded
     settings: settings_mod.Settings
+    login: credentials.Login
+    others: list[httpx.Client] = dataclasses.field(default_factory=list)
 
-    def path(self, rest: str) -> str:
-        return f"/v2/{self.project_id}{rest}"
+    def path(self, rest: str, project_id: str | None = None) -> str:
+        return f"/v2/{project_id or self.project_id}{rest}"
+
+    def new_project(self, name: str) -> str:
+        r = self.http.post("/corral/projects", json={"name": name})
+        assert r.status_code == 201, r.text
+        return str(r.json()["project_id"])
+
+    def new_user(self, name: str, role: str = "member", project_id: str | None = None,
+                 *, key: bool = True) -> Identity:
+        """A user with `role` in the project (default: the default one), and a key pair."""
+        pid = project_id or self.project_id
+        r = self.http.post("/corral/users", json={"name": name, "projects": {pid: role}})
+        assert r.status_code == 201, r.text
+        token = r.json()["token"]
+        who = Identity(name=name, project_id=pid, token=token,
+                       http=http_client(self.url, token))
+        self.others.append(who.http)
+        if key:
+            k = self.new_key(who.http, pid)
+            who.access_key, who.secret_key = k["access_key"], k["secret_key"]
+        return who
+
+    def new_key(self, http: httpx.Client | None = None,
+                project_id: str | None = None) -> dict[str, Any]:
+        """A new access key pair (as `http`'s user, default the admin)."""
+        r = (http or self.http).post(f"/corral/projects/{project_id or self.project_id}/keys",
+                                     json={"description": "test"})
+        assert r.status_code == 201, r.text
+        return dict(r.json())
 
     def submit(self, body: dict[str, Any]) -> dict[str, Any]:
         r = self.http.post(self.path("/training-jobs"), json=body)
@@ -113,13 +168,11 @@ class Live:
 def start_live(home: Any, **overrides: Any) -> Live:
     s = make_settings(home, **overrides)
     emb = server.start_embedded(s)
-    # TCP_NODELAY: httpx writes a request in pieces, and Nagle's algorithm would hold each
-    # request back ~40 ms waiting for a delayed ACK.
-    transport = httpx.HTTPTransport(
-        socket_options=[(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)])
-    http = httpx.Client(base_url=emb.url, timeout=30, transport=transport)
-    pid = http.get("/corral/info").json()["default_project_id"]
-    return Live(url=emb.url, project_id=pid, http=http, embedded=emb, settings=s)
+    login = credentials.read(s.credentials_file)
+    assert login is not None and login.token, "the first start wrote no credential"
+    http = http_client(emb.url, login.token)
+    return Live(url=emb.url, project_id=login.project_id, http=http, embedded=emb, settings=s,
+                login=login)
 
 
 def kill_leftovers(store: db.Store) -> None:
@@ -138,6 +191,8 @@ def kill_leftovers(store: db.Store) -> None:
 
 def stop_live(live: Live) -> None:
     live.http.close()
+    for other in live.others:
+        other.close()
     kill_leftovers(live.embedded.platform.store)
     live.embedded.stop()
 

@@ -20,7 +20,7 @@ import rich.console
 import rich.table
 
 import corral
-from corral import client, jobfile, terminal
+from corral import client, credentials, jobfile, terminal
 from corral import demo as demo_mod
 from corral import settings as settings_mod
 from corral.domain import errors
@@ -38,9 +38,25 @@ class State:
     out: rich.console.Console = dataclasses.field(default_factory=terminal.console)
 
     def connect(self) -> client.Client:
+        """A client for the server, with the credential of the current login if any."""
         if self.api is None:
-            self.api = client.Client(self.settings.url)
+            login = self.login()
+            if login is None:
+                self.api = client.Client(self.settings.url)
+            else:
+                self.api = client.Client(self.url(login), login.project_id, token=login.token,
+                                         access_key=login.access_key,
+                                         secret_key=login.secret_key)
         return self.api
+
+    def login(self) -> credentials.Login | None:
+        return credentials.read(self.settings.credentials_file)
+
+    def url(self, login: credentials.Login | None) -> str:
+        """--url or CORRAL_URL when given, else the login's server, else the default."""
+        if "url" in self.settings.model_fields_set or login is None or not login.url:
+            return self.settings.url
+        return login.url
 
 
 pass_state = click.make_pass_decorator(State)
@@ -441,3 +457,233 @@ def info(state: State, as_json: bool) -> None:
 
 def _resource(job: dict[str, Any]) -> dict[str, Any]:
     return jobfile.dig(job, "spec", "resource") or {}
+
+
+# -- identity -------------------------------------------------------------------------------
+
+
+@cli.command()
+@click.option("--token", help="a bearer token (what `corral users create` printed)")
+@click.option("--access-key", help="an access key (with --secret-key)")
+@click.option("--secret-key", help="its secret key")
+@click.option("--project", help="project id or name (default: the key's, or your first)")
+@click.option("--json", "as_json", is_flag=True)
+@pass_state
+def login(state: State, token: str | None, access_key: str | None, secret_key: str | None,
+          project: str | None, as_json: bool) -> None:
+    """Log in to the server with a token or an access key pair (kept in CORRAL_HOME)."""
+    if not token and not (access_key and secret_key):
+        raise terminal.Failure("give --token, or --access-key and --secret-key")
+    url = state.settings.url
+    with client.Client(url, "-", token=token, access_key=access_key,
+                       secret_key=secret_key) as api:
+        me = api.whoami()
+    projects = me.get("projects") or []
+    chosen = [p for p in projects if project in (None, p["project_id"], p["name"])]
+    if not chosen:
+        raise terminal.Failure(f"you are in no project {project!r}" if project
+                               else "you are in no project yet: ask a platform admin")
+    login = credentials.Login(project_id=chosen[0]["project_id"], user=me["user"], url=url,
+                              token=token, access_key=access_key, secret_key=secret_key)
+    credentials.write(state.settings.credentials_file, login)
+    if as_json:
+        terminal.print_json({"user": me["user"], "project_id": login.project_id, "url": url})
+    else:
+        state.out.print(f"logged in to {url} as [bold]{terminal.esc(me['user'])}[/], project "
+                        f"{chosen[0]['name']} ({login.project_id}), role {chosen[0]['role']}")
+
+
+@cli.command()
+@click.option("--json", "as_json", is_flag=True)
+@pass_state
+def whoami(state: State, as_json: bool) -> None:
+    """Who the current login is, and their projects and roles."""
+    me = state.connect().whoami()
+    if as_json:
+        terminal.print_json(me)
+        return
+    admin = " (platform admin)" if me.get("is_admin") else ""
+    state.out.print(f"[bold]{terminal.esc(me['user'])}[/]{admin}, with a {me['credential']}")
+    state.out.print(_projects_table(me.get("projects") or []))
+
+
+@cli.command()
+@click.option("--new", is_flag=True, help="always make a new token")
+@click.option("--ttl", type=click.IntRange(min=60), help="seconds the new token lives")
+@pass_state
+def token(state: State, new: bool, ttl: int | None) -> None:
+    """Print a bearer token of the current login, e.g. for curl -H "X-Auth-Token: ...".
+
+    The login's own token when it has one; else (a key-pair login) a new token, bound to
+    the key's project, which is kept in the login for next time.
+    """
+    login = state.login()
+    if login is None:
+        raise terminal.Failure("not logged in: run `corral login` first")
+    if login.token and not new:
+        click.echo(login.token)
+        return
+    made = state.connect().create_token("corral token", ttl)
+    if not login.token and ttl is None:
+        login.token = made["token"]
+        credentials.write(state.settings.credentials_file, login)
+    click.echo(made["token"])
+
+
+def _projects_table(projects: list[dict[str, Any]]) -> rich.table.Table:
+    table = terminal.table("ID", "NAME", "ROLE", "CREATED")
+    for p in projects:
+        table.add_row(p["project_id"], terminal.esc(p["name"]), terminal.cell(p.get("role")),
+                      terminal.time_ms(p.get("created_at")))
+    return table
+
+
+@cli.group(invoke_without_command=True)
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def projects(ctx: click.Context, as_json: bool) -> None:
+    """List your projects; a platform admin manages them with the subcommands."""
+    if ctx.invoked_subcommand is None:
+        state = ctx.find_object(State)
+        assert state is not None
+        found = state.connect().projects()
+        if as_json:
+            terminal.print_json(found)
+        else:
+            state.out.print(_projects_table(found["projects"]))
+
+
+@projects.command(name="create")
+@click.argument("name")
+@click.option("--json", "as_json", is_flag=True)
+@pass_state
+def projects_create(state: State, name: str, as_json: bool) -> None:
+    """Create a project (platform admin)."""
+    made = state.connect().create_project(name)
+    if as_json:
+        terminal.print_json(made)
+    else:
+        state.out.print(f"created project {terminal.esc(name)} ({made['project_id']})")
+
+
+@projects.command(name="add-member")
+@click.argument("project")
+@click.argument("user")
+@click.option("--role", type=click.Choice(["viewer", "member", "admin"]), default="member",
+              show_default=True)
+@pass_state
+def projects_add_member(state: State, project: str, user: str, role: str) -> None:
+    """Give USER ROLE in PROJECT (id or name), or change their role (platform admin)."""
+    state.connect().set_member(project, user, role)
+    state.out.print(f"{terminal.esc(user)} is {role} in {terminal.esc(project)}")
+
+
+@projects.command(name="remove-member")
+@click.argument("project")
+@click.argument("user")
+@pass_state
+def projects_remove_member(state: State, project: str, user: str) -> None:
+    """Take USER out of PROJECT; their keys for it are revoked (platform admin)."""
+    state.connect().remove_member(project, user)
+    state.out.print(f"{terminal.esc(user)} is no longer in {terminal.esc(project)}")
+
+
+@cli.group(invoke_without_command=True)
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def users(ctx: click.Context, as_json: bool) -> None:
+    """List users (platform admin); create and disable them with the subcommands."""
+    if ctx.invoked_subcommand is None:
+        state = ctx.find_object(State)
+        assert state is not None
+        found = state.connect().users()
+        if as_json:
+            terminal.print_json(found)
+            return
+        table = terminal.table("NAME", "ADMIN", "PROJECTS")
+        for u in found["users"]:
+            table.add_row(terminal.esc(u["name"]), "yes" if u["is_admin"] else "",
+                          ", ".join(f"{p}:{r}" for p, r in u["projects"].items()))
+        state.out.print(table)
+
+
+@users.command(name="create")
+@click.argument("name")
+@click.option("--project", "project_names", multiple=True,
+              help="project id or name (repeatable; default: the login's project)")
+@click.option("--role", type=click.Choice(["viewer", "member", "admin"]), default="member",
+              show_default=True)
+@click.option("--admin", "is_admin", is_flag=True, help="a platform admin")
+@click.option("--json", "as_json", is_flag=True)
+@pass_state
+def users_create(state: State, name: str, project_names: tuple[str, ...], role: str,
+                 is_admin: bool, as_json: bool) -> None:
+    """Create a user and print their first token (shown only now)."""
+    api = state.connect()
+    made = api.create_user(name, {p: role for p in project_names or (api.project_id,)},
+                           is_admin)
+    if as_json:
+        terminal.print_json(made)
+        return
+    state.out.print(f"created {terminal.esc(name)}; give them this token (shown only now), "
+                    f"for `corral login --token ...`:")
+    click.echo(made["token"])
+
+
+@users.command(name="disable")
+@click.argument("name")
+@pass_state
+def users_disable(state: State, name: str) -> None:
+    """Disable a user: all their keys and tokens stop working at once."""
+    state.connect().disable_user(name)
+    state.out.print(f"disabled {terminal.esc(name)}")
+
+
+@cli.group()
+def keys() -> None:
+    """Access key pairs of the login's project, for the ModelArts SDKs."""
+
+
+@keys.command(name="create")
+@click.option("--description", default="", help="what the key is for")
+@click.option("--json", "as_json", is_flag=True,
+              help="print access_key, secret_key and project_id as JSON")
+@pass_state
+def keys_create(state: State, description: str, as_json: bool) -> None:
+    """Create an access key pair of yours; its secret key is shown only now."""
+    made = state.connect().create_key(description)
+    if as_json:
+        terminal.print_json({k: made[k] for k in ("access_key", "secret_key", "project_id")})
+        return
+    grid = terminal.grid()
+    for k in ("access_key", "secret_key", "project_id"):
+        grid.add_row(k, made[k])
+    state.out.print(grid)
+    state.out.print("[dim]the secret key is shown only now[/]")
+
+
+@keys.command(name="list")
+@click.option("--json", "as_json", is_flag=True)
+@pass_state
+def keys_list(state: State, as_json: bool) -> None:
+    """Your keys of the project (a project admin sees everyone's); never secrets."""
+    found = state.connect().keys()
+    if as_json:
+        terminal.print_json(found)
+        return
+    table = terminal.table("ACCESS KEY", "USER", "CREATED", "REVOKED", "DESCRIPTION")
+    for k in found["keys"]:
+        table.add_row(k["access_key"], terminal.esc(k["user_name"]),
+                      terminal.time_ms(k["created_at"]),
+                      terminal.time_ms(k["revoked_at"]) if k.get("revoked_at") else "",
+                      terminal.esc(k["description"]))
+    state.out.print(table)
+
+
+@keys.command(name="revoke")
+@click.argument("access_key")
+@pass_state
+def keys_revoke(state: State, access_key: str) -> None:
+    """Revoke an access key: it stops working at once."""
+    state.connect().revoke_key(access_key)
+    state.out.print(f"revoked {access_key}")

@@ -7,15 +7,16 @@ is the only writer. Every non-2xx answer and every transport failure becomes one
 
 from __future__ import annotations
 
+import datetime
 import json
 import socket
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Generator, Iterable, Iterator
 from typing import Any
 
 import httpx
 
-from corral.domain import jobs
+from corral.domain import jobs, signing
 
 #: what a refused connection usually means for someone running the CLI
 _UNREACHABLE = "cannot reach corral at {url}: is `corral server` running?"
@@ -36,8 +37,50 @@ class ClientError(Exception):
         return f"{self.error_code}: {self.error_msg}" if self.error_code else self.error_msg
 
 
+class SignatureAuth(httpx.Auth):
+    """Signs every request with an access key pair, as the Huawei Cloud SDKs do."""
+
+    requires_request_body = True
+
+    def __init__(self, access_key: str, secret_key: str) -> None:
+        self.access_key, self.secret_key = access_key, secret_key
+
+    def auth_flow(self, request: httpx.Request) -> Generator[httpx.Request, httpx.Response, None]:
+        request.headers.setdefault("Content-Type", "application/json")
+        path, _, query = request.url.raw_path.decode("ascii").partition("?")
+        to_sign = {"Host": request.headers["Host"],
+                   "Content-Type": request.headers["Content-Type"]}
+        request.headers.update(signing.sign(
+            self.access_key, self.secret_key, method=request.method, path=path, query=query,
+            headers=to_sign, body=request.content, now=datetime.datetime.now(datetime.UTC)))
+        yield request
+
+
+def credential_auth(token: str | None, access_key: str | None,
+                    secret_key: str | None) -> httpx.Auth | None:
+    """A token when there is one (cheaper to check), else a signature, else nothing."""
+    if token:
+        return _TokenAuth(token)
+    if access_key and secret_key:
+        return SignatureAuth(access_key, secret_key)
+    return None
+
+
+class _TokenAuth(httpx.Auth):
+    def __init__(self, token: str) -> None:
+        self.token = token
+
+    def auth_flow(self, request: httpx.Request) -> Generator[httpx.Request, httpx.Response, None]:
+        request.headers["X-Auth-Token"] = self.token
+        yield request
+
+
 class Client:
-    """One server, one project. The project is asked from the server when not given."""
+    """One server, one project. The project is asked from the server when not given.
+
+    Requests carry `token` (X-Auth-Token) when given, else are signed with the access key
+    pair when given.
+    """
 
     def __init__(
         self,
@@ -46,6 +89,9 @@ class Client:
         timeout: float = 30,
         *,
         transport: httpx.BaseTransport | None = None,
+        token: str | None = None,
+        access_key: str | None = None,
+        secret_key: str | None = None,
     ) -> None:
         self.base_url = base_url.rstrip("/")
         self._project_id = project_id
@@ -55,7 +101,8 @@ class Client:
             # for the server's delayed ACK.
             transport = httpx.HTTPTransport(
                 socket_options=[(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)])
-        self._http = httpx.Client(base_url=self.base_url, timeout=timeout, transport=transport)
+        self._http = httpx.Client(base_url=self.base_url, timeout=timeout, transport=transport,
+                                  auth=credential_auth(token, access_key, secret_key))
 
     def close(self) -> None:
         self._http.close()
@@ -160,6 +207,58 @@ class Client:
     def metrics(self, job_id: str, task: str = "worker-0") -> dict[str, Any]:
         """`{metrics: [{metric, value: [...]}]}`, oldest sample first."""
         return self._request("GET", self._job(job_id, f"/metrics/{task}"))
+
+    # -- identity --------------------------------------------------------------------------
+
+    def whoami(self) -> dict[str, Any]:
+        """`{user, is_admin, credential, projects: [{project_id, name, role}]}`."""
+        return self._request("GET", "/corral/whoami")
+
+    def projects(self) -> dict[str, Any]:
+        return self._request("GET", "/corral/projects")
+
+    def create_project(self, name: str) -> dict[str, Any]:
+        return self._request("POST", "/corral/projects", json={"name": name})
+
+    def users(self) -> dict[str, Any]:
+        return self._request("GET", "/corral/users")
+
+    def create_user(self, name: str, projects: dict[str, str], is_admin: bool = False
+                    ) -> dict[str, Any]:
+        """The new user, with their first token (shown only in this answer)."""
+        return self._request("POST", "/corral/users",
+                             json={"name": name, "projects": projects, "is_admin": is_admin})
+
+    def disable_user(self, name: str) -> None:
+        self._request("DELETE", f"/corral/users/{name}")
+
+    def set_member(self, project: str, user: str, role: str) -> dict[str, Any]:
+        return self._request("PUT", f"/corral/projects/{project}/members/{user}",
+                             json={"role": role})
+
+    def remove_member(self, project: str, user: str) -> dict[str, Any]:
+        return self._request("DELETE", f"/corral/projects/{project}/members/{user}")
+
+    def create_key(self, description: str = "") -> dict[str, Any]:
+        """`{access_key, secret_key, project_id, ...}`: the secret is shown only here."""
+        return self._request("POST", f"/corral/projects/{self.project_id}/keys",
+                             json={"description": description})
+
+    def keys(self) -> dict[str, Any]:
+        return self._request("GET", f"/corral/projects/{self.project_id}/keys")
+
+    def revoke_key(self, access_key: str) -> None:
+        self._request("DELETE", f"/corral/projects/{self.project_id}/keys/{access_key}")
+
+    def create_token(self, description: str = "", ttl_s: int | None = None) -> dict[str, Any]:
+        return self._request("POST", "/corral/tokens",
+                             json={"description": description, "ttl_s": ttl_s})
+
+    def tokens(self) -> dict[str, Any]:
+        return self._request("GET", "/corral/tokens")
+
+    def revoke_token(self, token_id: str) -> None:
+        self._request("DELETE", f"/corral/tokens/{token_id}")
 
     # -- plumbing --------------------------------------------------------------------------
 

@@ -22,7 +22,7 @@ import rich.status
 import rich.text
 
 import corral
-from corral import client, jobfile, terminal
+from corral import client, credentials, jobfile, terminal
 from corral import settings as settings_mod
 from corral.domain import errors
 from corral.domain import jobs as jobs_mod
@@ -48,7 +48,7 @@ def run(
     out_dir = settings.home / "demo" / name / "output"
     body = _demo_body(jobfile.load_job_file(job_file), name, out_dir, epochs)
     say = _quiet if as_json else out.print
-    with _demo_server(settings, say) as url, client.Client(url) as api:
+    with _demo_server(settings, say) as url, _client(settings, url) as api:
         job = api.create_job(body)
         job_id = job["metadata"]["id"]
         say(f"submitted [bold]{name}[/] ({job_id}); output goes to {terminal.esc(str(out_dir))}")
@@ -67,6 +67,15 @@ def run(
         raise terminal.Failure(
             f"the demo job ended {summary['phase']}: {summary['reason'] or 'see above'}"
         )
+
+
+def _client(settings: settings_mod.Settings, url: str) -> client.Client:
+    """A client with the credential the server wrote in this CORRAL_HOME (or a login)."""
+    login = credentials.read(settings.credentials_file)
+    if login is None:
+        return client.Client(url)
+    return client.Client(url, login.project_id, token=login.token,
+                         access_key=login.access_key, secret_key=login.secret_key)
 
 
 def _quiet(*args: Any, **kwargs: Any) -> None:

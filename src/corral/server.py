@@ -21,13 +21,14 @@ from typing import IO, Any
 import sqlalchemy as sa
 import uvicorn
 
+from corral import accounts, credentials, secretbox
 from corral import settings as settings_mod
 from corral.api import app as app_mod
 from corral.api import deps
 from corral.domain import errors
 from corral.executors import local
 from corral.scheduler import catalog as catalog_mod
-from corral.scheduler import metrics, reconciler
+from corral.scheduler import launching, metrics, reconciler
 from corral.store import db, repo
 
 log = logging.getLogger(__name__)
@@ -98,11 +99,24 @@ def build(settings: settings_mod.Settings) -> Platform:
     locks: list[Any] = [_lock_home(settings)]
     store = db.Store(settings.db_url)
     try:
+        box = secretbox.load(settings)
+        run_as = launching.task_user(settings)
         if not store.is_sqlite:
             locks.append(_lock_database(store))
         store.migrate()
+        for name in ("corral.db", "corral.db-wal", "corral.db-shm"):
+            _private(settings.home / name)
         with store.begin() as conn:
-            project_id = repo.ensure_default_project(conn, int(time.time() * 1000))
+            now = int(time.time() * 1000)
+            project_id = repo.ensure_default_project(conn, now)
+            login = accounts.bootstrap(conn, box, project_id=project_id, now=now)
+            if login is not None:
+                # Written before the commit: a credential that never reaches the database
+                # is replaced at the next start; one in the database that no file holds
+                # could never be used.
+                credentials.write(settings.credentials_file, login)
+                log.info("first start: created the platform admin '%s'; its credential is "
+                         "in %s", login.user, settings.credentials_file)
     except BaseException:
         for lock in locks:
             lock.close()
@@ -112,14 +126,20 @@ def build(settings: settings_mod.Settings) -> Platform:
                                                      memory_gb=settings.memory_gb))
     cat = catalog_mod.Catalog.build(settings, executor.nodes())
     rec = reconciler.Reconciler(store=store, executor=executor, catalog=cat,
-                                settings=settings)
+                                settings=settings, run_as=run_as)
     ctx = deps.Context(store=store, catalog=cat, settings=settings,
-                       default_project_id=project_id)
+                       default_project_id=project_id, box=box)
     platform = Platform(settings=settings, store=store, executor=executor, catalog=cat,
                         reconciler=rec, context=ctx, locks=locks)
     ctx.wake = platform.wake
     executor.set_waker(platform.wake)
     return platform
+
+
+def _private(path: Any) -> None:
+    """The state database holds sealed secrets and every project's jobs: owner only."""
+    with contextlib.suppress(OSError):
+        os.chmod(path, 0o600)
 
 
 def _lock_home(settings: settings_mod.Settings) -> IO[str]:

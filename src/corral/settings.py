@@ -11,7 +11,7 @@ import pathlib
 import sys
 from typing import Any
 
-from pydantic import BaseModel, Field, field_validator
+from pydantic import BaseModel, Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 
@@ -40,6 +40,26 @@ class FlavorConfig(BaseModel):
     max_num: int = Field(default=1, ge=1)
 
 
+class StorageConfig(BaseModel):
+    """Where jobs may read code and inputs and write outputs and exported logs.
+
+    Every project may use `$CORRAL_HOME/projects/<project id>/` and the shared `roots`;
+    `projects` adds roots for one project (by its name or id). Nothing else under
+    CORRAL_HOME is ever allowed. A default project with no roots of its own is open (any
+    path outside CORRAL_HOME: the single-user default) unless `open_default_project` is
+    false.
+    """
+
+    roots: list[str] = Field(default_factory=list)
+    projects: dict[str, list[str]] = Field(default_factory=dict)
+    open_default_project: bool = True
+
+
+#: variables of the server's environment that never reach a job (prefixes), besides CORRAL_*
+JOB_ENV_DENY = ("AWS_", "HUAWEICLOUD_", "HWCLOUD_", "OBS_", "S3_", "PGPASSWORD", "PGPASSFILE",
+                "GOOGLE_APPLICATION_CREDENTIALS", "AZURE_")
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="CORRAL_", extra="ignore")
 
@@ -65,6 +85,16 @@ class Settings(BaseSettings):
     #: override detected capacity (useful to share a machine with other work)
     cpus: int | None = None
     memory_gb: int | None = None
+    #: the key secret keys are encrypted with (Fernet); else read from `server_key_file`
+    server_key: SecretStr | None = None
+    #: default `$CORRAL_HOME/server.key`, created (mode 0600) on first start
+    server_key_file: pathlib.Path | None = None
+    storage: StorageConfig = Field(default_factory=StorageConfig)
+    #: prefixes of the server's environment variables kept from jobs, besides CORRAL_*
+    job_env_deny: list[str] = Field(default_factory=lambda: list(JOB_ENV_DENY))
+    #: when the server runs as root, tasks run as this user (default: "nobody" is NOT
+    #: assumed; without it a root server runs tasks as root and says so in the log)
+    run_as: str | None = None
 
     @field_validator("home", mode="after")
     @classmethod
@@ -86,6 +116,15 @@ class Settings(BaseSettings):
     @property
     def runs_dir(self) -> pathlib.Path:
         return self.home / "runs"
+
+    @property
+    def key_file(self) -> pathlib.Path:
+        return self.server_key_file or self.home / "server.key"
+
+    @property
+    def credentials_file(self) -> pathlib.Path:
+        """Where the CLI keeps its login (and the first start writes the admin's)."""
+        return self.home / "credentials.json"
 
     def default_engine(self) -> EngineConfig:
         v = sys.version_info

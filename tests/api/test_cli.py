@@ -16,14 +16,21 @@ from click import testing
 
 from corral import cli
 from corral import settings as settings_mod
+from tests import conftest
 
 pytestmark = pytest.mark.slow
 
 EXAMPLE = pathlib.Path(__file__).parents[2] / "examples" / "mlp"
 
 
-def corral(url: str | None, *args: str, home: pathlib.Path | None = None) -> testing.Result:
-    """Runs `corral [--url URL] ARGS...` in-process, with its own CORRAL_HOME when given."""
+def corral(url: Any, *args: str, home: pathlib.Path | None = None) -> testing.Result:
+    """Runs `corral [--url URL] ARGS...` in-process, with its own CORRAL_HOME when given.
+
+    Given a live server instead of a URL, the CLI uses its URL and its home, where the
+    server wrote the admin's credential on its first start.
+    """
+    if isinstance(url, conftest.Live):
+        url, home = url.url, home or url.settings.home
     settings = settings_mod.Settings(**({"home": home} if home else {}))
     argv = (["--url", url] if url else []) + list(args)
     return testing.CliRunner().invoke(cli.cli, argv, obj=cli.State(settings))
@@ -41,7 +48,7 @@ def write_job(folder: pathlib.Path, name: str, epochs: int = 20, **resource: Any
     return path
 
 
-def submit(url: str, job_file: pathlib.Path) -> str:
+def submit(url: Any, job_file: pathlib.Path) -> str:
     result = corral(url, "submit", str(job_file), "--json")
     assert result.exit_code == 0, result.output
     return str(json.loads(result.stdout)["metadata"]["id"])
@@ -55,8 +62,8 @@ def assert_one_error_line(result: testing.Result, starts: str) -> None:
 
 
 def test_info_names_the_server_and_its_project(live_server: Any) -> None:
-    as_json = corral(live_server.url, "info", "--json")
-    text = corral(live_server.url, "info")
+    as_json = corral(live_server, "info", "--json")
+    text = corral(live_server, "info")
 
     assert as_json.exit_code == 0, as_json.output
     found = json.loads(as_json.stdout)
@@ -67,32 +74,32 @@ def test_info_names_the_server_and_its_project(live_server: Any) -> None:
 
 
 def test_flavors_and_engines_show_what_jobs_can_ask_for(live_server: Any) -> None:
-    flavors = json.loads(corral(live_server.url, "flavors", "--json").stdout)
-    engines = json.loads(corral(live_server.url, "engines", "--json").stdout)
+    flavors = json.loads(corral(live_server, "flavors", "--json").stdout)
+    engines = json.loads(corral(live_server, "engines", "--json").stdout)
 
     assert "corral.cpu.1u" in [f["flavor_id"] for f in flavors["flavors"]]
     assert engines["items"]
-    assert "corral.cpu.1u" in corral(live_server.url, "flavors").stdout
-    assert engines["items"][0]["engine_id"] in corral(live_server.url, "engines").stdout
+    assert "corral.cpu.1u" in corral(live_server, "flavors").stdout
+    assert engines["items"][0]["engine_id"] in corral(live_server, "engines").stdout
 
 
 def test_a_submitted_example_trains_and_can_be_followed(
     live_server: Any, tmp_path: pathlib.Path
 ) -> None:
-    job_id = submit(live_server.url, write_job(tmp_path, "mlp-cli"))
+    job_id = submit(live_server, write_job(tmp_path, "mlp-cli"))
 
-    followed = corral(live_server.url, "logs", "-f", job_id)
+    followed = corral(live_server, "logs", "-f", job_id)
 
     assert followed.exit_code == 0, followed.output
     assert "epoch 20/20 loss=" in followed.stdout
     assert "final: accuracy=" in followed.stdout
     assert (tmp_path / "output" / "model.npz").is_file()  # ./output next to the job file
-    assert corral(live_server.url, "logs", job_id).stdout == followed.stdout
-    shown = corral(live_server.url, "show", job_id)
+    assert corral(live_server, "logs", job_id).stdout == followed.stdout
+    shown = corral(live_server, "show", job_id)
     assert "Completed" in shown.stdout and "worker-0" in shown.stdout
-    listed = corral(live_server.url, "jobs", "--name", "mlp-cli", "--phase", "completed")
+    listed = corral(live_server, "jobs", "--name", "mlp-cli", "--phase", "completed")
     assert job_id in listed.stdout
-    events = json.loads(corral(live_server.url, "events", job_id, "--json").stdout)
+    events = json.loads(corral(live_server, "events", job_id, "--json").stdout)
     assert events["total"] >= 1
 
 
@@ -101,10 +108,10 @@ def test_a_failing_job_shows_its_exit_code(live_server: Any, tmp_path: pathlib.P
     body = yaml.safe_load(job_file.read_text())
     body["algorithm"]["parameters"] = [{"name": "epochs", "value": "many"}]  # argparse: exit 2
     job_file.write_text(yaml.safe_dump(body))
-    job_id = submit(live_server.url, job_file)
+    job_id = submit(live_server, job_file)
 
-    corral(live_server.url, "logs", "-f", job_id)
-    shown = corral(live_server.url, "show", job_id, "--json")
+    corral(live_server, "logs", "-f", job_id)
+    shown = corral(live_server, "show", job_id, "--json")
 
     status = json.loads(shown.stdout)["status"]
     assert status["phase"] == "Failed"
@@ -114,24 +121,24 @@ def test_a_failing_job_shows_its_exit_code(live_server: Any, tmp_path: pathlib.P
 def test_a_running_job_can_be_stopped_then_deleted(
     live_server: Any, tmp_path: pathlib.Path
 ) -> None:
-    job_id = submit(live_server.url, write_job(tmp_path, "mlp-long", epochs=1_000_000))
+    job_id = submit(live_server, write_job(tmp_path, "mlp-long", epochs=1_000_000))
     live_server.wait(job_id, {"Running"})
 
-    stopped = corral(live_server.url, "stop", job_id)
+    stopped = corral(live_server, "stop", job_id)
 
     assert stopped.exit_code == 0, stopped.output
     assert live_server.wait(job_id)["status"]["phase"] == "Terminated"
-    assert corral(live_server.url, "delete", job_id).exit_code == 0
-    assert_one_error_line(corral(live_server.url, "show", job_id), "ModelArts.2775: ")
+    assert corral(live_server, "delete", job_id).exit_code == 0
+    assert_one_error_line(corral(live_server, "show", job_id), "ModelArts.2775: ")
 
 
 @pytest.mark.parametrize("command", ["show", "logs", "events", "stop", "delete"])
 def test_an_unknown_job_is_one_error_line(live_server: Any, command: str) -> None:
-    assert_one_error_line(corral(live_server.url, command, "no-such-job"), "ModelArts.2775: ")
+    assert_one_error_line(corral(live_server, command, "no-such-job"), "ModelArts.2775: ")
 
 
 def test_a_refused_job_is_one_error_line(live_server: Any, tmp_path: pathlib.Path) -> None:
-    result = corral(live_server.url, "submit", str(write_job(tmp_path, "x", flavor_id="nope")))
+    result = corral(live_server, "submit", str(write_job(tmp_path, "x", flavor_id="nope")))
 
     assert_one_error_line(result, "ModelArts.2763: ")
 

@@ -127,14 +127,18 @@ def poll(check: Callable[[], Any], timeout: float = 30.0, what: str = "") -> Any
     return value
 
 
-def connect(live: conftest.Live, ak: str = "any-ak", sk: str = "any-sk") -> Sdk:
+def connect(live: conftest.Live, ak: str | None = None, sk: str | None = None,
+            project_id: str | None = None) -> Sdk:
+    """The SDK with a key pair (default: the one the server made for its admin)."""
+    ak = ak or live.login.access_key
+    sk = sk or live.login.secret_key
     sdk: Sdk
     handler = http_handler.HttpHandler().add_request_handler(
         lambda **kw: sdk.sent.append(dict(kw["request"].header_params))
     )
     client = (
         modelarts_client.ModelArtsClient.new_builder()
-        .with_credentials(credentials.BasicCredentials(ak, sk, live.project_id))
+        .with_credentials(credentials.BasicCredentials(ak, sk, project_id or live.project_id))
         .with_endpoints([live.url])
         .with_http_handler(handler)
         .build()
@@ -493,17 +497,45 @@ def test_sdk_raises_the_modelarts_error_for_bad_input(sdk: Sdk) -> None:
     assert sdk.search().total == 0
 
 
-def test_sdk_signs_every_request_and_corral_accepts_any_key(
+def test_sdk_signs_every_request_and_corral_verifies_the_key(
     sdk: Sdk, live_server: conftest.Live
 ) -> None:
-    # Authentication comes later; until then the SDK's signature must not get in the way.
-    other = connect(live_server, ak="someone-else", sk="wrong")
+    member = live_server.new_user("sdk-member", "member")
+    theirs = connect(live_server, member.access_key, member.secret_key)
+    forged = connect(live_server, member.access_key, "not-the-secret-key-at-all")
+    unknown = connect(live_server, "NOSUCHACCESSKEY00000", member.secret_key)
 
-    assert other.search().total == 0
-    sdk.search()
-
-    for headers in sdk.sent + other.sent:
+    assert theirs.search().total == 0
+    for bad in (forged, unknown):
+        with pytest.raises(sdk_errors.ClientRequestException) as err:
+            bad.search()
+        assert err.value.status_code == 401
+        assert err.value.error_code == "ModelArts.2784"
+    for headers in sdk.sent + theirs.sent + forged.sent:
         assert headers["Authorization"].startswith("SDK-HMAC-SHA256 Access=")
         assert re.fullmatch(r"\d{8}T\d{6}Z", headers["X-Sdk-Date"])
         assert headers["X-Project-Id"] == live_server.project_id
-    other.client.get_http_client().close()
+    for client in (theirs, forged, unknown):
+        client.client.get_http_client().close()
+
+
+def test_sdk_with_a_key_of_another_project_sees_no_job_of_this_one(
+    sdk: Sdk, live_server: conftest.Live
+) -> None:
+    job_id = create(sdk, sdk_job("sdk-mine", command="sleep 30")).metadata.id
+    other_project = live_server.new_project("sdk-other")
+    stranger = live_server.new_user("sdk-stranger", "admin", other_project)
+    # Their own key, aimed at this project: refused as if the project did not exist.
+    aimed = connect(live_server, stranger.access_key, stranger.secret_key)
+    at_home = connect(live_server, stranger.access_key, stranger.secret_key, other_project)
+
+    with pytest.raises(sdk_errors.ClientRequestException) as err:
+        aimed.job(job_id)
+    assert (err.value.status_code, err.value.error_code) == (404, "ModelArts.2786")
+    with pytest.raises(sdk_errors.ClientRequestException) as err:
+        at_home.job(job_id)
+    assert (err.value.status_code, err.value.error_code) == (404, "ModelArts.2775")
+    assert at_home.search().total == 0
+    assert sdk.job(job_id).metadata.name == "sdk-mine"
+    for client in (aimed, at_home):
+        client.client.get_http_client().close()

@@ -23,6 +23,7 @@ import httpx
 import pytest
 import sqlalchemy as sa
 
+from corral import credentials
 from corral.store import db
 from tests import conftest, factories
 
@@ -93,7 +94,11 @@ class ServerProcess:
             )
         self.starts += 1
         factories.wait_for(self._healthy, 30, f"the server to answer (log: {self.log})")
-        self.project_id = self.http.get("/corral/info").json()["default_project_id"]
+        # The first start wrote the admin's credential into the home; later starts keep it.
+        login = credentials.read(self.home / "credentials.json")
+        assert login is not None and login.token
+        self.http.headers["X-Auth-Token"] = login.token
+        self.project_id = login.project_id
 
     def _healthy(self) -> bool:
         assert self.proc is not None

@@ -35,3 +35,19 @@ def test_a_plain_program_runs_without_a_shell(command: str, words: list[str]) ->
 ])
 def test_anything_a_shell_would_interpret_keeps_the_shell(command: str) -> None:
     assert launching.simple_command(command, PATH) is None
+
+
+def test_the_servers_secrets_never_reach_a_job() -> None:
+    server_env = {
+        "PATH": "/usr/bin", "HOME": "/home/corral", "LANG": "C.UTF-8",
+        "CORRAL_SERVER_KEY": "k", "CORRAL_DATABASE_URL": "postgresql://u:pw@db/x",
+        "AWS_SECRET_ACCESS_KEY": "s", "aws_session_token": "t", "HUAWEICLOUD_SDK_SK": "s",
+        "OBS_SECRET": "s", "PGPASSWORD": "pw", "GOOGLE_APPLICATION_CREDENTIALS": "/k.json",
+    }
+
+    assert launching.base_env(server_env) == {
+        "PATH": "/usr/bin", "HOME": "/home/corral", "LANG": "C.UTF-8"}
+    assert launching.base_env(server_env, deny=["LANG"]) == {
+        "PATH": "/usr/bin", "HOME": "/home/corral", "AWS_SECRET_ACCESS_KEY": "s",
+        "aws_session_token": "t", "HUAWEICLOUD_SDK_SK": "s", "OBS_SECRET": "s",
+        "PGPASSWORD": "pw", "GOOGLE_APPLICATION_CREDENTIALS": "/k.json"}

@@ -4,22 +4,31 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import FastAPI
+from fastapi import Depends, FastAPI
 from fastapi.openapi.utils import get_openapi
 
 import corral
-from corral.api import catalog, deps, errors, jobs
+from corral.api import auth, catalog, deps, errors, identity, jobs
+
+#: every operation but the public ones may answer these (api/auth.py)
+AUTH_ERRORS = {"401": "No valid credential (ModelArts.2784)",
+               "403": "The caller's role does not allow this (ModelArts.0403)"}
 
 
 def create_app(ctx: deps.Context) -> FastAPI:
     app = FastAPI(
         title="corral", version=corral.__version__,
         description="Self-hosted training platform with a ModelArts-v2-compatible API.",
+        # Every API route, whichever router brings it, checks project and role (auth.py).
+        dependencies=[Depends(auth.authorize)],
     )
     app.state.context = ctx
     errors.install(app)
     app.include_router(jobs.router)
     app.include_router(catalog.router)
+    app.include_router(identity.router)
+    # Outermost but for Starlette's own error handler: nothing runs before it.
+    app.add_middleware(auth.AuthMiddleware, context=ctx)
     app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
     return app
 
@@ -37,6 +46,22 @@ def _openapi(app: FastAPI) -> dict[str, Any]:
                     "description": "Bad Request",
                     "content": {"application/json": {
                         "schema": {"$ref": "#/components/schemas/ErrorBody"}}}})
+    error_ref = {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorBody"}}}
+    for path, ops in schema.get("paths", {}).items():
+        if path in auth.PUBLIC:
+            continue
+        for op in ops.values():
+            for code, text in AUTH_ERRORS.items():
+                op.setdefault("responses", {}).setdefault(
+                    code, {"description": text, "content": error_ref})
+            op["security"] = [{"token": []}, {"signature": []}]
+    schema.setdefault("components", {})["securitySchemes"] = {
+        "token": {"type": "apiKey", "in": "header", "name": "X-Auth-Token",
+                  "description": "a bearer token (`corral token`)"},
+        "signature": {"type": "apiKey", "in": "header", "name": "Authorization",
+                      "description": "SDK-HMAC-SHA256 Access=..., SignedHeaders=..., "
+                                     "Signature=... (with X-Sdk-Date), as the Huawei "
+                                     "Cloud SDKs sign with an access key pair"}}
     for name in ("HTTPValidationError", "ValidationError"):
         schema.get("components", {}).get("schemas", {}).pop(name, None)
     app.openapi_schema = schema

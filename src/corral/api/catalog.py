@@ -7,7 +7,7 @@ from typing import Any, Literal
 from fastapi import APIRouter
 
 import corral
-from corral.api import jobs, schemas, views
+from corral.api import auth, jobs, schemas, views
 from corral.api.deps import Ctx
 from corral.store import repo
 
@@ -41,9 +41,13 @@ def list_training_job_engines(project_id: str, ctx: Ctx) -> dict[str, Any]:
 
 
 @router.get("/corral/info", response_model=schemas.InfoOut)
-def info(ctx: Ctx) -> dict[str, Any]:
+def info(ctx: Ctx, caller: auth.Caller) -> dict[str, Any]:
+    """The server, and the caller's default project (the server's, if theirs)."""
+    project = ctx.default_project_id
+    if caller.role_in(project) is None:
+        project = caller.key_project or min(caller.roles, default="")
     return {
-        "version": corral.__version__, "default_project_id": ctx.default_project_id,
+        "version": corral.__version__, "default_project_id": project,
         "database": ctx.store.engine.dialect.name, "home": str(ctx.settings.home),
         "nodes": [{"name": n.name, "cpu": n.cpu, "memory_mb": n.memory_mb,
                    "gpus": len(n.gpus)} for n in ctx.catalog.nodes],

@@ -9,6 +9,7 @@ from typing import Annotated
 
 from fastapi import Depends, Request
 
+from corral import secretbox
 from corral import settings as settings_mod
 from corral.scheduler import catalog as catalog_mod
 from corral.store import db
@@ -20,6 +21,8 @@ class Context:
     catalog: catalog_mod.Catalog
     settings: settings_mod.Settings
     default_project_id: str
+    #: seals and opens stored secret keys (None only where nothing verifies signatures)
+    box: secretbox.SecretBox | None = None
     wake: Callable[[], None] = lambda: None
     clock: Callable[[], float] = time.time
 

@@ -8,13 +8,14 @@ import sqlalchemy as sa
 from fastapi import APIRouter, Query
 from fastapi.responses import JSONResponse
 
-from corral.api import schemas, views
+from corral.api import auth, schemas, views
 from corral.api.deps import Ctx
 from corral.domain import errors, specs
 from corral.domain import jobs as J
 from corral.scheduler import submit
 from corral.storage import local as storage
-from corral.store import repo
+from corral.storage import paths
+from corral.store import identity, repo
 
 router = APIRouter(prefix="/v2/{project_id}", tags=["training jobs"])
 ERRORS: dict[int | str, dict[str, Any]] = {
@@ -24,10 +25,15 @@ CHUNK_BYTES = 1024 * 1024
 
 @router.post("/training-jobs", status_code=201, response_model=schemas.JobOut,
              responses=ERRORS)
-def create_training_job(project_id: str, body: specs.JobCreate, ctx: Ctx) -> JSONResponse:
+def create_training_job(project_id: str, body: specs.JobCreate, ctx: Ctx,
+                        caller: auth.Caller) -> JSONResponse:
     now = ctx.now()
     with ctx.store.begin() as conn:
-        job_id = submit.create_job(conn, ctx.catalog, body, project_id=project_id, now=now)
+        policy = paths.policy_for(ctx.settings, project_id=project_id,
+                                  project_name=identity.find_project(conn, project_id).name,
+                                  is_default=project_id == ctx.default_project_id)
+        job_id = submit.create_job(conn, ctx.catalog, body, project_id=project_id, now=now,
+                                   user_name=caller.user_name, policy=policy)
         out = views.job(conn, repo.get_job(conn, project_id, job_id), ctx.catalog, now)
     ctx.wake()
     return JSONResponse(out, status_code=201)
@@ -45,20 +51,23 @@ def show_training_job(project_id: str, training_job_id: str, ctx: Ctx) -> JSONRe
 
 @router.put("/training-jobs/{training_job_id}", responses=ERRORS)
 def update_training_job(project_id: str, training_job_id: str, body: specs.JobUpdate,
-                        ctx: Ctx) -> dict[str, Any]:
+                        ctx: Ctx, caller: auth.Caller) -> dict[str, Any]:
     now = ctx.now()
     with ctx.store.begin() as conn:
-        repo.get_job(conn, project_id, training_job_id)
+        row = repo.get_job(conn, project_id, training_job_id)
+        caller.may_change_job(project_id, row.user_name)
         repo.update_job(conn, training_job_id, now=now, description=body.description)
     return {}
 
 
 @router.delete("/training-jobs/{training_job_id}", status_code=202, responses=ERRORS)
-def delete_training_job(project_id: str, training_job_id: str, ctx: Ctx) -> dict[str, Any]:
+def delete_training_job(project_id: str, training_job_id: str, ctx: Ctx,
+                        caller: auth.Caller) -> dict[str, Any]:
     """Delete the job and its logs; a running job is stopped first. Outputs are kept."""
     now = ctx.now()
     with ctx.store.begin() as conn:
         row = repo.get_job(conn, project_id, training_job_id)
+        caller.may_change_job(project_id, row.user_name)
         repo.mark_deleted(conn, training_job_id, now)
         if J.Phase(row.phase) in J.TERMINABLE:
             repo.request_terminate(conn, training_job_id, now, "Job deleted: stopping it")
@@ -69,10 +78,11 @@ def delete_training_job(project_id: str, training_job_id: str, ctx: Ctx) -> dict
 @router.post("/training-jobs/{training_job_id}/actions", status_code=202,
              response_model=schemas.JobOut, responses=ERRORS)
 def act_on_training_job(project_id: str, training_job_id: str, body: specs.JobAction,
-                        ctx: Ctx) -> dict[str, Any]:
+                        ctx: Ctx, caller: auth.Caller) -> dict[str, Any]:
     now = ctx.now()
     with ctx.store.begin() as conn:
         row = repo.get_job(conn, project_id, training_job_id)
+        caller.may_change_job(project_id, row.user_name)
         phase = J.Phase(row.phase)
         if phase in J.TERMINABLE:
             repo.request_terminate(conn, training_job_id, now, "Termination requested")
@@ -86,7 +96,8 @@ def act_on_training_job(project_id: str, training_job_id: str, body: specs.JobAc
     return out
 
 
-@router.post("/training-job-searches", response_model=schemas.SearchOut, responses=ERRORS)
+@router.post("/training-job-searches", response_model=schemas.SearchOut, responses=ERRORS,
+             dependencies=[auth.require_role("viewer")])  # a POST that only reads
 def search_training_jobs(project_id: str, body: specs.Search, ctx: Ctx) -> dict[str, Any]:
     now = ctx.now()
     with ctx.store.read() as conn:

@@ -80,3 +80,17 @@ class LaunchError(CorralError):
 
     error_code = "ModelArts.2800"
     http_status = 500
+
+
+class BadCredential(CorralError):
+    """The request carries no valid credential."""
+
+    error_code = "ModelArts.2784"
+    http_status = 401
+
+
+class Forbidden(CorralError):
+    """The caller's role does not allow this operation."""
+
+    error_code = "ModelArts.0403"
+    http_status = 403

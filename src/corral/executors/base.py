@@ -33,6 +33,8 @@ class LaunchSpec:
     gpu_ids: tuple[int, ...] = ()
     #: argv[0] is a shell command line and argv[1:] its arguments ("$@")
     shell: bool = False
+    #: (uid, gid) to run the task as; None: the server's own user
+    run_as: tuple[int, int] | None = None
 
 
 @dataclasses.dataclass(frozen=True)

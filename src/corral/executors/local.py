@@ -196,6 +196,12 @@ class LocalExecutor:
 def _spawn(spec: base.LaunchSpec) -> subprocess.Popen[bytes]:
     os.makedirs(spec.control_dir, exist_ok=True)
     os.makedirs(os.path.dirname(spec.log_path), exist_ok=True)
+    uid = gid = None
+    groups: list[int] | None = None
+    if spec.run_as is not None:
+        # The wrapper, running as the task's user, writes its claim and exit files.
+        os.chown(spec.control_dir, *spec.run_as)
+        (uid, gid), groups = spec.run_as, []
     log_fd = os.open(spec.log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
     try:
         return subprocess.Popen(
@@ -203,6 +209,7 @@ def _spawn(spec: base.LaunchSpec) -> subprocess.Popen[bytes]:
              *spec.argv], cwd=spec.cwd,
             env={**spec.env, LAUNCH_ENV: spec.launch_id}, stdin=subprocess.DEVNULL,
             stdout=log_fd, stderr=subprocess.STDOUT, start_new_session=True, close_fds=True,
+            user=uid, group=gid, extra_groups=groups,
         )
     finally:
         os.close(log_fd)

@@ -6,8 +6,10 @@ ModelArts); corral adds its own variables and the distributed-training ones.
 
 from __future__ import annotations
 
+import logging
 import os
 import pathlib
+import pwd
 import secrets
 import shlex
 import shutil
@@ -15,12 +17,16 @@ import socket
 from collections.abc import Mapping, Sequence
 
 from corral import settings as settings_mod
-from corral.domain import specs
+from corral.domain import errors, specs
 from corral.executors import base
 from corral.scheduler import catalog as catalog_mod
 from corral.storage import local as storage
 
-#: variables of the server's own environment that never reach a job
+log = logging.getLogger(__name__)
+#: variables of the server's own environment that never reach a job: corral's own settings
+#: (the server key among them) always, and by default the usual cloud and database
+#: credentials (`job_env_deny` in the settings); a job gets only its own `environments`
+#: and corral's per-task variables on top
 PRIVATE_ENV_PREFIXES = ("CORRAL_",)
 
 
@@ -96,8 +102,11 @@ def _relative_boot(alg: specs.Algorithm) -> str:
     return str(boot.relative_to(code))
 
 
-def base_env(environ: Mapping[str, str]) -> dict[str, str]:
-    return {k: v for k, v in environ.items() if not k.startswith(PRIVATE_ENV_PREFIXES)}
+def base_env(environ: Mapping[str, str],
+             deny: Sequence[str] = settings_mod.JOB_ENV_DENY) -> dict[str, str]:
+    """The server's environment less what never reaches a job."""
+    hidden = (*PRIVATE_ENV_PREFIXES, *deny)
+    return {k: v for k, v in environ.items() if not k.upper().startswith(hidden)}
 
 
 def task_env(
@@ -116,17 +125,59 @@ def task_env(
     return env
 
 
-def prepare_attempt(paths: storage.RunPaths, attempt: int,
-                    alg: specs.Algorithm) -> tuple[pathlib.Path | None, pathlib.Path]:
-    """Snapshot the code and create output dirs; returns (code snapshot, working dir)."""
+def task_user(settings: settings_mod.Settings) -> tuple[int, int] | None:
+    """(uid, gid) tasks run as: `run_as` when the server runs as root, else None (its own).
+
+    A root server without `run_as` runs tasks as root, and says so once in its log.
+    """
+    if settings.run_as is None:
+        if os.geteuid() == 0:
+            log.warning("corral runs as root and no run_as user is set: jobs run as root")
+        return None
+    try:
+        pw = pwd.getpwnam(settings.run_as)
+    except KeyError:
+        raise errors.CorralError(f"run_as: there is no user '{settings.run_as}'") from None
+    if pw.pw_uid == os.geteuid():
+        return None
+    if os.geteuid() != 0:
+        raise errors.CorralError(
+            f"run_as '{settings.run_as}' needs the server to run as root")
+    return pw.pw_uid, pw.pw_gid
+
+
+def _give(path: pathlib.Path, owner: tuple[int, int], *, tree: bool = False) -> None:
+    os.lchown(path, *owner)
+    if tree:
+        for root, dirs, files in os.walk(path):
+            for name in (*dirs, *files):
+                os.lchown(os.path.join(root, name), *owner)
+
+
+def prepare_attempt(paths: storage.RunPaths, attempt: int, alg: specs.Algorithm,
+                    owner: tuple[int, int] | None = None
+                    ) -> tuple[pathlib.Path | None, pathlib.Path]:
+    """Snapshot the code and create output dirs; returns (code snapshot, working dir).
+
+    With an `owner` (the user tasks run as) the attempt's directory, the snapshot and the
+    output directories made here become theirs.
+    """
     code: pathlib.Path | None = None
     if alg.code_dir:
         code = paths.code_dir(attempt)
         storage.snapshot(storage.local_path(alg.code_dir, "code_dir"), code)
     for out in alg.outputs:
-        pathlib.Path(out.local_dir or out.url).mkdir(parents=True, exist_ok=True)
+        made = pathlib.Path(out.local_dir or out.url)
+        if not made.exists():
+            made.mkdir(parents=True)
+            if owner is not None:
+                _give(made, owner)
     cwd = code or paths.attempt_dir(attempt)
     cwd.mkdir(parents=True, exist_ok=True)
+    if owner is not None:
+        _give(paths.attempt_dir(attempt), owner)
+        if code is not None:
+            _give(code, owner, tree=True)
     if alg.working_dir:
         wd = pathlib.Path(alg.working_dir)
         cwd = wd if wd.is_absolute() else (cwd / wd)
@@ -138,10 +189,13 @@ def launch_spec(
     attempt: int, task: str, rank: int, launch_id: str, node: str, gpu_ids: Sequence[int],
     master_port: int, code: pathlib.Path | None, cwd: pathlib.Path,
     environ: Mapping[str, str] | None = None,
+    env_deny: Sequence[str] = settings_mod.JOB_ENV_DENY,
+    run_as: tuple[int, int] | None = None,
 ) -> base.LaunchSpec:
     alg = spec.algorithm
     engine = cat.engine(alg.engine)
-    env = task_env(inherited=base_env(os.environ if environ is None else environ), alg=alg,
+    inherited = base_env(os.environ if environ is None else environ, env_deny)
+    env = task_env(inherited=inherited, alg=alg,
                    job_id=job_id, task=task, rank=rank, world=spec.spec.resource.node_count,
                    attempt=attempt, master_port=master_port, gpu_ids=gpu_ids)
     argv = argv_for(alg, code, engine)
@@ -154,4 +208,5 @@ def launch_spec(
         job_id=job_id, task=task, attempt=attempt, launch_id=launch_id,
         argv=argv, shell=shell, cwd=str(cwd), env=env,
         log_path=str(paths.log_path(attempt, task)),
-        control_dir=str(paths.control_dir(attempt)), node=node, gpu_ids=tuple(gpu_ids))
+        control_dir=str(paths.control_dir(attempt)), node=node, gpu_ids=tuple(gpu_ids),
+        run_as=run_as)

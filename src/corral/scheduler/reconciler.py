@@ -57,6 +57,8 @@ class Reconciler:
     settings: settings_mod.Settings
     clock: Callable[[], float] = time.time
     environ: Mapping[str, str] | None = None
+    #: (uid, gid) tasks run as (launching.task_user); None: the server's user
+    run_as: tuple[int, int] | None = None
     _known: set[str] = dataclasses.field(default_factory=set)
     _specs: dict[str, specs.JobCreate] = dataclasses.field(default_factory=dict)
 
@@ -342,7 +344,7 @@ class Reconciler:
         spec = self._spec(job)
         paths = storage.RunPaths(self.settings.runs_dir, job.id)
         try:
-            code, cwd = launching.prepare_attempt(paths, attempt, spec.algorithm)
+            code, cwd = launching.prepare_attempt(paths, attempt, spec.algorithm, self.run_as)
         except (errors.CorralError, OSError) as exc:
             return [(t, None, getattr(exc, "message", str(exc))) for t in tasks]
         return [self._launch_one(job, spec, paths, t, code, cwd) for t in tasks]
@@ -362,7 +364,8 @@ class Reconciler:
             paths=paths, cat=self.catalog, spec=spec, job_id=job.id, attempt=t.attempt,
             task=t.name, rank=t.rank, launch_id=t.launch_id, node=t.node,
             gpu_ids=[int(g) for g in t.gpu_ids.split(",") if g],
-            master_port=job.master_port or 29500, code=code, cwd=cwd, environ=self.environ)
+            master_port=job.master_port or 29500, code=code, cwd=cwd, environ=self.environ,
+            env_deny=self.settings.job_env_deny, run_as=self.run_as)
         try:
             handle = self.executor.launch(ls)
         except errors.CorralError as exc:

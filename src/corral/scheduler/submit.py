@@ -8,6 +8,8 @@ for resources.
 from __future__ import annotations
 
 import json
+import os
+import pathlib
 from typing import Any
 
 import sqlalchemy as sa
@@ -16,18 +18,23 @@ from corral.domain import errors, resources, specs
 from corral.domain import jobs as jobs_mod
 from corral.scheduler import catalog as catalog_mod
 from corral.storage import local as storage
+from corral.storage import paths
 from corral.store import repo
 
 
 def create_job(conn: sa.Connection, cat: catalog_mod.Catalog, body: specs.JobCreate, *,
-               project_id: str, now: int, user_name: str = "") -> str:
-    """Validate and insert a job in phase Creating; returns its id."""
+               project_id: str, now: int, user_name: str = "",
+               policy: paths.Policy | None = None) -> str:
+    """Validate and insert a job in phase Creating; returns its id.
+
+    With a `policy`, every local path must be one the project may use.
+    """
     repo.require_project(conn, project_id)
     flavor = cat.flavor(body.spec.resource.flavor_id)
     node_count = body.spec.resource.node_count
     resources.check_fits_somewhere(flavor.resources, node_count, cat.nodes)
     engine = cat.engine(body.algorithm.engine)
-    check_paths(body.algorithm, body.spec)
+    check_paths(body.algorithm, body.spec, policy)
     normalized = normalize(body, flavor, engine)
     job_id = repo.new_job_id()
     demand = flavor.resources
@@ -46,30 +53,38 @@ def create_job(conn: sa.Connection, cat: catalog_mod.Catalog, body: specs.JobCre
     return job_id
 
 
-def check_paths(algorithm: specs.Algorithm, spec: specs.Spec) -> None:
+def check_paths(algorithm: specs.Algorithm, spec: specs.Spec,
+                policy: paths.Policy | None = None) -> None:
+    def local(url: str, what: str) -> pathlib.Path:
+        path = storage.local_path(url, what)
+        if policy is not None:
+            paths.confine(policy, path, what)
+        return path
+
     if algorithm.code_dir:
-        code = storage.local_path(algorithm.code_dir, "algorithm.code_dir")
+        code = local(algorithm.code_dir, "algorithm.code_dir")
         if not code.is_dir():
             raise errors.BadParameter(f"algorithm.code_dir '{code}' is not a directory")
         assert algorithm.boot_file is not None
         boot = storage.resolve_boot_file(code, algorithm.boot_file)
         if not boot.is_file():
             raise errors.BadParameter(f"algorithm.boot_file '{boot}' does not exist")
-    if algorithm.working_dir and not algorithm.code_dir:
-        storage.local_path(algorithm.working_dir, "algorithm.working_dir")
+    if algorithm.working_dir and (not algorithm.code_dir
+                                  or os.path.isabs(algorithm.working_dir)):
+        local(algorithm.working_dir, "algorithm.working_dir")
     for ch in algorithm.inputs:
-        path = storage.local_path(ch.url, f"input '{ch.name}'")
+        path = local(ch.url, f"input '{ch.name}'")
         if not path.exists():
             raise errors.BadParameter(f"input '{ch.name}': '{path}' does not exist")
     for out in algorithm.outputs:
-        path = storage.local_path(out.url, f"output '{out.name}'")
+        path = local(out.url, f"output '{out.name}'")
         if path.exists() and not path.is_dir():
             raise errors.BadParameter(f"output '{out.name}': '{path}' is not a directory")
     if spec.log_export_path:
         for field in ("obs_url", "host_path"):
             url = getattr(spec.log_export_path, field)
             if url:
-                storage.local_path(url, f"spec.log_export_path.{field}")
+                local(url, f"spec.log_export_path.{field}")
 
 
 def normalize(body: specs.JobCreate, flavor: resources.Flavor,

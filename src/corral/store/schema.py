@@ -125,3 +125,56 @@ task_metrics = sa.Table(
 )
 sa.Index("ix_task_metrics_job_task", task_metrics.c.job_id, task_metrics.c.task,
          task_metrics.c.time)
+
+users = sa.Table(
+    "users", metadata,
+    sa.Column("id", sa.String(32), primary_key=True),
+    sa.Column("name", sa.String(64), nullable=False, unique=True),
+    #: a platform admin manages projects and users, and is an admin in every project
+    sa.Column("is_admin", sa.Boolean, nullable=False, default=False),
+    sa.Column("created_at", sa.BigInteger, nullable=False),
+    #: a disabled user's credentials all stop working
+    sa.Column("disabled_at", sa.BigInteger),
+)
+
+memberships = sa.Table(
+    "memberships", metadata,
+    sa.Column("user_id", sa.String(32), sa.ForeignKey("users.id", ondelete="CASCADE"),
+              primary_key=True),
+    sa.Column("project_id", sa.String(64), sa.ForeignKey("projects.id", ondelete="CASCADE"),
+              primary_key=True),
+    sa.Column("role", sa.String(16), nullable=False),
+    sa.Column("created_at", sa.BigInteger, nullable=False),
+)
+
+access_keys = sa.Table(
+    "access_keys", metadata,
+    sa.Column("access_key", sa.String(64), primary_key=True),
+    sa.Column("user_id", sa.String(32), sa.ForeignKey("users.id", ondelete="CASCADE"),
+              nullable=False),
+    #: a key signs requests for this project only
+    sa.Column("project_id", sa.String(64), sa.ForeignKey("projects.id", ondelete="CASCADE"),
+              nullable=False),
+    #: the secret key, encrypted with the server key (never stored in clear)
+    sa.Column("secret_sealed", sa.Text, nullable=False),
+    sa.Column("description", sa.String(256), nullable=False, default=""),
+    sa.Column("created_at", sa.BigInteger, nullable=False),
+    sa.Column("revoked_at", sa.BigInteger),
+)
+sa.Index("ix_access_keys_project", access_keys.c.project_id, access_keys.c.user_id)
+
+tokens = sa.Table(
+    "tokens", metadata,
+    #: public id, for listing and revoking; the token itself is never stored
+    sa.Column("id", sa.String(32), primary_key=True),
+    sa.Column("user_id", sa.String(32), sa.ForeignKey("users.id", ondelete="CASCADE"),
+              nullable=False),
+    sa.Column("token_hash", sa.String(64), nullable=False, unique=True),
+    #: a token made with an access key is bound to that key's project; else None
+    sa.Column("project_id", sa.String(64), sa.ForeignKey("projects.id", ondelete="CASCADE")),
+    sa.Column("description", sa.String(256), nullable=False, default=""),
+    sa.Column("created_at", sa.BigInteger, nullable=False),
+    sa.Column("expires_at", sa.BigInteger),
+    sa.Column("revoked_at", sa.BigInteger),
+)
+sa.Index("ix_tokens_user", tokens.c.user_id)

@@ -1,0 +1,237 @@
+"""Every request is authenticated, and checked against its project and role, here.
+
+Deny by default: `AuthMiddleware` wraps the whole application, so a route that any module
+adds is covered without knowing about it. Only `PUBLIC` paths pass without a credential.
+For every other request it
+
+1. verifies the credential: `X-Auth-Token` (a bearer token, stored as its SHA-256) or an
+   `SDK-HMAC-SHA256` signature made with an access key (the secret is decrypted with the
+   server key; the date must be within 15 minutes; the body is part of the signature);
+and then `authorize`, a dependency of the whole application (so of every API route, those
+of routers included later too), once the route is known:
+
+2. when the path has `{project_id}`, the caller must belong to that project (an access
+   key, or a token made with one: be *for* that project), else the answer is exactly
+   that of a project that does not exist (ModelArts.2786);
+3. the caller must have the role the route needs: what it declares with
+   `require_role(...)` / `require_platform_admin()` in its `dependencies=[...]`, else
+   viewer for GET/HEAD and member for every other method.
+
+Routes that are not API routes (a mount, say) are authenticated but not authorized here.
+
+Refusals are ModelArts error bodies: 2784 (401) no valid credential, 2786 (404) not the
+caller's project, 0403 (403) a role that does not allow it. Handlers get the caller with
+the `Caller` dependency.
+"""
+
+from __future__ import annotations
+
+import datetime
+import logging
+from collections.abc import Awaitable, Callable, MutableMapping
+from typing import Annotated, Any
+
+from fastapi import Depends, Request
+from fastapi.dependencies.models import Dependant
+from starlette.concurrency import run_in_threadpool
+
+from corral import secretbox
+from corral.api import deps
+from corral.api import errors as api_errors
+from corral.domain import errors, identity, signing
+from corral.store import identity as store
+
+log = logging.getLogger(__name__)
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+
+#: paths anyone may call: liveness and the API's own description
+PUBLIC = frozenset({"/healthz", "/openapi.json", "/docs", "/docs/oauth2-redirect", "/redoc"})
+TOKEN_HEADER = "x-auth-token"
+#: bodies larger than this are refused before anything else (the API takes small JSON)
+MAX_BODY = 8 * 1024 * 1024
+PLATFORM_ADMIN = "platform-admin"
+
+
+# --- what routes declare -------------------------------------------------------------------
+
+
+def require_role(role: identity.Role | str) -> Any:
+    """`dependencies=[auth.require_role("admin")]`: the role a route needs in its project.
+
+    Lower than the default works too: `require_role("viewer")` on a POST that only reads.
+    """
+    needed = identity.Role(role)
+
+    def _check(request: Request) -> None:
+        caller = _caller(request)
+        caller.require(request.path_params.get("project_id", ""), needed)
+
+    _check.corral_role = needed  # type: ignore[attr-defined]
+    return Depends(_check)
+
+
+def require_platform_admin() -> Any:
+    """`dependencies=[auth.require_platform_admin()]`: only a platform admin."""
+
+    def _check(request: Request) -> None:
+        _caller(request).require_platform_admin()
+
+    _check.corral_role = PLATFORM_ADMIN  # type: ignore[attr-defined]
+    return Depends(_check)
+
+
+def _caller(request: Request) -> identity.Principal:
+    principal = request.scope.get("state", {}).get("principal")
+    if not isinstance(principal, identity.Principal):  # a route AuthMiddleware did not see
+        raise errors.BadCredential()
+    return principal
+
+
+Caller = Annotated[identity.Principal, Depends(_caller)]
+
+
+# --- verifying credentials -----------------------------------------------------------------
+
+
+def authenticate(ctx: deps.Context, scope: Scope, body: bytes) -> identity.Principal:
+    headers: dict[str, bytes] = {}
+    for k, v in scope["headers"]:
+        headers.setdefault(k.decode("latin-1").lower(), v)
+    authorization = headers.get("authorization", b"").decode("latin-1")
+    token = headers.get(TOKEN_HEADER)
+    if signing.is_signed(authorization):
+        if token is not None:
+            raise errors.BadCredential("send either a signature or X-Auth-Token, not both")
+        return _by_signature(ctx, scope, headers, authorization, body)
+    if token is not None:
+        return _by_token(ctx, token.decode("latin-1").strip())
+    raise errors.BadCredential(
+        "this needs a credential: an SDK-HMAC-SHA256 signature made with an access key, or "
+        "a token in X-Auth-Token")
+
+
+def _by_token(ctx: deps.Context, token: str) -> identity.Principal:
+    with ctx.store.read() as conn:
+        found = store.live_token(conn, secretbox.hash_token(token), ctx.now())
+        principal = found and store.principal(conn, found.user_id, key_project=found.project_id,
+                                              credential=f"token:{found.id}")
+    if not principal:
+        raise errors.BadCredential("the token is unknown, expired or revoked")
+    return principal
+
+
+def _by_signature(ctx: deps.Context, scope: Scope, headers: dict[str, bytes],
+                  authorization: str, body: bytes) -> identity.Principal:
+    auth = signing.parse_authorization(authorization)
+    with ctx.store.read() as conn:
+        key = store.live_key(conn, auth.access_key)
+        principal = key and store.principal(conn, key.user_id, key_project=key.project_id,
+                                            credential=f"key:{key.access_key}")
+    if not key or not principal:
+        raise errors.BadCredential("the access key is unknown or revoked")
+    assert ctx.box is not None
+    raw_path = scope.get("raw_path") or scope["path"].encode()
+    signing.verify(auth, ctx.box.decrypt(key.secret_sealed), method=scope["method"],
+                   path=raw_path.decode("latin-1"),
+                   query=scope.get("query_string", b"").decode("latin-1"), headers=headers,
+                   body=body, now=datetime.datetime.fromtimestamp(ctx.clock(), datetime.UTC))
+    return principal
+
+
+# --- which route, which project, which role ------------------------------------------------
+
+
+def _declared(dependant: Dependant) -> Any:
+    for dep in dependant.dependencies:
+        marker = getattr(dep.call, "corral_role", None)
+        if marker is not None:
+            return marker
+        inner = _declared(dep)
+        if inner is not None:
+            return inner
+    return None
+
+
+def authorize(request: Request) -> None:
+    """The application-wide dependency that checks the project and the role of every route.
+
+    FastAPI applies an application's dependencies to every API route, those of routers
+    included later too, so a new route is checked without doing anything; it runs after
+    routing, when the path's `project_id` is known, and before the route's own code.
+    """
+    if request.scope["path"] in PUBLIC:
+        return
+    principal = _caller(request)
+    route = request.scope.get("route")
+    dependant = getattr(route, "dependant", None)
+    declared = _declared(dependant) if dependant is not None else None
+    if declared == PLATFORM_ADMIN:
+        principal.require_platform_admin()
+        return
+    project_id = request.path_params.get("project_id")
+    if project_id is not None:
+        principal.require(project_id, declared or identity.default_role(request.method))
+
+
+class AuthMiddleware:
+    def __init__(self, app: Any, context: deps.Context) -> None:
+        self.app = app
+        self.ctx = context
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["path"] in PUBLIC:
+            await self.app(scope, receive, send)
+            return
+        try:
+            body, replay = await _read_body(receive)
+            principal = await run_in_threadpool(authenticate, self.ctx, scope, body)
+        except errors.CorralError as exc:
+            await api_errors.body(exc.error_code, exc.message, exc.http_status)(
+                scope, receive, send)
+            return
+        except Exception:
+            log.exception("authenticating a request failed")
+            err = errors.CorralError("internal error; see the server log")
+            await api_errors.body(err.error_code, err.message, err.http_status)(
+                scope, receive, send)
+            return
+        scope.setdefault("state", {})["principal"] = principal
+        await self.app(scope, replay, send)
+
+
+class _TooLarge(errors.CorralError):
+    """The request body is too large."""
+
+    error_code = "ModelArts.0413"
+    http_status = 413
+
+
+async def _read_body(receive: Receive) -> tuple[bytes, Receive]:
+    """The whole body (the signature covers it), and a `receive` that hands it on."""
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            break
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > MAX_BODY:
+            raise _TooLarge(f"the request body is larger than {MAX_BODY} bytes")
+        chunks.append(chunk)
+        if not message.get("more_body", False):
+            break
+    body = b"".join(chunks)
+    sent = False
+
+    async def replay() -> Message:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    return body, replay

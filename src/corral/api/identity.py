@@ -1,0 +1,276 @@
+"""corral's identity endpoints: who am I, projects, users, access keys and tokens.
+
+Secrets (a secret key, a token) appear in exactly one answer, the one that creates them.
+Platform admins manage projects, users and memberships; anyone manages their own keys and
+tokens, and a project admin every key of the project.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter
+from pydantic import BaseModel, ConfigDict, Field
+
+from corral import accounts
+from corral.api import auth, schemas
+from corral.api.deps import Ctx
+from corral.domain import errors, identity
+from corral.store import identity as store
+
+router = APIRouter(prefix="/corral", tags=["identity"])
+ERRORS: dict[int | str, dict[str, Any]] = {
+    code: {"model": schemas.ErrorBody} for code in (400, 401, 403, 404)}
+ADMIN_ONLY = [auth.require_platform_admin()]
+
+
+class _In(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class ProjectIn(_In):
+    name: str = Field(min_length=1, max_length=64)
+
+
+class MemberIn(_In):
+    role: identity.Role
+
+
+class UserIn(_In):
+    name: str = Field(min_length=1, max_length=64)
+    is_admin: bool = False
+    #: project id (or name) -> role
+    projects: dict[str, identity.Role] = Field(default_factory=dict)
+
+
+class KeyIn(_In):
+    description: str = Field(default="", max_length=256)
+
+
+class TokenIn(_In):
+    description: str = Field(default="", max_length=256)
+    #: seconds the token lives; none: until revoked
+    ttl_s: int | None = Field(default=None, ge=60, le=10 * 365 * 86400)
+
+
+class ProjectOut(BaseModel):
+    project_id: str
+    name: str
+    created_at: int
+    role: str | None = None
+
+
+class ProjectsOut(BaseModel):
+    projects: list[ProjectOut]
+
+
+class WhoamiOut(BaseModel):
+    user: str
+    is_admin: bool
+    credential: str
+    projects: list[ProjectOut]
+
+
+class UserOut(BaseModel):
+    name: str
+    is_admin: bool
+    created_at: int
+    projects: dict[str, str]
+
+
+class UsersOut(BaseModel):
+    users: list[UserOut]
+
+
+class NewUserOut(UserOut):
+    token: str = Field(description="the user's first bearer token; shown only here")
+
+
+class KeyOut(BaseModel):
+    access_key: str
+    project_id: str
+    user_name: str
+    description: str
+    created_at: int
+    revoked_at: int | None = None
+
+
+class NewKeyOut(KeyOut):
+    secret_key: str = Field(description="shown only here; corral keeps it encrypted")
+
+
+class KeysOut(BaseModel):
+    keys: list[KeyOut]
+
+
+class TokenOut(BaseModel):
+    id: str
+    description: str
+    project_id: str | None = None
+    created_at: int
+    expires_at: int | None = None
+    revoked_at: int | None = None
+
+
+class NewTokenOut(TokenOut):
+    token: str = Field(description="shown only here; corral keeps only its hash")
+
+
+class TokensOut(BaseModel):
+    tokens: list[TokenOut]
+
+
+def _projects(ctx: Ctx, caller: identity.Principal) -> list[dict[str, Any]]:
+    with ctx.store.read() as conn:
+        rows = store.list_projects(conn)
+    out = []
+    for r in rows:
+        role = caller.role_in(r.id)
+        if role is not None:
+            out.append({"project_id": r.id, "name": r.name, "created_at": r.created_at,
+                        "role": role.value})
+    return out
+
+
+@router.get("/whoami", response_model=WhoamiOut, responses=ERRORS)
+def whoami(ctx: Ctx, caller: auth.Caller) -> dict[str, Any]:
+    return {"user": caller.user_name, "is_admin": caller.is_admin,
+            "credential": caller.credential.split(":")[0], "projects": _projects(ctx, caller)}
+
+
+@router.get("/projects", response_model=ProjectsOut, responses=ERRORS)
+def list_projects(ctx: Ctx, caller: auth.Caller) -> dict[str, Any]:
+    return {"projects": _projects(ctx, caller)}
+
+
+@router.post("/projects", status_code=201, response_model=ProjectOut, responses=ERRORS,
+             dependencies=ADMIN_ONLY)
+def create_project(body: ProjectIn, ctx: Ctx) -> dict[str, Any]:
+    now = ctx.now()
+    with ctx.store.begin() as conn:
+        pid = store.create_project(conn, body.name, now)
+    return {"project_id": pid, "name": body.name, "created_at": now}
+
+
+@router.put("/projects/{project_id}/members/{user_name}", response_model=UserOut,
+            responses=ERRORS, dependencies=ADMIN_ONLY)
+def set_member(project_id: str, user_name: str, body: MemberIn, ctx: Ctx) -> dict[str, Any]:
+    now = ctx.now()
+    with ctx.store.begin() as conn:
+        project = store.find_project(conn, project_id)
+        user = store.find_user(conn, user_name)
+        store.set_role(conn, user.id, project.id, body.role, now)
+        return _user(user, store.roles_of(conn, user.id))
+
+
+@router.delete("/projects/{project_id}/members/{user_name}", response_model=UserOut,
+               responses=ERRORS, dependencies=ADMIN_ONLY)
+def remove_member(project_id: str, user_name: str, ctx: Ctx) -> dict[str, Any]:
+    with ctx.store.begin() as conn:
+        project = store.find_project(conn, project_id)
+        user = store.find_user(conn, user_name)
+        store.remove_member(conn, user.id, project.id, ctx.now())
+        return _user(user, store.roles_of(conn, user.id))
+
+
+def _user(row: Any, roles: dict[str, identity.Role]) -> dict[str, Any]:
+    return {"name": row.name, "is_admin": row.is_admin, "created_at": row.created_at,
+            "projects": {p: r.value for p, r in roles.items()}}
+
+
+@router.get("/users", response_model=UsersOut, responses=ERRORS, dependencies=ADMIN_ONLY)
+def list_users(ctx: Ctx) -> dict[str, Any]:
+    with ctx.store.read() as conn:
+        members = store.members_of(conn)
+        return {"users": [{"name": u.name, "is_admin": u.is_admin, "created_at": u.created_at,
+                           "projects": members.get(u.id, {})} for u in store.list_users(conn)]}
+
+
+@router.post("/users", status_code=201, response_model=NewUserOut, responses=ERRORS,
+             dependencies=ADMIN_ONLY)
+def create_user(body: UserIn, ctx: Ctx) -> dict[str, Any]:
+    now = ctx.now()
+    with ctx.store.begin() as conn:
+        uid = store.create_user(conn, body.name, is_admin=body.is_admin, now=now)
+        for project, role in body.projects.items():
+            store.set_role(conn, uid, store.find_project(conn, project).id, role, now)
+        _tid, token = accounts.issue_token(conn, user_id=uid, description="first token",
+                                           now=now)
+        user = store.find_user(conn, body.name)
+        return {**_user(user, store.roles_of(conn, uid)), "token": token}
+
+
+@router.delete("/users/{user_name}", status_code=204, responses=ERRORS,
+               dependencies=ADMIN_ONLY)
+def disable_user(user_name: str, ctx: Ctx, caller: auth.Caller) -> None:
+    """Disable a user: every key and token of theirs stops working at once."""
+    if user_name == caller.user_name:
+        raise errors.BadParameter("you cannot disable yourself")
+    with ctx.store.begin() as conn:
+        store.disable_user(conn, store.find_user(conn, user_name).id, ctx.now())
+
+
+# --- access keys: a project's, for signing with the SDKs -----------------------------------
+
+
+@router.post("/projects/{project_id}/keys", status_code=201, response_model=NewKeyOut,
+             responses=ERRORS, dependencies=[auth.require_role(identity.Role.VIEWER)])
+def create_key(project_id: str, body: KeyIn, ctx: Ctx, caller: auth.Caller) -> dict[str, Any]:
+    """A new access key pair of yours for this project (a viewer's reads only)."""
+    now = ctx.now()
+    assert ctx.box is not None
+    with ctx.store.begin() as conn:
+        store.find_project(conn, project_id)
+        key = accounts.issue_key(conn, ctx.box, user_id=caller.user_id, project_id=project_id,
+                                 description=body.description, now=now)
+    return {"access_key": key.access_key, "secret_key": key.secret_key,
+            "project_id": project_id, "user_name": caller.user_name,
+            "description": body.description, "created_at": now}
+
+
+@router.get("/projects/{project_id}/keys", response_model=KeysOut, responses=ERRORS)
+def list_keys(project_id: str, ctx: Ctx, caller: auth.Caller) -> dict[str, Any]:
+    """Your keys for this project; a project admin sees everyone's."""
+    everyone = caller.role_in(project_id) is identity.Role.ADMIN
+    with ctx.store.read() as conn:
+        rows = store.list_keys(conn, project_id, None if everyone else caller.user_id)
+    return {"keys": [dict(r._mapping) for r in rows]}
+
+
+@router.delete("/projects/{project_id}/keys/{access_key}", status_code=204, responses=ERRORS,
+               dependencies=[auth.require_role(identity.Role.VIEWER)])
+def revoke_key(project_id: str, access_key: str, ctx: Ctx, caller: auth.Caller) -> None:
+    """Revoke a key at once: yours, or any of the project's for a project admin."""
+    with ctx.store.begin() as conn:
+        row = store.key_row(conn, project_id, access_key)
+        if row.user_id != caller.user_id and caller.role_in(project_id) is not identity.Role.ADMIN:
+            raise errors.NotFound(f"access key '{access_key}' does not exist")
+        store.revoke_key(conn, access_key, ctx.now())
+
+
+# --- bearer tokens: a user's, for scripts and the CLI --------------------------------------
+
+
+@router.post("/tokens", status_code=201, response_model=NewTokenOut, responses=ERRORS)
+def create_token(body: TokenIn, ctx: Ctx, caller: auth.Caller) -> dict[str, Any]:
+    """A new token of yours. Made with an access key, it reaches only that key's project."""
+    now = ctx.now()
+    expires = None if body.ttl_s is None else now + body.ttl_s * 1000
+    with ctx.store.begin() as conn:
+        tid, token = accounts.issue_token(conn, user_id=caller.user_id,
+                                          description=body.description, now=now,
+                                          expires_at=expires, project_id=caller.key_project)
+    return {"id": tid, "token": token, "description": body.description,
+            "project_id": caller.key_project, "created_at": now, "expires_at": expires}
+
+
+@router.get("/tokens", response_model=TokensOut, responses=ERRORS)
+def list_tokens(ctx: Ctx, caller: auth.Caller) -> dict[str, Any]:
+    with ctx.store.read() as conn:
+        return {"tokens": [dict(r._mapping) for r in store.list_tokens(conn, caller.user_id)]}
+
+
+@router.delete("/tokens/{token_id}", status_code=204, responses=ERRORS)
+def revoke_token(token_id: str, ctx: Ctx, caller: auth.Caller) -> None:
+    with ctx.store.begin() as conn:
+        store.revoke_token(conn, caller.user_id, token_id, ctx.now())

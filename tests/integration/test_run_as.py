@@ -1,0 +1,63 @@
+"""A root server with `run_as` starts its tasks as that user, who cannot read its secrets."""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import pwd
+import tempfile
+from collections.abc import Iterator
+
+import pytest
+
+from tests import conftest, factories
+
+pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="starting tasks as another user "
+                                "needs a server running as root")
+USER = "nobody"
+
+
+@pytest.fixture
+def open_dir() -> Iterator[pathlib.Path]:
+    """A directory the task's user can reach (pytest's own tmp dirs are root's only)."""
+    path = pathlib.Path(tempfile.mkdtemp(prefix="corral-run-as-"))
+    path.chmod(0o755)
+    yield path
+    import shutil
+
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def test_tasks_run_as_the_configured_user_and_cannot_read_the_server_key(
+        open_dir: pathlib.Path) -> None:
+    nobody = pwd.getpwnam(USER)
+    live = conftest.start_live(open_dir / "home", run_as=USER)
+    try:
+        key = live.settings.key_file
+        out = open_dir / "out"
+        script = (f"id -u; cat {key} >/dev/null 2>&1 && echo READ-THE-KEY || echo key-denied; "
+                  f"cat {live.settings.credentials_file} >/dev/null 2>&1 && echo READ-LOGIN "
+                  f"|| echo login-denied; echo made > \"${{1#--o=}}\"/result.txt")
+        # The output channel comes as the argument --o=<dir>.
+        body = factories.make_job(command=f"sh -c '{script}' task", outputs={"o": str(out)})
+        job = live.submit(body)["metadata"]["id"]
+        done = live.wait(job)
+        log = live.http.get(live.path(f"/training-jobs/{job}/tasks/worker-0/logs")).json()
+    finally:
+        conftest.stop_live(live)
+
+    assert done["status"]["phase"] == "Completed", log["content"]
+    lines = log["content"].split()
+    assert lines[0] == str(nobody.pw_uid)
+    assert "key-denied" in lines and "login-denied" in lines
+    assert (out / "result.txt").read_text() == "made\n"
+    assert (out / "result.txt").stat().st_uid == nobody.pw_uid
+
+
+def test_an_unknown_run_as_user_stops_the_start(tmp_path: pathlib.Path) -> None:
+    from corral import server
+    from corral.domain import errors
+
+    with pytest.raises(errors.CorralError, match="no user 'no-such-user-here'"):
+        server.start_embedded(conftest.make_settings(tmp_path / "home",
+                                                     run_as="no-such-user-here"))
