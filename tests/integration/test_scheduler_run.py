@@ -91,6 +91,7 @@ def test_a_quota_holds_on_real_processes(live_server: Live, tmp_path: pathlib.Pa
     assert quotas[0]["used"]["cpu"] == 1
 
     (state / "go-a").write_text("")
+    assert live.wait(first)["status"]["phase"] == "Completed"
     factories.wait_for((state / "ready-b").exists, what="the second job to start")
     (state / "go-b").write_text("")
     assert live.wait(second)["status"]["phase"] == "Completed"

@@ -23,7 +23,9 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import functools
 import heapq
+import operator
 from collections.abc import Iterable, Mapping, Sequence
 from typing import NamedTuple
 
@@ -72,6 +74,15 @@ class Queued:
     spread: bool = False  #: one task per node where it can (else packed onto few nodes)
     gpu_type: str = ""  #: only nodes with this GPU product (empty: any)
     was_head: bool = False  #: it was its pool's head on the last pass
+    #: what placement depends on, as plain values (cheap to hash: a long queue is mostly
+    #: the same few shapes, and each is tried once per pass)
+    shape: tuple[float, int, int, int, bool, str] = dataclasses.field(
+        init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        d = self.per_task
+        object.__setattr__(self, "shape", (d.cpu, d.memory_mb, d.gpu, self.count, self.spread,
+                                           self.gpu_type))
 
 
 class TaskSlot(NamedTuple):
@@ -128,6 +139,10 @@ class Wait(NamedTuple):
     message: str
     pool: str
     ahead: int  #: waiting jobs before it in its pool's order
+
+
+#: builds a Wait without NamedTuple's Python-level __new__ (a long queue makes thousands)
+_new_wait = functools.partial(tuple.__new__, Wait)
 
 
 @dataclasses.dataclass
@@ -265,6 +280,9 @@ def _use(room: _Room, i: int, d: resources.Resources) -> None:
     room.gpu[i] -= d.gpu
 
 
+_SEQ = operator.attrgetter("seq")
+
+
 # --- one pass over one pool ---------------------------------------------------------------
 
 
@@ -272,7 +290,8 @@ class _Pass:
     def __init__(self, pool: _Pool, quota_of: Mapping[tuple[str, str], Quota],
                  usage: Mapping[tuple[str, str], float], out: Decisions) -> None:
         self.pool = pool
-        self.quota_of = quota_of
+        self.quota_of = {proj: q for (proj, pool_id), q in quota_of.items()
+                         if pool_id == pool.name}
         self.usage = usage
         self.out = out
         self.used: dict[str, resources.Resources] = {}
@@ -282,16 +301,51 @@ class _Pass:
         self.head: Queued | None = None
         self.ahead = 0
         #: gang shapes that did not fit: room only shrinks during a pass, so they never will
-        self.no_room: set[tuple[resources.Resources, int, bool, str]] = set()
+        self.no_room: set[tuple[float, int, int, int, bool, str]] = set()
         self.behind_msg: dict[WaitCode, str] = {}
+        # Both only change when a project starts a job (then its entries are dropped): a
+        # long queue asks the same questions thousands of times.
+        self.keys: dict[str, float] = {}
+        self.verdicts: dict[tuple[str, tuple[float, int, int, int, bool, str]], str] = {}
 
     def run(self, jobs: Sequence[Queued]) -> None:
         if not self.pool.names:
             for q in sorted(jobs, key=lambda j: (-j.priority, j.seq)):
                 self._wait(q, WaitCode.NO_NODE, f"pool '{self.pool.name}' has no nodes")
             return
+        # The hot loop: most of a long queue is jobs whose shape already failed to fit,
+        # waiting behind the head; they are answered here without the general path.
+        no_room, quota_of, verdicts = self.no_room, self.quota_of, self.verdicts
+        append, name = self.out.waits.append, self.pool.name
         for q in self._order(jobs):
+            quota = quota_of.get(q.project)
+            if quota is not None:
+                verdict = verdicts.get((q.project, q.shape))
+                if verdict is None or (verdict and quota.borrowing
+                                       and q.shape not in no_room):
+                    self._one(q)
+                    continue
+                if verdict:
+                    append(_new_wait((q.job_id, WaitCode.QUOTA, verdict, name, self.ahead)))
+                    self.ahead += 1
+                    continue
+            head = self.head
+            if head is not None and q.shape in no_room:
+                code = WaitCode.PRIORITY if head.priority > q.priority else WaitCode.QUEUED
+                msg = self.behind_msg.get(code) or self._behind(code)
+                append(_new_wait((q.job_id, code, msg, name, self.ahead)))
+                self.ahead += 1
+                continue
             self._one(q)
+
+    def _behind(self, code: WaitCode) -> str:
+        h = self.head
+        assert h is not None
+        msg = self.behind_msg[code] = (
+            f"waiting behind higher priority: job {h.job_id} (priority {h.priority}) "
+            f"is next to start in pool {self.pool.name}" if code is WaitCode.PRIORITY
+            else f"queued: behind job {h.job_id}, next to start in pool {self.pool.name}")
+        return msg
 
     def _order(self, jobs: Sequence[Queued]) -> Iterable[Queued]:
         """Priority first; inside a priority the last head, then fair share by project."""
@@ -307,33 +361,56 @@ class _Pass:
                 yield first
             heap = []
             for project, js in per_project.items():
-                js.sort(key=lambda q: q.seq)
+                js.sort(key=_SEQ)
                 heap.append((self._key(project), js[0].seq, project, 0))
             heapq.heapify(heap)
             while heap:
                 _, _, project, i = heapq.heappop(heap)
                 js = per_project[project]
-                q = js[i]
-                if q is not first:
-                    yield q
-                if i + 1 < len(js):
-                    heapq.heappush(heap, (self._key(project), js[i + 1].seq, project, i + 1))
+                n = len(js)
+                # Keep serving this project while it stays first: its key only changes
+                # when it starts a job, so most of a long queue needs no heap operation.
+                while True:
+                    q = js[i]
+                    if q is not first:
+                        yield q
+                    i += 1
+                    if i == n:
+                        break
+                    nxt = (self._key(project), js[i].seq)
+                    if heap and nxt > heap[0][:2]:
+                        heapq.heappush(heap, (*nxt, project, i))
+                        break
 
     def _key(self, project: str) -> float:
-        quota = self.quota_of.get((project, self.pool.name))
+        key = self.keys.get(project)
+        if key is None:
+            key = self.keys[project] = self._fair_share(project)
+        return key
+
+    def _fair_share(self, project: str) -> float:
+        quota = self.quota_of.get(project)
         weight = quota.weight if quota and quota.weight > 0 else 1.0
         held = self.pool.share(self.used.get(project, resources.ZERO))
         return (self.usage.get((project, self.pool.name), 0.0) + held) / weight
 
     def _one(self, q: Queued) -> None:
-        need = q.per_task.times(q.count)
-        over = self._over_quota(q, need)
-        quota = self.quota_of.get((q.project, self.pool.name))
+        quota = self.quota_of.get(q.project)
+        shape = q.shape
+        over = ""
+        if quota is not None:
+            vkey = (q.project, shape)
+            over = self.verdicts.get(vkey)  # type: ignore[assignment]
+            if over is None:
+                over = self._over_quota(q, q.per_task.times(q.count))
+                if over:
+                    over = (f"quota exceeded: {over}; it may borrow idle capacity, but not "
+                            "enough is free" if quota.borrowing else f"quota exceeded: {over}")
+                self.verdicts[vkey] = over
         borrowed = bool(over)
         if over and not (quota and quota.borrowing):
-            self._wait(q, WaitCode.QUOTA, "quota exceeded: " + over)
+            self._wait(q, WaitCode.QUOTA, over)
             return
-        shape = (q.per_task, q.count, q.spread, q.gpu_type)
         if shape not in self.no_room:
             room = _avail(self.pool)
             placed = _fit(self.pool, q, room)
@@ -342,24 +419,15 @@ class _Pass:
                 return
             self.no_room.add(shape)
         if borrowed:
-            self._wait(q, WaitCode.QUOTA, f"quota exceeded: {over}; it may borrow idle "
-                       "capacity, but not enough is free")
+            self._wait(q, WaitCode.QUOTA, over)
         elif self.head is None:
             self._become_head(q)
         else:
             code = WaitCode.PRIORITY if self.head.priority > q.priority else WaitCode.QUEUED
-            msg = self.behind_msg.get(code)
-            if msg is None:
-                h = self.head
-                msg = self.behind_msg[code] = (
-                    f"waiting behind higher priority: job {h.job_id} (priority {h.priority}) "
-                    f"is next to start in pool {self.pool.name}" if code is WaitCode.PRIORITY
-                    else f"queued: behind job {h.job_id}, next to start in pool "
-                    f"{self.pool.name}")
-            self._wait(q, code, msg)
+            self._wait(q, code, self.behind_msg.get(code) or self._behind(code))
 
     def _over_quota(self, q: Queued, need: resources.Resources) -> str:
-        quota = self.quota_of.get((q.project, self.pool.name))
+        quota = self.quota_of.get(q.project)
         if quota is None:
             return ""
         used = self.used.get(q.project, resources.ZERO)
@@ -383,10 +451,13 @@ class _Pass:
             ids, pool.gpus[i] = tuple(pool.gpus[i][: d.gpu]), pool.gpus[i][d.gpu:]
             slots.append(TaskSlot(pool.names[i], ids))
         self.used[q.project] = self.used.get(q.project, resources.ZERO) + d.times(q.count)
+        self.keys.pop(q.project, None)
+        for k in [k for k in self.verdicts if k[0] == q.project]:
+            del self.verdicts[k]  # in place: the hot loop holds this dict
         self.out.starts.append(Start(q.job_id, tuple(slots), borrowed, self.head is not None))
 
     def _wait(self, q: Queued, code: WaitCode, message: str) -> None:
-        self.out.waits.append(Wait(q.job_id, code, message, self.pool.name, self.ahead))
+        self.out.waits.append(_new_wait((q.job_id, code, message, self.pool.name, self.ahead)))
         self.ahead += 1
 
     # --- the head: preempt for it, reserve for it ---------------------------------------
