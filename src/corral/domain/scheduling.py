@@ -164,9 +164,18 @@ def decide(queue: Sequence[Queued], nodes: Sequence[Node], running: Sequence[Run
         pool = pools.get(r.pool)
         if pool is not None:
             pool.hold(r)
-    by_pool: dict[str, list[Queued]] = {}
+    # One pass of grouping: pool -> priority -> project -> jobs.
+    streams: dict[tuple[str, int, str], list[Queued]] = {}
     for q in queue:
-        by_pool.setdefault(q.pool, []).append(q)
+        key = (q.pool, q.priority, q.project)
+        js = streams.get(key)
+        if js is None:
+            streams[key] = [q]
+        else:
+            js.append(q)
+    by_pool: dict[str, dict[int, dict[str, list[Queued]]]] = {}
+    for (pool_id, prio, project), js in streams.items():
+        by_pool.setdefault(pool_id, {}).setdefault(prio, {})[project] = js
     quota_of = {(q.project, q.pool): q for q in quotas}
     for name in sorted(by_pool):
         pool = pools.get(name)
@@ -246,7 +255,15 @@ def _fit(pool: _Pool, q: Queued, room: _Room, order: Iterable[int] | None = None
          ) -> list[int] | None:
     """Node index per task if the whole gang fits in `room` (which it then uses up)."""
     d = q.per_task
-    idx = list(order) if order is not None else range(len(pool.names))
+    if order is not None:
+        idx: Iterable[int] = order
+    elif q.spread:
+        idx = range(len(pool.names))
+    else:
+        # Best fit: the node with the fewest free GPUs, then the fewest free cores, that
+        # holds it, so that small jobs fill gaps and whole nodes stay free for big gangs
+        # (and CPU-only jobs do not strand the GPUs of an idle GPU node).
+        idx = sorted(range(len(pool.names)), key=lambda i: (room.gpu[i], room.cpu[i], i))
     ok = [i for i in idx if not (d.gpu and q.gpu_type and pool.gpu_type[i] != q.gpu_type)]
     out: list[int] = []
     if q.spread:
@@ -308,8 +325,9 @@ class _Pass:
         self.keys: dict[str, float] = {}
         self.verdicts: dict[tuple[str, tuple[float, int, int, int, bool, str]], str] = {}
 
-    def run(self, jobs: Sequence[Queued]) -> None:
+    def run(self, levels: dict[int, dict[str, list[Queued]]]) -> None:
         if not self.pool.names:
+            jobs = [q for per in levels.values() for js in per.values() for q in js]
             for q in sorted(jobs, key=lambda j: (-j.priority, j.seq)):
                 self._wait(q, WaitCode.NO_NODE, f"pool '{self.pool.name}' has no nodes")
             return
@@ -317,7 +335,7 @@ class _Pass:
         # waiting behind the head; they are answered here without the general path.
         no_room, quota_of, verdicts = self.no_room, self.quota_of, self.verdicts
         append, name = self.out.waits.append, self.pool.name
-        for q in self._order(jobs):
+        for q in self._order(levels):
             quota = quota_of.get(q.project)
             if quota is not None:
                 verdict = verdicts.get((q.project, q.shape))
@@ -347,11 +365,8 @@ class _Pass:
             else f"queued: behind job {h.job_id}, next to start in pool {self.pool.name}")
         return msg
 
-    def _order(self, jobs: Sequence[Queued]) -> Iterable[Queued]:
+    def _order(self, levels: dict[int, dict[str, list[Queued]]]) -> Iterable[Queued]:
         """Priority first; inside a priority the last head, then fair share by project."""
-        levels: dict[int, dict[str, list[Queued]]] = {}
-        for q in jobs:
-            levels.setdefault(q.priority, {}).setdefault(q.project, []).append(q)
         for prio in sorted(levels, reverse=True):
             per_project = levels[prio]
             heads = sorted((q for js in per_project.values() for q in js if q.was_head),
