@@ -247,6 +247,8 @@ def _overview(job: dict[str, Any]) -> rich.table.Table:
         grid.add_row("description", terminal.esc(meta["description"]))
     flavor = res.get("flavor_name") or res.get("flavor_id") or "-"
     grid.add_row("resource", f"{flavor} x {res.get('node_count', 1)} node(s)")
+    for label, value in _scheduling_rows(job):
+        grid.add_row(label, terminal.esc(value))
     grid.add_row("tasks", ", ".join(status.get("tasks") or []) or "-")
     engine = algo.get("engine") or {}
     if engine:
@@ -258,6 +260,25 @@ def _overview(job: dict[str, Any]) -> rich.table.Table:
     for label, value in _algorithm_rows(algo):
         grid.add_row(label, terminal.esc(value))
     return grid
+
+
+def _scheduling_rows(job: dict[str, Any]) -> Iterator[tuple[str, str]]:
+    res, status = _resource(job), job["status"]
+    policy = jobfile.dig(job, "spec", "schedule_policy") or {}
+    parts = [f"pool {res.get('pool_id') or '-'}", f"priority {policy.get('priority') or 1}"]
+    if policy.get("preemptible"):
+        parts.append("preemptible")
+    if policy.get("placement"):
+        parts.append(str(policy["placement"]))
+    yield "scheduling", ", ".join(parts)
+    queue = status.get("queue")
+    if isinstance(queue, dict):
+        yield "queue", (f"{queue.get('wait_code')}, {queue.get('jobs_ahead')} job(s) ahead "
+                        f"in pool {queue.get('pool_id')}")
+    if status.get("borrowed"):
+        yield "capacity", "borrowed beyond the project's quota: may be preempted"
+    if status.get("preempting"):
+        yield "preempting", "stopping to make room; it will be requeued"
 
 
 def _algorithm_rows(algo: dict[str, Any]) -> Iterator[tuple[str, str]]:
@@ -450,6 +471,107 @@ def info(state: State, as_json: bool) -> None:
         state.out.print(table)
     elif nodes is not None:
         state.out.print(f"nodes: {terminal.compact(nodes)}")
+
+
+@cli.command()
+@click.option("--pool", "pool_id", help="only this pool")
+@click.option("--json", "as_json", is_flag=True)
+@pass_state
+def queue(state: State, pool_id: str | None, as_json: bool) -> None:
+    """Show the jobs waiting in each pool, in order, with why each waits."""
+    found = state.connect().queue(pool_id)
+    if as_json:
+        terminal.print_json(found)
+        return
+    for pool in found.get("pools", []):
+        jobs = pool.get("jobs", [])
+        state.out.print(f"[bold]pool {terminal.esc(str(pool.get('pool_id')))}[/]: "
+                        f"{len(jobs)} waiting")
+        if not jobs:
+            continue
+        table = terminal.table("#", "ID", "NAME", "PROJECT", "PRIO", "FLAVOR", "NODES", "WAIT",
+                               "REASON")
+        for j in jobs:
+            table.add_row(str(j.get("position")), j.get("id") or "-",
+                          terminal.esc(j.get("name") or "(other project)"),
+                          str(j.get("project_id", ""))[:8], terminal.cell(j.get("priority")),
+                          terminal.cell(j.get("flavor_id")), terminal.cell(j.get("node_count")),
+                          terminal.cell(j.get("wait_code")), terminal.esc(j.get("reason") or ""))
+        state.out.print(table)
+
+
+@cli.command()
+@click.option("--json", "as_json", is_flag=True)
+@pass_state
+def pools(state: State, as_json: bool) -> None:
+    """Show each pool's capacity and use, and use and quota per project."""
+    found = state.connect().pools()
+    if as_json:
+        terminal.print_json(found)
+        return
+    for pool in found.get("pools", []):
+        cap, used = pool.get("capacity") or {}, pool.get("used") or {}
+        state.out.print(
+            f"[bold]pool {terminal.esc(str(pool.get('pool_id')))}[/]: "
+            f"{len(pool.get('nodes') or [])} node(s), {_amounts(used)} used of {_amounts(cap)}"
+            f", {pool.get('pending_jobs', 0)} waiting")
+        table = terminal.table("PROJECT", "NAME", "USED", "QUOTA", "BORROWING", "WEIGHT",
+                               "RECENT SHARE")
+        for p in pool.get("projects") or []:
+            limits = p.get("limits")
+            table.add_row(str(p.get("project_id")), terminal.esc(p.get("name") or ""),
+                          _amounts(p.get("used") or {}),
+                          _amounts(limits) if limits else ("-" if limits is None
+                                                           else "none"),
+                          "yes" if p.get("borrowing") else "no",
+                          terminal.cell(p.get("weight", 1.0)),
+                          f"{100 * float(p.get('recent_share') or 0):.1f}%")
+        state.out.print(table)
+
+
+@cli.command()
+@click.option("--pool", "pool_id", help="the pool to set a quota in (omit to show quotas)")
+@click.option("--cpu", type=click.FloatRange(min=0), help="cores")
+@click.option("--memory-gb", type=click.FloatRange(min=0))
+@click.option("--gpu", type=click.IntRange(min=0))
+@click.option("--borrowing/--no-borrowing", default=False,
+              help="may use idle capacity beyond the quota (reclaimed first)")
+@click.option("--weight", type=click.FloatRange(min=0, min_open=True), default=1.0,
+              show_default=True, help="fair share against other projects")
+@click.option("--remove", is_flag=True, help="remove the quota in --pool")
+@click.option("--json", "as_json", is_flag=True)
+@pass_state
+def quota(state: State, pool_id: str | None, cpu: float | None, memory_gb: float | None,
+          gpu: int | None, borrowing: bool, weight: float, remove: bool,
+          as_json: bool) -> None:
+    """Show the project's quotas, or set (admin) its quota in one pool."""
+    api = state.connect()
+    found = api.quotas()
+    if pool_id:
+        rows = [{k: q["limits"].get(k) for k in ("cpu", "memory_gb", "gpu")}
+                | {"pool_id": q["pool_id"], "borrowing": q["borrowing"], "weight": q["weight"]}
+                for q in found.get("quotas", []) if q["pool_id"] != pool_id]
+        if not remove:
+            rows.append({"pool_id": pool_id, "cpu": cpu, "memory_gb": memory_gb, "gpu": gpu,
+                         "borrowing": borrowing, "weight": weight})
+        found = api.set_quotas(rows)
+    if as_json:
+        terminal.print_json(found)
+        return
+    table = terminal.table("POOL", "QUOTA", "USED", "BORROWING", "WEIGHT")
+    for q in found.get("quotas", []):
+        table.add_row(q["pool_id"], _amounts(q.get("limits") or {}) or "none",
+                      _amounts(q.get("used") or {}), "yes" if q.get("borrowing") else "no",
+                      terminal.cell(q.get("weight")))
+    state.out.print(table)
+
+
+def _amounts(a: dict[str, Any]) -> str:
+    parts = []
+    for key, unit in (("cpu", " CPU"), ("memory_gb", " GB"), ("gpu", " GPU")):
+        if a.get(key) is not None:
+            parts.append(f"{a[key]:g}{unit}")
+    return ", ".join(parts)
 
 
 # -- reading jobs -------------------------------------------------------------------------

@@ -186,6 +186,23 @@ class Client:
         params = {"limit": limit, "offset": offset, "order": order}
         return self._request("GET", self._job(job_id, "/events"), params=params)
 
+    # -- scheduling ------------------------------------------------------------------------
+
+    def quotas(self) -> dict[str, Any]:
+        """`{project_id, quotas: [{pool_id, limits, borrowing, weight, used}]}`."""
+        return self._request("GET", self._v2("/training-quotas"))
+
+    def set_quotas(self, quotas: list[dict[str, Any]]) -> dict[str, Any]:
+        """Replace the project's quotas (admin only)."""
+        return self._request("PUT", self._v2("/training-quotas"), json={"quotas": quotas})
+
+    def pools(self) -> dict[str, Any]:
+        return self._request("GET", self._v2("/training-pools"))
+
+    def queue(self, pool_id: str | None = None) -> dict[str, Any]:
+        params = {"pool_id": pool_id} if pool_id else {}
+        return self._request("GET", self._v2("/training-queue"), params=params)
+
     # -- logs and metrics ------------------------------------------------------------------
 
     def log_preview(self, job_id: str, task: str = "worker-0") -> dict[str, Any]:

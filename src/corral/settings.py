@@ -60,6 +60,16 @@ JOB_ENV_DENY = ("AWS_", "HUAWEICLOUD_", "HWCLOUD_", "OBS_", "S3_", "PGPASSWORD",
                 "GOOGLE_APPLICATION_CREDENTIALS", "AZURE_")
 
 
+class PoolConfig(BaseModel):
+    """A named group of nodes that jobs ask for with spec.resource.pool_id."""
+
+    pool_id: str = Field(pattern=r"^[A-Za-z0-9_.-]{1,64}$")
+    #: node names, or shell-style patterns ("gpu-*"); a node belongs to the first pool
+    #: that names it, and to the default pool when none does
+    nodes: list[str] = Field(default_factory=list)
+    description: str = ""
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="CORRAL_", extra="ignore")
 
@@ -82,6 +92,11 @@ class Settings(BaseSettings):
     #: engines in addition to the default one (the server's own Python)
     engines: list[EngineConfig] = Field(default_factory=list)
     default_flavor: str = "corral.cpu.1u"
+    #: resource pools; nodes no pool names form the default pool
+    pools: list[PoolConfig] = Field(default_factory=list)
+    default_pool: str = Field(default="default", pattern=r"^[A-Za-z0-9_.-]{1,64}$")
+    #: seconds over which fair share forgets a project's usage (the mean's time constant)
+    fair_share_window: float = Field(default=3600.0, gt=0)
     #: override detected capacity (useful to share a machine with other work)
     cpus: int | None = None
     memory_gb: int | None = None

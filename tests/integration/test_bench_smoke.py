@@ -34,3 +34,22 @@ def test_quick_benchmark_prints_its_table_and_writes_json(tmp_path: pathlib.Path
         assert line in proc.stdout
     figures = json.loads(out.read_text())
     assert figures["burst"]["completed"] == figures["burst"]["jobs"]
+
+
+SCHED = BENCH.parent / "bench_scheduler.py"
+
+
+def test_quick_scheduler_benchmark_prints_both_policies(tmp_path: pathlib.Path) -> None:
+    out = tmp_path / "sched.json"
+    proc = subprocess.run(
+        [sys.executable, str(SCHED), "--quick", "--queued", "2000", "--json", str(out)],
+        capture_output=True, text=True, timeout=100,
+    )
+
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    for line in ("utilisation of usable", "gang-2x8 wait p99 (min)", "fairness (Jain",
+                 "decision time, 2000 queued, 100 nodes"):
+        assert line in proc.stdout
+    figures = json.loads(out.read_text())
+    assert set(figures["policies"]) == {"corral", "fifo"}
+    assert figures["decision"]["queued"] == 2000

@@ -69,8 +69,11 @@ class FakeTask:
 class FakeExecutor:
     """Implements executors.base.Executor over an in-memory table of tasks."""
 
-    def __init__(self, node: resources.Node | None = None) -> None:
+    def __init__(self, node: resources.Node | None = None,
+                 more_nodes: tuple[resources.Node, ...] = ()) -> None:
         self.node = node or resources.Node(name="local", cpu=2, memory_mb=8192)
+        #: nodes beyond the first, for a cluster that cannot run here (many nodes)
+        self.more_nodes = more_nodes
         self.tasks: dict[str, FakeTask] = {}  #: by launch id, in launch order
         self.recovered: list[str] = []  #: launch ids recover() was asked about
         self.adopted: list[str] = []  #: launch ids adopt() was asked about
@@ -89,7 +92,7 @@ class FakeExecutor:
     # --- the protocol -------------------------------------------------------------------
 
     def nodes(self) -> list[resources.Node]:
-        return [self.node]
+        return [self.node, *self.more_nodes]
 
     def set_waker(self, wake: Callable[[], None]) -> None:
         self.wake = wake

@@ -44,6 +44,20 @@ class RunningRecordOut(Out):
     end_recover: str | None = None
 
 
+class QueueInfoOut(Out):
+    pool_id: str
+    priority: int
+    jobs_ahead: int = Field(description="pending jobs before it in its pool (by priority, "
+                            "then submission)")
+    wait_code: str = Field(description=(
+        "why it waits: queued (behind an older job of its priority), no_capacity (next to "
+        "start; not enough free capacity in the pool), gang_does_not_fit (next to start; "
+        "free capacity is on too few nodes for all its tasks at once), preempting (next to "
+        "start; preempted jobs are stopping), behind_priority (a higher-priority job is next), "
+        "quota_exceeded (its project's quota in the pool), no_node (no node of the pool can "
+        "hold it)"))
+
+
 class StatusOut(Out):
     phase: str
     secondary_phase: str
@@ -55,6 +69,13 @@ class StatusOut(Out):
     running_records: list[RunningRecordOut] = Field(default_factory=list)
     reason: str | None = Field(default=None, description="corral: why the job waits or failed")
     failure_class: str | None = Field(default=None, description="corral: cause of failure")
+    queue: QueueInfoOut | None = Field(
+        default=None, description="corral: where a Pending job stands in its pool's queue")
+    borrowed: bool | None = Field(
+        default=None, description="corral: runs beyond its project's quota on idle capacity, "
+        "and is the first to be preempted to give it back")
+    preempting: bool | None = Field(
+        default=None, description="corral: being preempted; it is requeued once stopped")
 
 
 class CpuOut(Out):

@@ -18,7 +18,7 @@ def job(conn: sa.Connection, row: Any, cat: catalog_mod.Catalog, now: int,
     """The Job object. `ahead` holds queue positions already looked up (for a list of jobs);
     without it a waiting job's position is looked up here."""
     spec = json.loads(row.spec)
-    if ahead is None and row.phase == J.Phase.PENDING.value and not row.wait_reason:
+    if ahead is None and row.phase == J.Phase.PENDING.value:
         ahead = repo.queue_positions(conn, [row.id])
     attempts = repo.attempts_of(conn, row.id)
     tasks = repo.tasks_of(conn, row.id, attempts[-1].seq) if attempts else []
@@ -54,14 +54,30 @@ def status(row: Any, attempts: list[Any], tasks: list[Any], now: int,
         "node_count_metrics": node_count_metrics(attempts, row.node_count),
         "reason": reason(row, ahead),
         "failure_class": row.failure_class,
+        **({"queue": queue_info(row, ahead)} if row.phase == J.Phase.PENDING.value else {}),
+        **({"borrowed": True} if row.borrowed and row.phase in ACTIVE else {}),
+        **({"preempting": True} if row.preempt_requested_at is not None
+           and row.phase in ACTIVE else {}),
     }
+
+
+ACTIVE = frozenset(p.value for p in J.ACTIVE)
+#: wait codes that say no more than the job's place in the queue
+PLAIN_WAIT = (None, "queued")
 
 
 def reason(row: Any, ahead: int | None) -> str | None:
     """Why the job waits (its place in the queue, or what it lacks) or why it failed."""
-    if ahead is not None and row.phase == J.Phase.PENDING.value and not row.wait_reason:
+    if (ahead is not None and row.phase == J.Phase.PENDING.value
+            and row.wait_code in PLAIN_WAIT):
         return f"queued: {ahead} job(s) ahead" if ahead else "queued: next to start"
     return row.wait_reason or row.failure_message
+
+
+def queue_info(row: Any, ahead: int | None) -> dict[str, Any]:
+    """corral: where a waiting job stands (`wait_code` is a domain.scheduling.WaitCode)."""
+    return {"pool_id": row.pool_id, "priority": row.priority, "jobs_ahead": ahead or 0,
+            "wait_code": row.wait_code or "queued"}
 
 
 def running_record(a: Any) -> dict[str, Any]:
@@ -97,6 +113,7 @@ def job_spec(spec: dict[str, Any], row: Any, cat: catalog_mod.Catalog) -> dict[s
     res.setdefault("policy", "regular")
     res["flavor_id"] = row.flavor_id
     res["node_count"] = row.node_count
+    res["pool_id"] = row.pool_id
     flav = _flavor_or_row(cat, row)
     res["flavor_name"] = flav.flavor_name
     res["flavor_detail"] = flavor_detail(flav)

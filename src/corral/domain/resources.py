@@ -160,7 +160,8 @@ def find_flavor(flavors: Sequence[Flavor], flavor_id: str) -> Flavor:
     raise errors.BadFlavor(f"flavor '{flavor_id}' does not exist; known flavors: {known}")
 
 
-def check_fits_somewhere(demand: Resources, node_count: int, nodes: Iterable[Node]) -> None:
+def check_fits_somewhere(demand: Resources, node_count: int, nodes: Iterable[Node], *,
+                         where: str = "the cluster") -> None:
     """Refuse a job that no amount of waiting could start.
 
     On one node the whole gang must fit on it; with several nodes each task must fit on
@@ -168,17 +169,17 @@ def check_fits_somewhere(demand: Resources, node_count: int, nodes: Iterable[Nod
     """
     node_list = list(nodes)
     if not node_list:
-        raise errors.NeverFits("no node is available to run jobs")
+        raise errors.NeverFits(f"no node is available to run jobs in {where}")
     if not any(demand.fits_in(n.capacity) for n in node_list):
         biggest = max(node_list, key=lambda n: (n.cpu, n.memory_mb, len(n.gpus)))
         missing = ", ".join(demand.shortfall(biggest.capacity))
         raise errors.NeverFits(
-            f"one task needs {describe(demand)} but the largest node has "
+            f"one task needs {describe(demand)} but the largest node of {where} has "
             f"{describe(biggest.capacity)} (short of {missing})")
     per_node = sum(_how_many(demand, n.capacity) for n in node_list)
     if per_node < node_count:
         raise errors.NeverFits(
-            f"node_count {node_count} x {describe(demand)} can never be placed: the cluster "
+            f"node_count {node_count} x {describe(demand)} can never be placed: {where} "
             f"holds at most {per_node} such task(s) at once")
 
 

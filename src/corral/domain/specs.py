@@ -259,8 +259,12 @@ class LogExportPath(Model):
 
 
 class SchedulePolicy(Model):
+    #: 1 (low, the default) to 3 (high); higher priorities start first and may preempt
     priority: int | None = Field(default=None, ge=1, le=3)
+    #: a higher-priority job may stop this one (SIGTERM, grace period) and requeue it
     preemptible: bool | None = None
+    #: corral: a gang's tasks one per node where possible, or packed onto as few as fit
+    placement: Literal["pack", "spread"] | None = None
 
 
 class Spec(Model):

@@ -1,14 +1,17 @@
-"""What can be asked for: the nodes, the flavors and the engines, from settings and executor.
+"""What can be asked for: the nodes, the pools, the flavors and the engines, from settings
+and executor.
 
 Flavors come from configuration when it names any, otherwise from what the machine has.
+Pools come from configuration too; every node no pool names is in the default pool.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import fnmatch
 
 from corral import settings as settings_mod
-from corral.domain import errors, resources
+from corral.domain import errors, resources, scheduling
 from corral.domain import specs as specs_mod
 
 
@@ -18,6 +21,11 @@ class Catalog:
     flavors: tuple[resources.Flavor, ...]
     engines: tuple[settings_mod.EngineConfig, ...]
     default_flavor: str
+    #: node name -> its pool
+    pool_of: dict[str, str] = dataclasses.field(default_factory=dict)
+    default_pool: str = "default"
+    #: every pool, configured or default, in a stable order (empty ones too)
+    pool_ids: tuple[str, ...] = ("default",)
 
     @classmethod
     def build(cls, settings: settings_mod.Settings,
@@ -35,7 +43,28 @@ class Catalog:
         if flavors and default not in {f.flavor_id for f in flavors}:
             default = flavors[0].flavor_id
         return cls(nodes=tuple(nodes), flavors=tuple(flavors),
-                   engines=tuple(settings.all_engines()), default_flavor=default)
+                   engines=tuple(settings.all_engines()), default_flavor=default,
+                   pool_of=assign_pools(settings, nodes), default_pool=settings.default_pool,
+                   pool_ids=tuple(dict.fromkeys(
+                       [settings.default_pool, *(p.pool_id for p in settings.pools)])))
+
+    def pool_nodes(self, pool_id: str) -> list[resources.Node]:
+        return [n for n in self.nodes if self.pool_of.get(n.name, self.default_pool) == pool_id]
+
+    def pool(self, pool_id: str | None) -> str:
+        """The pool a job asks for (the default pool when it names none), or BadParameter."""
+        pool = pool_id or self.default_pool
+        if pool not in self.pool_ids:
+            raise errors.BadParameter(
+                f"spec.resource.pool_id '{pool}' does not exist; known pools: "
+                f"{', '.join(self.pool_ids)}")
+        return pool
+
+    def scheduling_nodes(self) -> list[scheduling.Node]:
+        return [scheduling.Node(n.name, self.pool_of.get(n.name, self.default_pool), n.capacity,
+                                tuple(g.index for g in n.gpus),
+                                n.gpus[0].name if n.gpus else "")
+                for n in self.nodes]
 
     def flavor(self, flavor_id: str | None) -> resources.Flavor:
         return resources.find_flavor(self.flavors, flavor_id or self.default_flavor)
@@ -52,3 +81,14 @@ class Catalog:
         known = ", ".join(e.engine_id for e in self.engines)
         asked = want.engine_id or f"{want.engine_name} {want.engine_version or ''}".strip()
         raise errors.BadEngine(f"engine '{asked}' does not exist; known engines: {known}")
+
+
+def assign_pools(settings: settings_mod.Settings,
+                 nodes: list[resources.Node]) -> dict[str, str]:
+    """Each node's pool: the first configured pool naming it, else the default pool."""
+    out = {}
+    for n in nodes:
+        out[n.name] = next((p.pool_id for p in settings.pools
+                            if any(fnmatch.fnmatchcase(n.name, pat) for pat in p.nodes)),
+                           settings.default_pool)
+    return out

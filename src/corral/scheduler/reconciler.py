@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import math
 import time
 import types
 from collections.abc import Callable, Mapping, Sequence
@@ -20,7 +21,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from corral import settings as settings_mod
-from corral.domain import errors, placement, resources, specs
+from corral.domain import errors, resources, scheduling, specs
 from corral.domain import jobs as J
 from corral.executors import base
 from corral.scheduler import catalog as catalog_mod
@@ -31,9 +32,16 @@ from corral.store import db, repo
 log = logging.getLogger(__name__)
 
 LIVE = (J.TaskState.LAUNCHING, J.TaskState.RUNNING)
-#: how many queued jobs one pass considers (first come, first served stops at the first
-#: that does not fit, so a window this size is only ever used up on a big cluster)
-QUEUE_WINDOW = 64
+#: how many queued jobs of each (pool, priority, project) one pass considers: more than a
+#: pass can start or backfill on a big cluster, few enough to keep a pass short
+QUEUE_WINDOW = 256
+#: waiting reasons written per pass at most (the rest on later passes), so that a long
+#: queue whose reasons all change at once does not make one long transaction
+REASON_WRITES = 256
+#: milliseconds between updates of the projects' recent usage (fair share)
+USAGE_EVERY_MS = 5_000
+#: the end_reason of a running record closed by preemption
+PREEMPTED = "preempted"
 TERMINAL_VALUES = frozenset(p.value for p in J.TERMINAL)
 
 
@@ -80,9 +88,9 @@ class Reconciler:
         with self.store.begin() as conn:
             self._observe(conn, p)
             active = repo.active_with_tasks(conn)
-            queue = repo.queued(conn, limit=QUEUE_WINDOW)
             holding = [(job, tasks) for job, tasks in active
                        if self._settle(conn, p, job, tasks)]
+            queue = repo.queued(conn, limit=QUEUE_WINDOW)
             more = self._place(conn, p, queue, holding)
             self._purge(conn, p)
         self._after(p)
@@ -184,6 +192,15 @@ class Reconciler:
                                     end_reason="terminated by user", message="Job terminated",
                                     failure=(J.FailureClass.TERMINATED, "stopped on request"))
         failed = [t for t in tasks if _failed(t)]
+        # A victim that was signalled is requeued however it exited (a clean exit on SIGTERM
+        # is a checkpoint, not the end); one that finished before the signal completed.
+        if job.preempt_requested_at is not None and (
+                live or failed or any(t.kill_sent_at is not None for t in tasks)):
+            if live:
+                self._signal(conn, live)
+                return True
+            return not self._requeue(conn, p, job, self.now(), end_reason=PREEMPTED,
+                                     related_task=None)
         if live:
             if failed:  # one task of the gang failed: the others stop before any restart
                 self._signal(conn, live)
@@ -242,6 +259,29 @@ class Reconciler:
         p.exports.append((job, old))
         p.launches.append((job, old + 1, [types.SimpleNamespace(**r) for r in rows]))
 
+    def _requeue(self, conn: sa.Connection, p: _Pass, job: Any, now: int, *, end_reason: str,
+                 related_task: str | None) -> bool:
+        """Put a job whose processes have all stopped back in the queue, at its old place.
+
+        Its running record closes with `end_reason` and `end_recover: job_reschedule`; the
+        next one starts as `init_or_rescheduled`, so this never spends its retry budget
+        (only in-place restarts do). False if the job had moved on meanwhile.
+        """
+        attempt = repo.latest_attempt(conn, job.id)
+        if not repo.transition(conn, job.id, J.Phase.PENDING, J.SecondaryPhase.QUEUING,
+                               now=now, message=f"Job requeued: {end_reason}",
+                               level="Warning",
+                               fields={"preempt_requested_at": None, "borrowed": False,
+                                       "wait_reason": None, "wait_code": None,
+                                       "master_port": None}):
+            return False
+        if attempt:
+            repo.close_attempt(conn, job.id, attempt, now=now, end_reason=end_reason,
+                               related_task=related_task,
+                               end_recover=J.EndRecover.JOB_RESCHEDULE)
+            p.exports.append((job, attempt))
+        return True
+
     def _finish(self, conn: sa.Connection, p: _Pass, job: Any, phase: J.Phase,
                 secondary: J.SecondaryPhase, *, end_reason: str, message: str,
                 related: str | None = None, level: str = "Info",
@@ -249,7 +289,8 @@ class Reconciler:
         """Move the job to its end phase and close its running record; False if it had
         already moved on (a terminate racing the end, say)."""
         now = self.now()
-        fields: dict[str, Any] = {"end_time": now, "wait_reason": None}
+        fields: dict[str, Any] = {"end_time": now, "wait_reason": None, "wait_code": None,
+                                  "preempt_requested_at": None}
         if failure:
             fields.update(failure_class=failure[0].value, failure_message=failure[1])
         attempt = repo.latest_attempt(conn, job.id)
@@ -278,46 +319,104 @@ class Reconciler:
 
     def _place(self, conn: sa.Connection, p: _Pass, queue: Sequence[Any],
                holding: Sequence[tuple[Any, Sequence[Any]]]) -> bool:
-        """Start what fits; True if the queue window was used up (look again at once)."""
-        if not queue:
-            return False
+        """Start what fits, preempt what must make room, say why the rest waits; True if a
+        queue window was used up (look again at once)."""
         now = self.now()
         for j in queue:  # admission: Creating -> Pending
             if j.phase == J.Phase.CREATING.value:
                 repo.transition(conn, j.id, J.Phase.PENDING, J.SecondaryPhase.QUEUING,
                                 now=now, message="Job queued")
-        used, busy = _holdings(holding)
-        requests = [placement.Request(j.id, resources.Resources(j.cpu, j.memory_mb, j.gpu),
-                                      j.node_count) for j in queue]
-        free = placement.free_capacity(self.catalog.nodes, used, busy)
-        placed, blocked = placement.place_fifo(requests, free)
-        for a in placed:
+        running = [_running(job, tasks) for job, tasks in holding]
+        nodes = self.catalog.scheduling_nodes()
+        usage = self._usage(conn, running, nodes, now)
+        if not queue:
+            return False
+        d = scheduling.decide([_queued(j) for j in queue], nodes, running,
+                              [_quota(q) for q in repo.quotas(conn)], usage)
+        by_id = {j.id: j for j in queue}
+        for a in d.starts:
             started = self._record_start(conn, a, now)
             if started:
                 p.launches.append(started)
-        if blocked:
-            self._note_waiting(conn, blocked, queue, now)
-        return not blocked and len(queue) == QUEUE_WINDOW
+        live = {job.id: (job, tasks) for job, tasks in holding}
+        for v in d.preempts:
+            self._preempt(conn, live[v.job_id], v, by_id[v.for_job], now)
+        self._note_waiting(conn, d.waits, by_id, now)
+        return any(j.stream_rank == QUEUE_WINDOW for j in queue) and bool(d.starts)
 
-    def _note_waiting(self, conn: sa.Connection, blocked: placement.Blocked,
-                      queue: Sequence[Any], now: int) -> None:
-        prev = next(j.wait_reason for j in queue if j.id == blocked.job_id)
-        if prev == blocked.reason:
+    def _preempt(self, conn: sa.Connection, victim: tuple[Any, Sequence[Any]],
+                 v: scheduling.Preempt, for_job: Any, now: int) -> None:
+        """Stop a victim (SIGTERM now, SIGKILL after the grace period); it is requeued once
+        its processes have gone."""
+        job, tasks = victim
+        if not repo.update_job(conn, job.id, now=now, preempt_requested_at=now):
             return
-        repo.update_job(conn, blocked.job_id, now=now, wait_reason=blocked.reason)
-        if prev is None:
-            repo.add_event(conn, blocked.job_id, now, blocked.reason, level="Warning")
+        why = ("reclaiming capacity it borrowed beyond its project's quota" if v.reclaim
+               else f"priority {for_job.priority} over its {job.priority}")
+        repo.add_event(conn, job.id, now, f"Preempted for job {for_job.id} ({why}): "
+                       f"stopping it with a grace period of {self.settings.grace_period:g} s; "
+                       "it is requeued and keeps its place", level="Warning")
+        self._signal(conn, [t for t in tasks if t.state in LIVE])
 
-    def _record_start(self, conn: sa.Connection, a: placement.Assignment,
+    def _note_waiting(self, conn: sa.Connection, waits: Sequence[scheduling.Wait],
+                      by_id: Mapping[str, Any], now: int) -> None:
+        """Record why each job waits; an event whenever the kind of reason changes."""
+        writes = 0
+        for w in waits:
+            row = by_id[w.job_id]
+            if row.wait_reason == w.message and row.wait_code == w.code.value:
+                continue
+            writes += 1
+            if writes > REASON_WRITES:
+                return
+            repo.update_job(conn, w.job_id, now=now, wait_reason=w.message,
+                            wait_code=w.code.value)
+            if row.wait_code != w.code.value:
+                repo.add_event(conn, w.job_id, now, w.message,
+                               level="Info" if w.code is scheduling.WaitCode.QUEUED
+                               else "Warning")
+
+    def _usage(self, conn: sa.Connection, running: Sequence[scheduling.Running],
+               nodes: Sequence[scheduling.Node], now: int) -> dict[tuple[str, str], float]:
+        """Each project's recent mean dominant share per pool (updated every few seconds):
+        an exponential moving average over `fair_share_window` of what it held."""
+        rows = repo.usage(conn)
+        usage = {(r.project_id, r.pool_id): r.share for r in rows}
+        last = max((r.updated_at for r in rows), default=None)
+        if last is not None and now - last < USAGE_EVERY_MS:
+            return usage
+        totals: dict[str, resources.Resources] = {}
+        for n in nodes:
+            totals[n.pool] = totals.get(n.pool, resources.ZERO) + n.capacity
+        held: dict[tuple[str, str], resources.Resources] = {}
+        for r in running:
+            key = (r.project, r.pool)
+            held[key] = held.get(key, resources.ZERO) + r.per_task.times(len(r.slots))
+        keep = math.exp(-(now - last) / 1000 / self.settings.fair_share_window) if last else 1.0
+        out = {}
+        for key in set(usage) | set(held):
+            share = _dominant(held.get(key, resources.ZERO), totals.get(key[1]))
+            value = usage.get(key, 0.0) * keep + share * (1 - keep)
+            if value > 1e-6 or key in held:
+                out[key] = value
+        repo.save_usage(conn, [{"project_id": k[0], "pool_id": k[1], "share": v,
+                                "updated_at": now} for k, v in out.items()])
+        return out
+
+    def _record_start(self, conn: sa.Connection, a: scheduling.Start,
                       now: int) -> tuple[Any, int, list[Any]] | None:
         nodes = ", ".join(sorted({s.node for s in a.slots}))
         port = launching.free_port()
         job = repo.job_by_id(conn, a.job_id)
+        notes = "".join(((" in a gap (backfill)" if a.backfill else ""),
+                         (" on borrowed capacity: it may be preempted to give it back"
+                          if a.borrowed else "")))
         if job is None or not repo.transition(
                 conn, a.job_id, J.Phase.RUNNING, J.SecondaryPhase.RUNNING, now=now,
-                message=f"Job started: {len(a.slots)} task(s) on {nodes}",
+                message=f"Job started: {len(a.slots)} task(s) on {nodes}{notes}",
                 fields={"start_time": job.start_time or now, "wait_reason": None,
-                        "master_port": port}):
+                        "wait_code": None, "master_port": port, "borrowed": a.borrowed,
+                        "preempt_requested_at": None}):
             return None
         seq = repo.latest_attempt(conn, a.job_id) + 1
         repo.open_attempt(conn, a.job_id, seq, now, J.StartType.INIT_OR_RESCHEDULED)
@@ -427,21 +526,37 @@ def _task_row(job_id: str, attempt: int, rank: int, name: str, node: str,
             "gpu_ids": gpu_ids}
 
 
-def _holdings(holding: Sequence[tuple[Any, Sequence[Any]]],
-              ) -> tuple[dict[str, resources.Resources], dict[str, set[int]]]:
-    """Resources and GPU indices held per node by the active jobs' latest attempts.
+def _queued(j: Any) -> scheduling.Queued:
+    return scheduling.Queued(
+        j.id, j.project_id, j.pool_id, resources.Resources(j.cpu, j.memory_mb, j.gpu),
+        j.node_count, j.priority, j.seq, bool(j.spread), j.gpu_type,
+        was_head=j.wait_code in scheduling.HEAD_CODES)
 
-    A job keeps its slots (and GPUs) also between a failed attempt and its restart.
-    """
-    used: dict[str, resources.Resources] = {}
-    busy: dict[str, set[int]] = {}
-    for job, tasks in holding:
-        demand = resources.Resources(job.cpu, job.memory_mb, job.gpu)
-        for t in tasks:
-            used[t.node] = used.get(t.node, resources.ZERO) + demand
-            if t.gpu_ids:
-                busy.setdefault(t.node, set()).update(int(g) for g in t.gpu_ids.split(","))
-    return used, busy
+
+def _running(job: Any, tasks: Sequence[Any]) -> scheduling.Running:
+    """What an active job holds: its latest attempt's slots. A job keeps its slots (and
+    GPUs) also between a failed attempt and its restart."""
+    slots = tuple(scheduling.TaskSlot(t.node, tuple(int(g) for g in t.gpu_ids.split(",") if g))
+                  for t in tasks)
+    return scheduling.Running(
+        job.id, job.project_id, job.pool_id, resources.Resources(job.cpu, job.memory_mb,
+                                                                 job.gpu),
+        slots, job.priority, job.seq, bool(job.preemptible), bool(job.borrowed),
+        job.start_time or 0,
+        stopping=job.phase == J.Phase.TERMINATING.value or job.preempt_requested_at is not None)
+
+
+def _quota(q: Any) -> scheduling.Quota:
+    return scheduling.Quota(q.project_id, q.pool_id, q.cpu, q.memory_mb, q.gpu,
+                            bool(q.borrowing), q.weight)
+
+
+def _dominant(held: resources.Resources, total: resources.Resources | None) -> float:
+    if total is None:
+        return 0.0
+    return max(held.cpu / total.cpu if total.cpu else 0.0,
+               held.memory_mb / total.memory_mb if total.memory_mb else 0.0,
+               held.gpu / total.gpu if total.gpu else 0.0)
 
 
 def run_forever(rec: Reconciler, wake_event: Any, stop_event: Any, interval: float) -> None:

@@ -32,7 +32,14 @@ def create_job(conn: sa.Connection, cat: catalog_mod.Catalog, body: specs.JobCre
     repo.require_project(conn, project_id)
     flavor = cat.flavor(body.spec.resource.flavor_id)
     node_count = body.spec.resource.node_count
-    resources.check_fits_somewhere(flavor.resources, node_count, cat.nodes)
+    pool = cat.pool(body.spec.resource.pool_id)
+    gpu_type = flavor.gpu_product if flavor.gpu else ""
+    nodes = [n for n in cat.pool_nodes(pool)
+             if not gpu_type or any(g.name == gpu_type for g in n.gpus)]
+    if not nodes and cat.pool_nodes(pool):
+        raise errors.NeverFits(f"no node of pool '{pool}' has {gpu_type} GPUs")
+    resources.check_fits_somewhere(flavor.resources, node_count, nodes, where=f"pool '{pool}'")
+    policy = body.spec.schedule_policy or specs.SchedulePolicy()
     engine = cat.engine(body.algorithm.engine)
     check_paths(body.algorithm, body.spec, policy)
     normalized = normalize(body, flavor, engine)
@@ -47,6 +54,9 @@ def create_job(conn: sa.Connection, cat: catalog_mod.Catalog, body: specs.JobCre
         "flavor_id": flavor.flavor_id, "node_count": node_count, "cpu": demand.cpu,
         "memory_mb": demand.memory_mb, "gpu": demand.gpu,
         "retry_limit": body.metadata.retry_limit, "create_time": now, "updated_at": now,
+        "pool_id": pool, "priority": policy.priority or 1,
+        "preemptible": bool(policy.preemptible), "spread": policy.placement == "spread",
+        "gpu_type": gpu_type,
     })
     repo.add_event(conn, job_id, now, f"Job created: flavor {flavor.flavor_id}, "
                    f"{node_count} node(s), engine {engine.engine_id}")

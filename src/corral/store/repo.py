@@ -49,10 +49,19 @@ _I_EVENT = E.insert()
 _Q_ACTIVE = sa.select(J).where(J.c.phase.in_(_ACTIVE)).order_by(J.c.seq)
 _Q_TASKS_OF_JOBS = (sa.select(T).where(T.c.job_id.in_(_p("ids", expanding=True)))
                     .order_by(T.c.job_id, T.c.attempt, T.c.rank))
-_Q_QUEUED = (sa.select(J.c.id, J.c.name, J.c.phase, J.c.cpu, J.c.memory_mb, J.c.gpu,
-                       J.c.node_count, J.c.wait_reason, J.c.deleted_at)
-             .where(J.c.phase.in_([jobs_mod.Phase.CREATING.value, jobs_mod.Phase.PENDING.value]))
-             .order_by(J.c.seq).limit(_p("limit")))
+# The queue as the scheduler reads it: the first `limit` jobs of every (pool, priority,
+# project) stream, which is all that fair share and backfill can reach in one pass.
+_RANKED = (sa.select(J.c.id, J.c.name, J.c.phase, J.c.cpu, J.c.memory_mb, J.c.gpu,
+                     J.c.node_count, J.c.wait_reason, J.c.wait_code, J.c.deleted_at,
+                     J.c.project_id, J.c.pool_id, J.c.priority, J.c.seq, J.c.spread,
+                     J.c.gpu_type, J.c.preemptible,
+                     sa.func.row_number().over(
+                         partition_by=(J.c.pool_id, J.c.priority, J.c.project_id),
+                         order_by=J.c.seq).label("stream_rank"))
+           .where(J.c.phase.in_([jobs_mod.Phase.CREATING.value, jobs_mod.Phase.PENDING.value]))
+           .subquery())
+_Q_QUEUED = (sa.select(_RANKED).where(_RANKED.c.stream_rank <= _p("limit"))
+             .order_by(_RANKED.c.seq))
 _Q_DELETED = sa.select(J.c.id, J.c.phase).where(J.c.deleted_at.is_not(None))
 _I_ATTEMPT = A.insert()
 _U_ATTEMPT_OPEN = A.update().where(A.c.job_id == _p("job"), A.c.seq == _p("seq"),
@@ -170,6 +179,10 @@ def mark_deleted(conn: sa.Connection, job_id: str, now: int) -> None:
     conn.execute(_U_JOB, {"deleted_at": now, "updated_at": now, "k_id": job_id})
 
 
+def projects(conn: sa.Connection) -> list[sa.Row[Any]]:
+    return list(conn.execute(sa.select(schema.projects).order_by(schema.projects.c.name)))
+
+
 def purge_job(conn: sa.Connection, job_id: str) -> None:
     for table in (M, E, T, A):
         conn.execute(table.delete().where(table.c.job_id == job_id))
@@ -197,10 +210,13 @@ def active_with_tasks(conn: sa.Connection) -> list[tuple[sa.Row[Any], list[sa.Ro
 
 
 def queue_positions(conn: sa.Connection, job_ids: Sequence[str]) -> dict[str, int]:
-    """How many pending jobs are ahead of each of these (one query for a whole page)."""
+    """How many pending jobs are ahead of each of these in its pool, by priority then
+    submission (one query for a whole page). Fair share may reorder projects inside a
+    priority; this is the order without it."""
     if not job_ids:
         return {}
-    ranked = (sa.select(J.c.id, (sa.func.row_number().over(order_by=J.c.seq) - 1)
+    ranked = (sa.select(J.c.id, (sa.func.row_number().over(
+                  partition_by=J.c.pool_id, order_by=(J.c.priority.desc(), J.c.seq)) - 1)
                         .label("ahead"))
               .where(J.c.phase == jobs_mod.Phase.PENDING.value).subquery())
     q = sa.select(ranked.c.id, ranked.c.ahead).where(ranked.c.id.in_(list(job_ids)))
@@ -208,8 +224,51 @@ def queue_positions(conn: sa.Connection, job_ids: Sequence[str]) -> dict[str, in
 
 
 def queued(conn: sa.Connection, limit: int) -> list[sa.Row[Any]]:
-    """Jobs waiting to start (new ones too), in the order they are to be served."""
+    """Jobs waiting to start (new ones too), in submission order: the first `limit` of
+    each pool, priority and project."""
     return list(conn.execute(_Q_QUEUED, {"k_limit": limit}))
+
+
+def pending_jobs(conn: sa.Connection, pool_id: str | None = None) -> list[sa.Row[Any]]:
+    """Every job waiting to start, highest priority first, then in submission order."""
+    q = sa.select(J).where(J.c.phase.in_([jobs_mod.Phase.CREATING.value,
+                                          jobs_mod.Phase.PENDING.value]))
+    if pool_id is not None:
+        q = q.where(J.c.pool_id == pool_id)
+    return list(conn.execute(q.order_by(J.c.pool_id, J.c.priority.desc(), J.c.seq)))
+
+
+# --- quotas and usage ---------------------------------------------------------------------
+
+Q = schema.quotas
+U = schema.project_usage
+
+
+def quotas(conn: sa.Connection, project_id: str | None = None) -> list[sa.Row[Any]]:
+    q = sa.select(Q).order_by(Q.c.project_id, Q.c.pool_id)
+    if project_id is not None:
+        q = q.where(Q.c.project_id == project_id)
+    return list(conn.execute(q))
+
+
+def set_quotas(conn: sa.Connection, project_id: str, rows: Sequence[Mapping[str, Any]],
+               now: int) -> None:
+    """Replace the project's quotas with `rows` (one per pool)."""
+    conn.execute(Q.delete().where(Q.c.project_id == project_id))
+    if rows:
+        conn.execute(Q.insert(), [{**r, "project_id": project_id, "updated_at": now}
+                                  for r in rows])
+
+
+def usage(conn: sa.Connection) -> list[sa.Row[Any]]:
+    return list(conn.execute(sa.select(U)))
+
+
+def save_usage(conn: sa.Connection, rows: Sequence[Mapping[str, Any]]) -> None:
+    """Replace the recorded usage (a handful of rows: one per project and pool)."""
+    conn.execute(U.delete())
+    if rows:
+        conn.execute(U.insert(), [dict(r) for r in rows])
 
 
 SORT_COLUMNS = {

@@ -54,6 +54,22 @@ jobs = sa.Table(
     sa.Column("terminate_requested_at", sa.BigInteger),
     sa.Column("deleted_at", sa.BigInteger),
     sa.Column("master_port", sa.Integer),
+    # --- scheduling (revision 0003) ---
+    #: the resource pool it runs in (the default pool when the spec names none)
+    sa.Column("pool_id", sa.String(64), nullable=False, server_default="default"),
+    #: 1 (low) to 3 (high), as spec.schedule_policy.priority on ModelArts
+    sa.Column("priority", sa.Integer, nullable=False, server_default="1"),
+    sa.Column("preemptible", sa.Boolean, nullable=False, server_default=sa.false()),
+    #: tasks spread one per node where possible (else packed onto as few nodes as fit)
+    sa.Column("spread", sa.Boolean, nullable=False, server_default=sa.false()),
+    #: only nodes with this GPU product ("" for any)
+    sa.Column("gpu_type", sa.String(128), nullable=False, server_default=""),
+    #: running beyond its project's quota on idle capacity: the first to be reclaimed
+    sa.Column("borrowed", sa.Boolean, nullable=False, server_default=sa.false()),
+    #: a domain.scheduling.WaitCode while it waits
+    sa.Column("wait_code", sa.String(24)),
+    #: when the scheduler decided to preempt it (SIGTERM sent; requeued once it stopped)
+    sa.Column("preempt_requested_at", sa.BigInteger),
 )
 sa.Index("ix_jobs_phase_seq", jobs.c.phase, jobs.c.seq)
 sa.Index("ix_jobs_project_created", jobs.c.project_id, jobs.c.create_time)
@@ -178,3 +194,27 @@ tokens = sa.Table(
     sa.Column("revoked_at", sa.BigInteger),
 )
 sa.Index("ix_tokens_user", tokens.c.user_id)
+
+#: per project and pool: quota per resource (NULL: no limit), borrowing, fair-share weight
+quotas = sa.Table(
+    "quotas", metadata,
+    sa.Column("project_id", sa.String(64), sa.ForeignKey("projects.id", ondelete="CASCADE"),
+              primary_key=True),
+    sa.Column("pool_id", sa.String(64), primary_key=True),
+    sa.Column("cpu", sa.Float),
+    sa.Column("memory_mb", sa.BigInteger),
+    sa.Column("gpu", sa.Integer),
+    sa.Column("borrowing", sa.Boolean, nullable=False, server_default=sa.false()),
+    sa.Column("weight", sa.Float, nullable=False, server_default="1"),
+    sa.Column("updated_at", sa.BigInteger, nullable=False),
+)
+
+#: per project and pool: its recent mean dominant share (an exponential moving average),
+#: what fair share orders projects by
+project_usage = sa.Table(
+    "project_usage", metadata,
+    sa.Column("project_id", sa.String(64), primary_key=True),
+    sa.Column("pool_id", sa.String(64), primary_key=True),
+    sa.Column("share", sa.Float, nullable=False),
+    sa.Column("updated_at", sa.BigInteger, nullable=False),
+)

@@ -1,0 +1,108 @@
+"""What the pools hold right now: capacity, use and quota per project, and their queues.
+
+Read-only views over the store and the catalog, for the API (`training-quotas`,
+`training-pools`, `training-queue`) and so for `corral pools` and `corral queue`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import sqlalchemy as sa
+
+from corral.domain import resources
+from corral.scheduler import catalog as catalog_mod
+from corral.store import repo
+
+R = resources.Resources
+
+
+def amounts(r: resources.Resources) -> dict[str, float]:
+    """Resources as the API shows them: cores, GB of memory, GPUs."""
+    return {"cpu": round(r.cpu, 3), "memory_gb": round(r.memory_mb / 1024, 3), "gpu": r.gpu}
+
+
+def quota_view(q: Any, used: resources.Resources | None = None) -> dict[str, Any]:
+    limits = {k: v for k, v in (("cpu", q.cpu), ("memory_gb", None if q.memory_mb is None
+                                                  else round(q.memory_mb / 1024, 3)),
+                                ("gpu", q.gpu)) if v is not None}
+    out = {"pool_id": q.pool_id, "limits": limits, "borrowing": bool(q.borrowing),
+           "weight": q.weight}
+    if used is not None:
+        out["used"] = amounts(used)
+    return out
+
+
+def held(conn: sa.Connection) -> dict[tuple[str, str], resources.Resources]:
+    """What each (project, pool) holds now: the slots of its active jobs."""
+    out: dict[tuple[str, str], resources.Resources] = {}
+    for job, tasks in repo.active_with_tasks(conn):
+        key = (job.project_id, job.pool_id)
+        out[key] = out.get(key, resources.ZERO) + R(job.cpu, job.memory_mb,
+                                                    job.gpu).times(len(tasks))
+    return out
+
+
+def project_quotas(conn: sa.Connection, project_id: str) -> dict[str, Any]:
+    use = held(conn)
+    return {"project_id": project_id,
+            "quotas": [quota_view(q, use.get((project_id, q.pool_id), resources.ZERO))
+                       for q in repo.quotas(conn, project_id)]}
+
+
+def pools(conn: sa.Connection, cat: catalog_mod.Catalog) -> list[dict[str, Any]]:
+    use = held(conn)
+    quotas = {(q.project_id, q.pool_id): q for q in repo.quotas(conn)}
+    shares = {(u.project_id, u.pool_id): u.share for u in repo.usage(conn)}
+    names = {p.id: p.name for p in repo.projects(conn)}
+    waiting: dict[str, int] = {}
+    for j in repo.pending_jobs(conn):
+        waiting[j.pool_id] = waiting.get(j.pool_id, 0) + 1
+    out = []
+    for pool_id in cat.pool_ids:
+        nodes = cat.pool_nodes(pool_id)
+        capacity = sum((n.capacity for n in nodes), resources.ZERO)
+        used = sum((r for (_p, pool), r in use.items() if pool == pool_id), resources.ZERO)
+        projects = sorted({p for p, pool in (*use, *quotas) if pool == pool_id})
+        out.append({
+            "pool_id": pool_id,
+            "nodes": [{"name": n.name, **amounts(n.capacity),
+                       "gpu_type": n.gpus[0].name if n.gpus else ""} for n in nodes],
+            "capacity": amounts(capacity), "used": amounts(used),
+            "free": amounts(capacity - used), "pending_jobs": waiting.get(pool_id, 0),
+            "projects": [_project_row(p, names, use.get((p, pool_id), resources.ZERO),
+                                      quotas.get((p, pool_id)), shares.get((p, pool_id)))
+                         for p in projects],
+        })
+    return out
+
+
+def _project_row(project_id: str, names: Mapping[str, str], used: resources.Resources,
+                 quota: Any, share: float | None) -> dict[str, Any]:
+    row: dict[str, Any] = {"project_id": project_id, "name": names.get(project_id, ""),
+                           "used": amounts(used), "recent_share": round(share or 0.0, 4)}
+    if quota is not None:
+        q = quota_view(quota)
+        row.update(limits=q["limits"], borrowing=q["borrowing"], weight=q["weight"])
+    return row
+
+
+def queue(conn: sa.Connection, cat: catalog_mod.Catalog, project_id: str,
+          pool_id: str | None = None) -> list[dict[str, Any]]:
+    """Every pending job per pool, by priority then submission, with why it waits. Jobs of
+    other projects show only their project, size and reason, not their name."""
+    by_pool: dict[str, list[dict[str, Any]]] = {p: [] for p in cat.pool_ids
+                                                 if pool_id in (None, p)}
+    for j in repo.pending_jobs(conn, pool_id):
+        own = j.project_id == project_id
+        by_pool.setdefault(j.pool_id, []).append({
+            "position": len(by_pool.get(j.pool_id, [])) + 1,
+            "id": j.id if own else None, "name": j.name if own else None,
+            "project_id": j.project_id, "priority": j.priority,
+            "node_count": j.node_count, "flavor_id": j.flavor_id,
+            "create_time": j.create_time, "phase": j.phase,
+            "wait_code": j.wait_code or "queued",
+            "reason": j.wait_reason or "queued",
+        })
+    return [{"pool_id": p, "jobs": jobs} for p, jobs in by_pool.items()]

@@ -1,0 +1,63 @@
+"""Scheduling: pools, priorities, preemption and borrowing on jobs; quotas; usage.
+
+Revision ID: 0003
+Revises: 0001
+"""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+from alembic import op
+
+revision = "0003"
+down_revision = "0002"
+branch_labels = None
+depends_on = None
+
+
+def upgrade() -> None:
+    with op.batch_alter_table("jobs") as batch:
+        batch.add_column(sa.Column("pool_id", sa.String(length=64), nullable=False,
+                                   server_default="default"))
+        batch.add_column(sa.Column("priority", sa.Integer(), nullable=False,
+                                   server_default="1"))
+        batch.add_column(sa.Column("preemptible", sa.Boolean(), nullable=False,
+                                   server_default=sa.false()))
+        batch.add_column(sa.Column("spread", sa.Boolean(), nullable=False,
+                                   server_default=sa.false()))
+        batch.add_column(sa.Column("gpu_type", sa.String(length=128), nullable=False,
+                                   server_default=""))
+        batch.add_column(sa.Column("borrowed", sa.Boolean(), nullable=False,
+                                   server_default=sa.false()))
+        batch.add_column(sa.Column("wait_code", sa.String(length=24), nullable=True))
+        batch.add_column(sa.Column("preempt_requested_at", sa.BigInteger(), nullable=True))
+    op.create_table(
+        "quotas",
+        sa.Column("project_id", sa.String(length=64), nullable=False),
+        sa.Column("pool_id", sa.String(length=64), nullable=False),
+        sa.Column("cpu", sa.Float(), nullable=True),
+        sa.Column("memory_mb", sa.BigInteger(), nullable=True),
+        sa.Column("gpu", sa.Integer(), nullable=True),
+        sa.Column("borrowing", sa.Boolean(), nullable=False, server_default=sa.false()),
+        sa.Column("weight", sa.Float(), nullable=False, server_default="1"),
+        sa.Column("updated_at", sa.BigInteger(), nullable=False),
+        sa.ForeignKeyConstraint(["project_id"], ["projects.id"], ondelete="CASCADE"),
+        sa.PrimaryKeyConstraint("project_id", "pool_id"),
+    )
+    op.create_table(
+        "project_usage",
+        sa.Column("project_id", sa.String(length=64), nullable=False),
+        sa.Column("pool_id", sa.String(length=64), nullable=False),
+        sa.Column("share", sa.Float(), nullable=False),
+        sa.Column("updated_at", sa.BigInteger(), nullable=False),
+        sa.PrimaryKeyConstraint("project_id", "pool_id"),
+    )
+
+
+def downgrade() -> None:
+    op.drop_table("project_usage")
+    op.drop_table("quotas")
+    with op.batch_alter_table("jobs") as batch:
+        for col in ("preempt_requested_at", "wait_code", "borrowed", "gpu_type", "spread",
+                    "preemptible", "priority", "pool_id"):
+            batch.drop_column(col)

@@ -1,0 +1,290 @@
+"""The reconciler with the scheduler: priorities, preemption and requeue, quotas, pools.
+
+A real store, a fake executor (which can report many nodes) and a fake clock.
+"""
+
+from __future__ import annotations
+
+import pathlib
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+
+from corral import settings as settings_mod
+from corral.domain import errors, resources, specs
+from corral.scheduler import catalog as catalog_mod
+from corral.scheduler import pools, submit
+from corral.store import db, repo, schema
+from tests import factories
+from tests.conftest import make_settings
+from tests.unit import fakes
+from tests.unit.test_reconciler import GRACE, NODE, World, make_reconciler
+
+
+def make_world(tmp: pathlib.Path, nodes: tuple[resources.Node, ...] = (NODE,),
+               **overrides: Any) -> World:
+    store = db.Store(f"sqlite:///{tmp / 'state.db'}")
+    store.migrate()
+    clock = fakes.FakeClock()
+    settings = make_settings(tmp / "home", grace_period=GRACE, **overrides)
+    fake = fakes.FakeExecutor(nodes[0], nodes[1:])
+    cat = catalog_mod.Catalog.build(settings, list(nodes))
+    with store.begin() as conn:
+        project_id = repo.ensure_default_project(conn, int(clock() * 1000))
+    return World(tmp=tmp, store=store, fake=fake, clock=clock, settings=settings, catalog=cat,
+                 project_id=project_id, rec=make_reconciler(store, fake, cat, settings, clock))
+
+
+@pytest.fixture
+def world(tmp_path: pathlib.Path) -> Iterator[World]:
+    w = make_world(tmp_path)
+    yield w
+    w.store.dispose()
+
+
+def policy(priority: int = 1, preemptible: bool = False, **more: Any) -> dict[str, Any]:
+    return {"resource": {"flavor_id": more.pop("flavor_id", "corral.cpu.1u"),
+                         "node_count": more.pop("node_count", 1), **more},
+            "schedule_policy": {"priority": priority, "preemptible": preemptible}}
+
+
+def add_project(w: World, name: str) -> str:
+    pid = f"{name:0<32}"[:32]
+    with w.store.begin() as conn:
+        conn.execute(schema.projects.insert().values(id=pid, name=name, created_at=0))
+    return pid
+
+
+def submit_to(w: World, project_id: str, **overrides: Any) -> str:
+    overrides.setdefault("command", "python train.py")
+    body = specs.JobCreate.model_validate(factories.make_job(**overrides))
+    with w.store.begin() as conn:
+        job_id = submit.create_job(conn, w.catalog, body, project_id=project_id,
+                                   now=w.now_ms())
+    w.clock.advance(w.submit_gap)
+    return job_id
+
+
+def set_quota(w: World, project_id: str, **quota: Any) -> None:
+    row = {"pool_id": "default", "cpu": None, "memory_mb": None, "gpu": None,
+           "borrowing": False, "weight": 1.0, **quota}
+    with w.store.begin() as conn:
+        repo.set_quotas(conn, project_id, [row], w.now_ms())
+
+
+def records(w: World, job_id: str) -> list[tuple[Any, ...]]:
+    return [(a.start_type, a.end_reason, a.end_recover) for a in w.attempts(job_id)]
+
+
+# --- preemption ---------------------------------------------------------------------------
+
+
+def test_a_higher_priority_job_preempts_requeues_and_the_victim_keeps_its_place(
+        world: World) -> None:
+    victim = world.submit(spec=policy(1, True, flavor_id="corral.cpu.full"))
+    world.tick()
+    assert world.phase(victim)[0] == "Running"
+    later = world.submit(spec=policy(1, flavor_id="corral.cpu.full"))
+    urgent = world.submit(spec=policy(3))
+    world.tick()
+    # SIGTERM at once; the victim still holds its cores through its grace period.
+    assert world.fake.task(victim).signals == ["SIGTERM"]
+    assert world.job(victim).preempt_requested_at is not None
+    assert world.job(urgent).wait_code == "preempting"
+    assert any(e.startswith(f"Preempted for job {urgent}") for e in world.events(victim))
+
+    world.tick()  # the victim exited on SIGTERM: requeued, and the urgent job starts
+    assert world.phase(victim) == ("Pending", "Queuing")
+    assert world.phase(urgent)[0] == "Running"
+    assert records(world, victim) == [("init_or_rescheduled", "preempted", "job_reschedule")]
+
+    world.fake.exit(urgent, code=0)
+    world.tick()
+    # It kept its place: it starts before `later`, submitted after it.
+    assert world.phase(victim)[0] == "Running"
+    assert world.phase(later)[0] == "Pending"
+    assert records(world, victim) == [("init_or_rescheduled", "preempted", "job_reschedule"),
+                                      ("init_or_rescheduled", None, None)]
+
+
+def test_preemption_does_not_spend_the_retry_budget(world: World) -> None:
+    victim = world.submit(retries=1, spec=policy(1, True, flavor_id="corral.cpu.full"))
+    world.tick()
+    for _ in range(3):  # preempted three times: more than its one retry
+        urgent = world.submit(spec=policy(2, flavor_id="corral.cpu.full"))
+        world.tick(2)
+        assert world.phase(victim)[0] == "Pending"
+        world.fake.exit(urgent, code=0)
+        world.tick()
+        assert world.phase(victim)[0] == "Running"
+    world.fake.exit(victim, code=1)  # a real failure: the one retry is still there
+    world.tick()
+    assert world.phase(victim)[0] == "Running"
+    assert records(world, victim)[-1] == ("restarted", None, None)
+
+
+def test_a_victim_that_ignores_sigterm_is_killed_after_the_grace_period(world: World) -> None:
+    world.fake.ignore_sigterm = True
+    victim = world.submit(spec=policy(1, True, flavor_id="corral.cpu.full"))
+    world.tick()
+    world.fake.ignore_sigterm = False
+    urgent = world.submit(spec=policy(3))
+    world.tick(2)
+    assert world.phase(victim)[0] == "Running"
+    world.clock.advance(GRACE)
+    world.tick(2)
+    assert world.fake.task(victim).signals == ["SIGTERM", "SIGKILL"]
+    assert world.phase(victim)[0] == "Pending"
+    assert world.phase(urgent)[0] == "Running"
+
+
+def test_jobs_that_are_not_preemptible_are_never_preempted(world: World) -> None:
+    keep = world.submit(spec=policy(1, False, flavor_id="corral.cpu.full"))
+    world.tick()
+    urgent = world.submit(spec=policy(3))
+    world.tick(3)
+    assert world.fake.task(keep).signals == []
+    assert world.job(urgent).wait_code == "no_capacity"
+
+
+def test_a_victim_that_finished_before_the_signal_completes(world: World) -> None:
+    victim = world.submit(spec=policy(1, True, flavor_id="corral.cpu.full"))
+    world.tick()
+    world.fake.exit(victim, code=0)
+    world.submit(spec=policy(3))
+    world.tick()
+    assert world.phase(victim)[0] == "Completed"
+
+
+def test_a_terminated_victim_ends_terminated_not_requeued(world: World) -> None:
+    world.fake.ignore_sigterm = True
+    victim = world.submit(spec=policy(1, True, flavor_id="corral.cpu.full"))
+    world.tick()
+    world.submit(spec=policy(3))
+    world.tick()
+    world.terminate(victim)
+    world.clock.advance(GRACE)
+    world.tick(3)
+    assert world.phase(victim)[0] == "Terminated"
+
+
+# --- priorities and waiting reasons -------------------------------------------------------
+
+
+def test_priority_orders_the_queue_and_the_others_say_why(world: World) -> None:
+    blocker = world.submit(spec=policy(1, flavor_id="corral.cpu.full"))
+    world.tick()
+    low = world.submit(spec=policy(1, flavor_id="corral.cpu.full"))
+    high = world.submit(spec=policy(2, flavor_id="corral.cpu.full"))
+    world.tick(2)
+    assert world.job(high).wait_code == "no_capacity"
+    assert world.job(low).wait_code == "behind_priority"
+    assert world.job(low).wait_reason.startswith(
+        f"waiting behind higher priority: job {high} (priority 2)")
+    world.fake.exit(blocker)
+    world.tick()
+    assert world.phase(high)[0] == "Running" and world.phase(low)[0] == "Pending"
+
+
+def test_a_reason_is_an_event_when_its_kind_changes(world: World) -> None:
+    world.submit(spec=policy(1, flavor_id="corral.cpu.full"))
+    waiting = world.submit(spec=policy(1, flavor_id="corral.cpu.full"))
+    world.tick(3)
+    assert sum(e.startswith("waiting for resources") for e in world.events(waiting)) == 1
+    world.submit(spec=policy(3, flavor_id="corral.cpu.full"))
+    world.tick(2)
+    assert world.events(waiting)[-1].startswith("waiting behind higher priority")
+
+
+# --- quotas -------------------------------------------------------------------------------
+
+
+def test_a_quota_holds_and_the_job_says_by_how_much(world: World) -> None:
+    set_quota(world, world.project_id, cpu=1)
+    first, second = world.submit(), world.submit()
+    world.tick(2)
+    assert world.phase(first)[0] == "Running"
+    assert world.phase(second)[0] == "Pending"
+    job = world.job(second)
+    assert job.wait_code == "quota_exceeded"
+    assert job.wait_reason == (f"quota exceeded: CPU quota of project {world.project_id} in "
+                               "pool default is 1 core(s), 1 in use, the job needs 1 "
+                               "(over by 1)")
+    with world.store.read() as conn:
+        [q] = pools.project_quotas(conn, world.project_id)["quotas"]
+    assert q["used"]["cpu"] == 1 and q["limits"] == {"cpu": 1}
+    world.fake.exit(first)
+    world.tick()
+    assert world.phase(second)[0] == "Running"
+
+
+def test_borrowed_capacity_is_given_back_to_the_quota_owner(world: World) -> None:
+    other = add_project(world, "other")
+    set_quota(world, world.project_id, cpu=1)
+    set_quota(world, other, cpu=1, borrowing=True)
+    a, b = submit_to(world, other), submit_to(world, other)
+    world.tick()
+    assert [world.phase(j)[0] for j in (a, b)] == ["Running", "Running"]
+    assert world.job(b).borrowed
+    mine = world.submit()
+    world.tick(2)
+    assert world.phase(b)[0] == "Pending"  # the borrower was reclaimed ...
+    assert world.phase(a)[0] == "Running"  # ... and only it
+    assert world.phase(mine)[0] == "Running"
+    assert any("reclaiming capacity it borrowed" in e for e in world.events(b))
+
+
+def test_fair_share_serves_the_project_that_used_less(world: World) -> None:
+    other = add_project(world, "other")
+    busy = world.submit(flavor_id="corral.cpu.full")
+    world.tick()
+    world.clock.advance(600)  # the default project holds the whole machine for 10 minutes
+    world.tick()
+    mine = world.submit(flavor_id="corral.cpu.full")
+    theirs = submit_to(world, other, flavor_id="corral.cpu.full")
+    world.tick()
+    world.fake.exit(busy)
+    world.tick()
+    assert world.phase(theirs)[0] == "Running"
+    assert world.phase(mine)[0] == "Pending"
+
+
+# --- pools --------------------------------------------------------------------------------
+
+
+def test_jobs_run_only_on_their_pools_nodes(tmp_path: pathlib.Path) -> None:
+    gpus = tuple(resources.Gpu(i, "A100", 40960) for i in range(2))
+    nodes = (NODE, resources.Node("gpu-1", cpu=8, memory_mb=32768, gpus=gpus))
+    w = make_world(tmp_path, nodes, pools=[settings_mod.PoolConfig(pool_id="gpu",
+                                                                   nodes=["gpu-*"])],
+                   flavors=[settings_mod.FlavorConfig(flavor_id="c1", cpu=1, memory_gb=1),
+                            settings_mod.FlavorConfig(flavor_id="g1", cpu=1, memory_gb=1,
+                                                      gpu=1)])
+    cpu_job = w.submit(flavor_id="c1")
+    gpu_job = w.submit(flavor_id="c1", spec=policy(flavor_id="g1", pool_id="gpu"))
+    w.tick()
+    assert [s.node for s in w.fake.launches(cpu_job)] == ["local"]
+    assert [s.node for s in w.fake.launches(gpu_job)] == ["gpu-1"]
+    with pytest.raises(errors.NeverFits, match="pool 'default'"):
+        w.submit(flavor_id="g1")  # no GPU in the default pool: refused at submit
+    with pytest.raises(errors.BadParameter, match="pool_id 'nope' does not exist"):
+        w.submit(spec=policy(flavor_id="c1", pool_id="nope"))
+    with pytest.raises(errors.NeverFits, match="pool 'gpu' holds at most 8"):
+        w.submit(spec=policy(flavor_id="c1", pool_id="gpu", node_count=9))
+    with w.store.read() as conn:
+        assert conn.execute(sa.select(sa.func.count()).select_from(schema.jobs)).scalar() == 2
+    w.store.dispose()
+
+
+def test_a_gang_spreads_over_nodes_when_asked(tmp_path: pathlib.Path) -> None:
+    nodes = (NODE, resources.Node("n2", cpu=2, memory_mb=8192))
+    w = make_world(tmp_path, nodes)
+    spread = w.submit(spec={**policy(node_count=2),
+                            "schedule_policy": {"placement": "spread"}})
+    packed = w.submit(spec=policy(node_count=2))
+    w.tick()
+    assert sorted(s.node for s in w.fake.launches(spread)) == ["local", "n2"]
+    assert sorted(s.node for s in w.fake.launches(packed)) == ["local", "n2"]
+    w.store.dispose()

@@ -1,0 +1,404 @@
+"""The scheduler's pure decision function: pools, quotas, priorities, backfill, gangs."""
+
+from __future__ import annotations
+
+import collections
+import random
+from collections.abc import Sequence
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from corral.domain import resources
+from corral.domain import scheduling as S
+
+R = resources.Resources
+W = S.WaitCode
+
+
+def node(name: str = "n0", cpu: float = 4, mem: int = 16384, gpus: int = 0, pool: str = "p",
+         gpu_type: str = "") -> S.Node:
+    return S.Node(name, pool, R(cpu, mem, gpus), tuple(range(gpus)), gpu_type)
+
+
+def job(job_id: str, cpu: float = 1, mem: int = 1024, gpu: int = 0, count: int = 1, *,
+        project: str = "a", pool: str = "p", priority: int = 1, seq: int | None = None,
+        **kw: object) -> S.Queued:
+    return S.Queued(job_id, project, pool, R(cpu, mem, gpu), count, priority,
+                    seq if seq is not None else int(job_id.strip("abcdefghijklmnopqrstuvwxyz")
+                                                    or 0), **kw)  # type: ignore[arg-type]
+
+
+def running(job_id: str, nodes: Sequence[str], cpu: float = 1, mem: int = 1024, *,
+            gpu_ids: Sequence[tuple[int, ...]] | None = None, project: str = "a",
+            pool: str = "p", **kw: object) -> S.Running:
+    ids = gpu_ids or [()] * len(nodes)
+    gpu = len(ids[0])
+    slots = tuple(S.TaskSlot(n, g) for n, g in zip(nodes, ids, strict=True))
+    return S.Running(job_id, project, pool, R(cpu, mem, gpu), slots,
+                     **kw)  # type: ignore[arg-type]
+
+
+def started(d: S.Decisions) -> list[str]:
+    return [s.job_id for s in d.starts]
+
+
+def waits(d: S.Decisions) -> dict[str, S.Wait]:
+    return {w.job_id: w for w in d.waits}
+
+
+# --- examples -----------------------------------------------------------------------------
+
+
+def test_jobs_of_one_project_start_in_submission_order_while_they_fit() -> None:
+    d = S.decide([job("j1", 2), job("j2", 2), job("j3", 2)], [node(cpu=4)])
+    assert started(d) == ["j1", "j2"]
+    assert waits(d)["j3"].code is W.NO_CAPACITY
+    assert waits(d)["j3"].message.startswith("waiting for resources: not enough free capacity")
+
+
+def test_higher_priority_goes_first_and_the_rest_say_so() -> None:
+    d = S.decide([job("j1", 4), job("j2", 4, priority=3), job("j3", 4, priority=2)],
+                 [node(cpu=4)])
+    assert started(d) == ["j2"]
+    w = waits(d)
+    assert w["j3"].code is W.NO_CAPACITY and w["j3"].ahead == 0
+    assert w["j1"].code is W.PRIORITY and w["j1"].ahead == 1
+    assert "waiting behind higher priority: job j3 (priority 2)" in w["j1"].message
+
+
+def test_backfill_uses_gaps_but_never_the_heads_reservation() -> None:
+    # n0 is half busy; the 4-core head reserves n1 (the freest node); a 1-core job may
+    # still start on what is left of n0, but not on n1.
+    nodes = [node("n0", cpu=4), node("n1", cpu=4)]
+    run = [running("r0", ["n0"], cpu=2), running("r1", ["n1"], cpu=1)]
+    d = S.decide([job("j1", 4), job("j2", 1), job("j3", 1), job("j4", 1)], nodes, run)
+    assert started(d) == ["j2", "j3"]
+    assert {s.slots[0].node for s in d.starts} == {"n0"}
+    assert waits(d)["j1"].code is W.NO_CAPACITY
+    assert waits(d)["j4"].code is W.QUEUED
+
+
+def test_a_gang_that_fits_in_sum_but_not_per_node_says_so() -> None:
+    nodes = [node("n0", cpu=4), node("n1", cpu=4)]
+    run = [running("r0", ["n0"], cpu=1), running("r1", ["n1"], cpu=3)]
+    d = S.decide([job("j1", 2, count=2)], nodes, run)
+    assert waits(d)["j1"].code is W.GANG
+    assert "gang does not fit" in waits(d)["j1"].message
+
+
+def test_spread_puts_one_task_per_node_and_pack_fills_a_node_first() -> None:
+    nodes = [node("n0", cpu=4), node("n1", cpu=4), node("n2", cpu=4)]
+    packed = S.decide([job("j1", 1, count=3)], nodes)
+    spread = S.decide([job("j1", 1, count=3, spread=True)], nodes)
+    assert [s.node for s in packed.starts[0].slots] == ["n0", "n0", "n0"]
+    assert sorted(s.node for s in spread.starts[0].slots) == ["n0", "n1", "n2"]
+
+
+def test_gpus_by_type_and_distinct_ids() -> None:
+    nodes = [node("t4", cpu=8, gpus=2, gpu_type="T4"), node("a100", cpu=8, gpus=2,
+                                                             gpu_type="A100")]
+    d = S.decide([job("j1", 1, gpu=1, gpu_type="A100"), job("j2", 1, gpu=1, gpu_type="A100"),
+                  job("j3", 1, gpu=1, gpu_type="A100")], nodes)
+    assert [(s.slots[0].node, s.slots[0].gpu_ids) for s in d.starts] == [
+        ("a100", (0,)), ("a100", (1,))]
+    assert waits(d)["j3"].code is W.NO_CAPACITY
+
+
+def test_quota_holds_and_says_which_and_by_how_much() -> None:
+    quotas = [S.Quota("a", "p", gpu=2)]
+    nodes = [node(cpu=16, gpus=8)]
+    d = S.decide([job("j1", 1, gpu=2), job("j2", 1, gpu=1)], nodes, quotas=quotas)
+    assert started(d) == ["j1"]
+    w = waits(d)["j2"]
+    assert w.code is W.QUOTA
+    assert w.message == ("quota exceeded: GPU quota of project a in pool p is 2, 2 in use, "
+                         "the job needs 1 (over by 1)")
+
+
+def test_borrowing_uses_idle_capacity_and_is_marked() -> None:
+    quotas = [S.Quota("a", "p", cpu=1, borrowing=True)]
+    d = S.decide([job("j1", 1), job("j2", 1)], [node(cpu=4)], quotas=quotas)
+    assert [(s.job_id, s.borrowed) for s in d.starts] == [("j1", False), ("j2", True)]
+
+
+def test_borrowed_capacity_is_reclaimed_first() -> None:
+    # b borrowed all of the node; a asks for its own quota back.
+    quotas = [S.Quota("a", "p", cpu=2), S.Quota("b", "p", cpu=2, borrowing=True)]
+    run = [running("r1", ["n0"], cpu=2, project="b", started_at=1),
+           running("r2", ["n0"], cpu=2, project="b", borrowed=True, started_at=2)]
+    d = S.decide([job("j1", 2, project="a")], [node(cpu=4)], run, quotas)
+    assert d.preempts == [S.Preempt("r2", "j1", True)]
+    assert waits(d)["j1"].code is W.PREEMPTING
+
+
+def test_higher_priority_preempts_only_preemptible_lower_priority_jobs() -> None:
+    run = [running("keep", ["n0"], cpu=2, priority=1, preemptible=False),
+           running("old", ["n0"], cpu=1, priority=1, preemptible=True, started_at=1),
+           running("young", ["n0"], cpu=1, priority=1, preemptible=True, started_at=5),
+           running("peer", ["n0"], cpu=0, priority=3, preemptible=True)]
+    d = S.decide([job("j1", 1, priority=3)], [node(cpu=4)], run)
+    assert d.preempts == [S.Preempt("young", "j1", False)]
+    # Next pass, the victim is stopping: nobody else is preempted for the same job.
+    run2 = [r if r.job_id != "young" else S.Running(**{**r.__dict__, "stopping": True})
+            for r in run]
+    d2 = S.decide([job("j1", 1, priority=3, was_head=True)], [node(cpu=4)], run2)
+    assert d2.preempts == [] and waits(d2)["j1"].code is W.PREEMPTING
+
+
+def test_equal_priority_never_preempts() -> None:
+    run = [running("r1", ["n0"], cpu=4, priority=2, preemptible=True)]
+    d = S.decide([job("j1", 1, priority=2)], [node(cpu=4)], run)
+    assert d.preempts == [] and waits(d)["j1"].code is W.NO_CAPACITY
+
+
+def test_fair_share_serves_the_project_that_used_less_first() -> None:
+    queue = [job("j1", 4, project="busy"), job("j2", 4, project="idle")]
+    d = S.decide(queue, [node(cpu=4)], usage={("busy", "p"): 0.9})
+    assert started(d) == ["j2"]
+    # Weight counts: twice the weight halves the usage that counts against it.
+    quotas = [S.Quota("busy", "p", weight=10)]
+    d = S.decide(queue, [node(cpu=4)], quotas=quotas, usage={("busy", "p"): 0.9,
+                                                              ("idle", "p"): 0.2})
+    assert started(d) == ["j1"]
+
+
+def test_the_last_head_keeps_its_place_against_fair_share() -> None:
+    queue = [job("j1", 4, project="busy", was_head=True), job("j2", 4, project="idle")]
+    d = S.decide(queue, [node(cpu=4)], usage={("busy", "p"): 0.9})
+    assert started(d) == ["j1"]
+
+
+def test_pools_are_separate() -> None:
+    nodes = [node("n0", cpu=2, pool="cpu"), node("g0", cpu=8, gpus=1, pool="gpu")]
+    d = S.decide([job("j1", 2, pool="cpu"), job("j2", 2, pool="cpu"), job("j3", 1, gpu=1,
+                                                                           pool="gpu")], nodes)
+    assert started(d) == ["j1", "j3"]
+    assert waits(d)["j2"].pool == "cpu"
+
+
+def test_a_pool_without_nodes_makes_its_jobs_wait_with_a_reason() -> None:
+    d = S.decide([job("j1", pool="gone")], [node()])
+    assert waits(d)["j1"].code is W.NO_NODE
+
+
+# --- properties ---------------------------------------------------------------------------
+
+PROJECTS = ["a", "b", "c"]
+
+
+@st.composite
+def clusters(draw: st.DrawFn) -> list[S.Node]:
+    out = []
+    for i in range(draw(st.integers(1, 4))):
+        gpus = draw(st.integers(0, 4))
+        out.append(node(f"n{i}", cpu=draw(st.sampled_from([1, 2, 4, 8])),
+                        mem=draw(st.integers(1, 16)) * 1024, gpus=gpus,
+                        pool=draw(st.sampled_from(["p", "p", "q"]))))
+    return out
+
+
+@st.composite
+def queues(draw: st.DrawFn, start: int = 0) -> list[S.Queued]:
+    out = []
+    for i in range(draw(st.integers(0, 14))):
+        out.append(job(
+            f"j{start + i}", cpu=draw(st.sampled_from([0.5, 1, 2, 4])),
+            mem=draw(st.integers(0, 8)) * 512, gpu=draw(st.integers(0, 2)),
+            count=draw(st.integers(1, 3)), project=draw(st.sampled_from(PROJECTS)),
+            pool=draw(st.sampled_from(["p", "q"])), priority=draw(st.integers(1, 3)),
+            seq=start + i, spread=draw(st.booleans())))
+    return out
+
+
+@st.composite
+def quota_sets(draw: st.DrawFn) -> list[S.Quota]:
+    out = []
+    for p in PROJECTS:
+        for pool in ("p", "q"):
+            if draw(st.booleans()):
+                out.append(S.Quota(p, pool, cpu=draw(st.sampled_from([None, 1, 2, 4, 8])),
+                                   memory_mb=draw(st.sampled_from([None, 2048, 8192])),
+                                   gpu=draw(st.sampled_from([None, 0, 1, 2])),
+                                   borrowing=draw(st.booleans()),
+                                   weight=draw(st.sampled_from([0.5, 1, 2]))))
+    return out
+
+
+@st.composite
+def worlds(draw: st.DrawFn) -> tuple[list[S.Queued], list[S.Node], list[S.Running],
+                                    list[S.Quota], dict[tuple[str, str], float]]:
+    """A cluster with jobs already running on it (placed by a first pass), and a queue."""
+    nodes = draw(clusters())
+    first = draw(queues())
+    placed = S.decide(first, nodes)
+    by_id = {q.job_id: q for q in first}
+    run = []
+    for s in placed.starts:
+        q = by_id[s.job_id]
+        run.append(S.Running(q.job_id, q.project, q.pool, q.per_task, s.slots,
+                             priority=q.priority, seq=q.seq, preemptible=draw(st.booleans()),
+                             borrowed=draw(st.booleans()), started_at=q.seq,
+                             stopping=draw(st.booleans())))
+    usage = {(p, pool): draw(st.sampled_from([0.0, 0.1, 0.5])) for p in PROJECTS
+             for pool in ("p", "q")}
+    return draw(queues(start=100)), nodes, run, draw(quota_sets()), usage
+
+
+PROPS = settings(max_examples=120, deadline=None)
+
+
+def _held(nodes: Sequence[S.Node], run: Sequence[S.Running], starts: Sequence[S.Start],
+          per_task: dict[str, resources.Resources]) -> dict[str, resources.Resources]:
+    used: dict[str, resources.Resources] = collections.defaultdict(lambda: resources.ZERO)
+    for r in run:
+        for s in r.slots:
+            used[s.node] = used[s.node] + r.per_task
+    for st_ in starts:
+        for s in st_.slots:
+            used[s.node] = used[s.node] + per_task[st_.job_id]
+    return used
+
+
+@PROPS
+@given(worlds())
+def test_no_node_is_over_committed_and_no_gpu_given_twice(world: tuple) -> None:  # type: ignore[type-arg]
+    queue, nodes, run, quotas, usage = world
+    d = S.decide(queue, nodes, run, quotas, usage)
+    per_task = {q.job_id: q.per_task for q in queue}
+    used = _held(nodes, run, d.starts, per_task)
+    for n in nodes:
+        assert used[n.name].fits_in(n.capacity), (n, used[n.name])
+        ids = [g for r in run for s in r.slots if s.node == n.name for g in s.gpu_ids]
+        ids += [g for st_ in d.starts for s in st_.slots if s.node == n.name for g in s.gpu_ids]
+        assert len(ids) == len(set(ids)) and set(ids) <= set(n.gpu_ids)
+    for st_ in d.starts:
+        q = next(q for q in queue if q.job_id == st_.job_id)
+        assert all(len(s.gpu_ids) == q.per_task.gpu for s in st_.slots)
+        pool_nodes = {n.name for n in nodes if n.pool == q.pool}
+        assert {s.node for s in st_.slots} <= pool_nodes
+
+
+@PROPS
+@given(worlds())
+def test_a_gang_is_started_whole_or_not_at_all(world: tuple) -> None:  # type: ignore[type-arg]
+    queue, nodes, run, quotas, usage = world
+    d = S.decide(queue, nodes, run, quotas, usage)
+    counts = {q.job_id: q.count for q in queue}
+    assert all(len(s.slots) == counts[s.job_id] for s in d.starts)
+    decided = [s.job_id for s in d.starts] + [w.job_id for w in d.waits]
+    assert sorted(decided) == sorted(counts)  # every job either starts or says why it waits
+
+
+@PROPS
+@given(worlds())
+def test_no_quota_is_exceeded_without_borrowing(world: tuple) -> None:  # type: ignore[type-arg]
+    queue, nodes, run, quotas, usage = world
+    d = S.decide(queue, nodes, run, quotas, usage)
+    by_id = {q.job_id: q for q in queue}
+    for quota in quotas:
+        before = resources.ZERO
+        for r in run:
+            if (r.project, r.pool) == (quota.project, quota.pool):
+                before = before + r.per_task.times(len(r.slots))
+        after, plain = before, resources.ZERO
+        for s in d.starts:
+            q = by_id[s.job_id]
+            if (q.project, q.pool) == (quota.project, quota.pool):
+                after = after + q.per_task.times(q.count)
+                if not s.borrowed:
+                    plain = plain + q.per_task.times(q.count)
+        if not quota.borrowing:
+            assert not any(s.borrowed for s in d.starts if by_id[s.job_id].project
+                           == quota.project and by_id[s.job_id].pool == quota.pool)
+        for limit, b, p in ((quota.cpu, before.cpu, plain.cpu),
+                            (quota.memory_mb, before.memory_mb, plain.memory_mb),
+                            (quota.gpu, before.gpu, plain.gpu)):
+            if limit is not None and p:
+                assert b + p <= limit + 1e-9, (quota, before, plain)
+
+
+@PROPS
+@given(worlds())
+def test_backfill_never_takes_room_the_head_needs(world: tuple) -> None:  # type: ignore[type-arg]
+    """Once the jobs running before the head have ended, each pool's head fits, whatever
+    this pass started in the gaps behind it."""
+    queue, nodes, run, quotas, usage = world
+    d = S.decide(queue, nodes, run, quotas, usage)
+    by_id = {q.job_id: q for q in queue}
+    for w in d.waits:
+        if w.code not in S.HEAD_CODES:
+            continue
+        head = by_id[w.job_id]
+        pool_nodes = [n for n in nodes if n.pool == head.pool]
+        starts = [s for s in d.starts if by_id[s.job_id].pool == head.pool and s.backfill]
+        left = [S.Node(n.name, n.pool, n.capacity, n.gpu_ids, n.gpu_type) for n in pool_nodes]
+        # Only what this pass started stays: the head must fit beside it.
+        again = S.decide([head], left, [S.Running(s.job_id, "x", head.pool,
+                                                  by_id[s.job_id].per_task, s.slots)
+                                        for s in starts])
+        assert [s.job_id for s in again.starts] == [head.job_id], (w, starts)
+
+
+@PROPS
+@given(worlds(), st.randoms(use_true_random=False))
+def test_decisions_are_deterministic(world: tuple, rnd: random.Random) -> None:  # type: ignore[type-arg]
+    queue, nodes, run, quotas, usage = world
+    shuffled_q, shuffled_r, shuffled_quotas = list(queue), list(run), list(quotas)
+    for xs in (shuffled_q, shuffled_r, shuffled_quotas):
+        rnd.shuffle(xs)
+    assert S.decide(queue, nodes, run, quotas, usage) == S.decide(
+        shuffled_q, nodes, shuffled_r, shuffled_quotas, dict(usage))
+
+
+@PROPS
+@given(worlds())
+def test_only_allowed_victims_are_preempted(world: tuple) -> None:  # type: ignore[type-arg]
+    queue, nodes, run, quotas, usage = world
+    d = S.decide(queue, nodes, run, quotas, usage)
+    by_run = {r.job_id: r for r in run}
+    by_id = {q.job_id: q for q in queue}
+    for p in d.preempts:
+        victim, for_job = by_run[p.job_id], by_id[p.for_job]
+        assert not victim.stopping
+        assert victim.pool == for_job.pool
+        assert ((victim.preemptible and victim.priority < for_job.priority)
+                or (victim.borrowed and victim.project != for_job.project))
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.data())
+def test_every_job_starts_in_the_end_and_the_oldest_is_never_starved(data: st.DataObject
+                                                                    ) -> None:
+    """A simulation: jobs run for a while and end; everything queued eventually runs, in
+    no more time than running the jobs one after the other would take."""
+    nodes = [node(f"n{i}", cpu=4, mem=8192, gpus=2) for i in range(data.draw(st.integers(1, 3)))]
+    queue = data.draw(queues())
+    queue = [S.Queued(q.job_id, q.project, "p", q.per_task, q.count, q.priority, q.seq,
+                      q.spread) for q in queue]
+    queue = [q for q in queue if S.decide([q], nodes).starts]  # only jobs that can ever fit
+    length = {q.job_id: data.draw(st.integers(1, 5)) for q in queue}
+    waiting = {q.job_id: q for q in queue}
+    run: dict[str, tuple[S.Running, int]] = {}
+    heads: set[str] = set()
+    t = 0
+    bound = sum(length.values()) + 1
+    while waiting or run:
+        assert t <= bound, f"still waiting at t={t}: {sorted(waiting)}"
+        for job_id, (_r, end) in list(run.items()):
+            if end <= t:
+                del run[job_id]
+        d = S.decide([dataclasses_replace(q, was_head=q.job_id in heads)
+                      for q in waiting.values()], nodes, [r for r, _ in run.values()])
+        heads = {w.job_id for w in d.waits if w.code in S.HEAD_CODES}
+        for s in d.starts:
+            q = waiting.pop(s.job_id)
+            run[s.job_id] = (S.Running(q.job_id, q.project, q.pool, q.per_task, s.slots,
+                                       q.priority, q.seq), t + length[q.job_id])
+        t += 1
+
+
+def dataclasses_replace(q: S.Queued, **kw: object) -> S.Queued:
+    import dataclasses
+
+    return dataclasses.replace(q, **kw)  # type: ignore[arg-type]
