@@ -62,6 +62,18 @@ def test_bad_quotas_are_refused_and_change_nothing(live: conftest.Live, body: An
         "gpu": 1}
 
 
+def test_only_a_platform_admin_sets_quotas(live: conftest.Live) -> None:
+    """A project's own admin may read its quotas but not raise them."""
+    assert put(live, {"quotas": [{"pool_id": "default", "cpu": 1}]}).status_code == 200
+    for role in ("admin", "member", "viewer"):
+        who = live.new_user(f"q-{role}", role=role, key=False)
+        assert who.http.get(live.path("/training-quotas")).status_code == 200
+        r = who.http.put(live.path("/training-quotas"), json={"quotas": []})
+        assert (r.status_code, r.json()["error_code"]) == (403, "ModelArts.0403"), role
+    limits = live.http.get(live.path("/training-quotas")).json()["quotas"][0]["limits"]
+    assert limits == {"cpu": 1.0}
+
+
 def test_quotas_of_an_unknown_project_are_not_found(live: conftest.Live) -> None:
     r = live.http.get("/v2/nope/training-quotas")
     assert (r.status_code, r.json()["error_code"]) == (404, "ModelArts.2786")
@@ -90,13 +102,13 @@ def test_a_job_shows_its_pool_priority_and_place_in_the_queue(live: conftest.Liv
     assert other["status"]["queue"]["jobs_ahead"] == 1
     assert other["status"]["reason"].startswith("waiting behind higher priority")
 
-    result = corral(live.url, "queue")
+    result = corral(live, "queue")
     assert result.exit_code == 0, result.output
     assert "pool default: 2 waiting" in result.output
     assert "behind_priority" in result.output and "no_capacity" in result.output
-    queue = json.loads(corral(live.url, "queue", "--json").stdout)["pools"][0]["jobs"]
+    queue = json.loads(corral(live, "queue", "--json").stdout)["pools"][0]["jobs"]
     assert [(j["id"], j["position"]) for j in queue] == [(head, 1), (behind, 2)]
-    shown = corral(live.url, "show", behind)
+    shown = corral(live, "show", behind)
     assert "behind_priority, 1 job(s) ahead in pool default" in shown.output
 
 
@@ -125,12 +137,12 @@ def test_pools_show_capacity_use_and_quota_per_project(live: conftest.Live) -> N
     assert project["project_id"] == live.project_id
     assert project["limits"] == {"cpu": 2} and project["used"]["cpu"] == 1
 
-    text = corral(live.url, "pools")
+    text = corral(live, "pools")
     assert text.exit_code == 0, text.output
     assert "1 CPU" in text.output and "2 CPU" in text.output
-    quota = corral(live.url, "quota", "--pool", "default", "--gpu", "1", "--borrowing")
+    quota = corral(live, "quota", "--pool", "default", "--gpu", "1", "--borrowing")
     assert quota.exit_code == 0, quota.output
-    shown = json.loads(corral(live.url, "quota", "--json").stdout)["quotas"]
+    shown = json.loads(corral(live, "quota", "--json").stdout)["quotas"]
     assert shown[0]["limits"] == {"gpu": 1} and shown[0]["borrowing"] is True
-    bad = corral(live.url, "quota", "--pool", "nope", "--cpu", "1")
+    bad = corral(live, "quota", "--pool", "nope", "--cpu", "1")
     assert bad.exit_code == 1 and "pool_id 'nope' does not exist" in bad.stderr

@@ -168,10 +168,12 @@ def authorize(request: Request) -> None:
     route = request.scope.get("route")
     dependant = getattr(route, "dependant", None)
     declared = _declared(dependant) if dependant is not None else None
+    project_id = request.path_params.get("project_id")
     if declared == PLATFORM_ADMIN:
+        if project_id is not None:  # a project not the caller's answers as a missing one
+            principal.require(project_id, identity.Role.VIEWER)
         principal.require_platform_admin()
         return
-    project_id = request.path_params.get("project_id")
     if project_id is not None:
         principal.require(project_id, declared or identity.default_role(request.method))
 

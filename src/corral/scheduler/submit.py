@@ -39,7 +39,7 @@ def create_job(conn: sa.Connection, cat: catalog_mod.Catalog, body: specs.JobCre
     if not nodes and cat.pool_nodes(pool):
         raise errors.NeverFits(f"no node of pool '{pool}' has {gpu_type} GPUs")
     resources.check_fits_somewhere(flavor.resources, node_count, nodes, where=f"pool '{pool}'")
-    policy = body.spec.schedule_policy or specs.SchedulePolicy()
+    sched = body.spec.schedule_policy or specs.SchedulePolicy()
     engine = cat.engine(body.algorithm.engine)
     check_paths(body.algorithm, body.spec, policy)
     normalized = normalize(body, flavor, engine)
@@ -54,8 +54,8 @@ def create_job(conn: sa.Connection, cat: catalog_mod.Catalog, body: specs.JobCre
         "flavor_id": flavor.flavor_id, "node_count": node_count, "cpu": demand.cpu,
         "memory_mb": demand.memory_mb, "gpu": demand.gpu,
         "retry_limit": body.metadata.retry_limit, "create_time": now, "updated_at": now,
-        "pool_id": pool, "priority": policy.priority or 1,
-        "preemptible": bool(policy.preemptible), "spread": policy.placement == "spread",
+        "pool_id": pool, "priority": sched.priority or 1,
+        "preemptible": bool(sched.preemptible), "spread": sched.placement == "spread",
         "gpu_type": gpu_type,
     })
     repo.add_event(conn, job_id, now, f"Job created: flavor {flavor.flavor_id}, "
