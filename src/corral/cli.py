@@ -441,3 +441,9 @@ def info(state: State, as_json: bool) -> None:
 
 def _resource(job: dict[str, Any]) -> dict[str, Any]:
     return jobfile.dig(job, "spec", "resource") or {}
+
+
+# Versions, training metrics and the model registry live in their own module.
+from corral import cli_models  # noqa: E402
+
+cli_models.install(cli)

@@ -8,7 +8,7 @@ from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 
 import corral
-from corral.api import catalog, deps, errors, jobs
+from corral.api import catalog, deps, errors, jobs, models, versions
 
 
 def create_app(ctx: deps.Context) -> FastAPI:
@@ -20,6 +20,8 @@ def create_app(ctx: deps.Context) -> FastAPI:
     errors.install(app)
     app.include_router(jobs.router)
     app.include_router(catalog.router)
+    app.include_router(versions.router)
+    app.include_router(models.router)
     app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
     return app
 

@@ -15,7 +15,7 @@ import socket
 from collections.abc import Mapping, Sequence
 
 from corral import settings as settings_mod
-from corral.domain import specs
+from corral.domain import metrics, specs
 from corral.executors import base
 from corral.scheduler import catalog as catalog_mod
 from corral.storage import local as storage
@@ -91,7 +91,7 @@ def simple_command(command: str, path: str) -> list[str] | None:
 def _relative_boot(alg: specs.Algorithm) -> str:
     """boot_file relative to code_dir, so it resolves inside the snapshot."""
     assert alg.code_dir and alg.boot_file
-    code = storage.local_path(alg.code_dir, "code_dir")
+    code = storage.local_path(alg.local_code_dir or alg.code_dir, "code_dir")
     boot = storage.resolve_boot_file(code, alg.boot_file)
     return str(boot.relative_to(code))
 
@@ -122,7 +122,10 @@ def prepare_attempt(paths: storage.RunPaths, attempt: int,
     code: pathlib.Path | None = None
     if alg.code_dir:
         code = paths.code_dir(attempt)
-        storage.snapshot(storage.local_path(alg.code_dir, "code_dir"), code)
+        # A remote code_dir was fetched to local_code_dir before the job was admitted.
+        storage.snapshot(storage.local_path(alg.local_code_dir or alg.code_dir, "code_dir"),
+                         code)
+    paths.metrics_path(attempt, "").parent.mkdir(parents=True, exist_ok=True)
     for out in alg.outputs:
         pathlib.Path(out.local_dir or out.url).mkdir(parents=True, exist_ok=True)
     cwd = code or paths.attempt_dir(attempt)
@@ -144,6 +147,7 @@ def launch_spec(
     env = task_env(inherited=base_env(os.environ if environ is None else environ), alg=alg,
                    job_id=job_id, task=task, rank=rank, world=spec.spec.resource.node_count,
                    attempt=attempt, master_port=master_port, gpu_ids=gpu_ids)
+    env[metrics.FILE_ENV] = str(paths.metrics_path(attempt, task))
     argv = argv_for(alg, code, engine)
     shell = bool(alg.command)
     if alg.command:

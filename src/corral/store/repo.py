@@ -51,7 +51,8 @@ _Q_TASKS_OF_JOBS = (sa.select(T).where(T.c.job_id.in_(_p("ids", expanding=True))
                     .order_by(T.c.job_id, T.c.attempt, T.c.rank))
 _Q_QUEUED = (sa.select(J.c.id, J.c.name, J.c.phase, J.c.cpu, J.c.memory_mb, J.c.gpu,
                        J.c.node_count, J.c.wait_reason, J.c.deleted_at)
-             .where(J.c.phase.in_([jobs_mod.Phase.CREATING.value, jobs_mod.Phase.PENDING.value]))
+             .where(J.c.phase.in_([jobs_mod.Phase.CREATING.value, jobs_mod.Phase.PENDING.value]),
+                    J.c.staging.is_(None))  # jobs still fetching inputs wait outside the queue
              .order_by(J.c.seq).limit(_p("limit")))
 _Q_DELETED = sa.select(J.c.id, J.c.phase).where(J.c.deleted_at.is_not(None))
 _I_ATTEMPT = A.insert()
@@ -97,8 +98,9 @@ def new_job_id() -> str:
     return str(uuid.uuid4())
 
 
-def insert_job(conn: sa.Connection, row: Mapping[str, Any]) -> None:
-    if name_taken(conn, row["project_id"], row["name"]):
+def insert_job(conn: sa.Connection, row: Mapping[str, Any], *, check_name: bool = True) -> None:
+    """Insert a job; `check_name=False` for a later version, which shares its family's name."""
+    if check_name and name_taken(conn, row["project_id"], row["name"]):
         raise errors.DuplicateName(f"a training job named '{row['name']}' already exists")
     values = dict(row)
     if conn.dialect.name == "sqlite":
@@ -171,7 +173,8 @@ def mark_deleted(conn: sa.Connection, job_id: str, now: int) -> None:
 
 
 def purge_job(conn: sa.Connection, job_id: str) -> None:
-    for table in (M, E, T, A):
+    for table in (schema.training_metrics, schema.metric_offsets, schema.job_versions,
+                  M, E, T, A):
         conn.execute(table.delete().where(table.c.job_id == job_id))
     conn.execute(J.delete().where(J.c.id == job_id))
 
