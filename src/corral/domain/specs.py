@@ -298,7 +298,8 @@ class ModelRef(Model):
 
     @model_validator(mode="after")
     def _one(self) -> ModelRef:
-        if self.version is not None and self.alias is not None:
+        # A stored (pinned) reference keeps the alias it was given beside the version.
+        if self.version is not None and self.alias is not None and self.location is None:
             raise ValueError("give a model version or an alias, not both")
         return self
 

@@ -185,6 +185,8 @@ def _remote_boot_file(code_dir: str, boot_file: str) -> str:
 def resolve_model(conn: sa.Connection, body: specs.JobCreate, project_id: str) -> str:
     """Pin the job's model reference to a version; returns where its files are."""
     assert body.model is not None
+    if body.model.location is not None and body.model.version and body.model.alias:
+        raise errors.BadParameter("model: give a version or an alias, not both")
     try:
         model = models_repo.get(conn, project_id, body.model.name)
         row = models_repo.resolve(conn, model, body.model.version, body.model.alias)
