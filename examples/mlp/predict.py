@@ -17,8 +17,7 @@ import pathlib
 import sys
 
 import numpy as np
-
-import train
+import train  # the example's own module, beside this file
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -36,7 +36,7 @@ def finish(store: db.Store, stores: objects.Stores, settings: settings_mod.Setti
            job: Any, now: Callable[[], int],
            uploads: list[staging.Upload] | None = None) -> None:
     if job.deleted_at is not None:
-        _mark(store, job.id, now())
+        mark_finished(store, job.id, now())
         return
     spec = repo.job_spec(job)
     collect.collect_job(store, settings.runs_dir, job.id, now)
@@ -48,7 +48,7 @@ def finish(store: db.Store, stores: objects.Stores, settings: settings_mod.Setti
     if reg is not None and reg.wanted(job.phase):
         try:
             register(store, stores, settings, job, reg.model, reg.channel, now)
-        except (OSError, errors.CorralError) as exc:
+        except Exception as exc:  # any store's failure (botocore raises its own types)
             _event(store, job.id, now(), f"Model not registered: {_message(exc)}", "Warning")
     problems = [p for p in (_final_upload(store, stores, settings, job, spec, up, now)
                             for up in (uploads or staging.uploads_of(job, spec))) if p]
@@ -58,10 +58,10 @@ def finish(store: db.Store, stores: objects.Stores, settings: settings_mod.Setti
             text = "; ".join(problems)
             repo.update_job(conn, job.id, now=now(), failure_message=(
                 f"{job.failure_message}; {text}" if job.failure_message else text))
-    _mark(store, job.id, now())
+    mark_finished(store, job.id, now())
 
 
-def _mark(store: db.Store, job_id: str, now: int) -> None:
+def mark_finished(store: db.Store, job_id: str, now: int) -> None:
     with store.begin() as conn:
         conn.execute(repo.J.update().where(repo.J.c.id == job_id).values(finalized_at=now))
 
@@ -128,7 +128,7 @@ def _final_upload(store: db.Store, stores: objects.Stores, settings: settings_mo
                   now: Callable[[], int]) -> str | None:
     try:
         count = staging.upload(stores, settings, up)
-    except (OSError, errors.CorralError) as exc:
+    except Exception as exc:
         text = (f"output '{up.channel}' could not be uploaded to {up.url} after "
                 f"{settings.upload_retries} tries ({_message(exc)}); its files are kept "
                 f"at {up.local_dir}")
@@ -157,7 +157,7 @@ def _export_logs(store: db.Store, stores: objects.Stores, settings: settings_mod
                 objects.copy_tree(stores.open(str(src), job.project_id),
                                   stores.open(objects.join(dest, f"attempt-{attempt}"),
                                               job.project_id))
-    except (OSError, errors.CorralError) as exc:
+    except Exception as exc:
         text = f"logs could not be exported to {dest} ({_message(exc)})"
         _event(store, job.id, now(), f"Log export failed: {text}", "Warning")
         return [text]

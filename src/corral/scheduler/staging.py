@@ -87,7 +87,7 @@ class Fetcher:
                     self._event(f"{what}: {exc}; starting without it", "Warning")
                     return 0
                 raise StagingFailed(f"{what}: {url} does not exist") from None
-            except (OSError, errors.CorralError) as exc:
+            except Exception as exc:  # botocore and aiohttp raise their own types
                 last = exc
                 log.warning("fetching %s of job %s failed: %s", what, self.job.id, exc)
         raise StagingFailed(f"{what}: fetching {url} failed after "
@@ -196,7 +196,7 @@ def upload(stores: objects.Stores, settings: settings_mod.Settings, up: Upload) 
             time.sleep(settings.upload_retry_delay * 2 ** (attempt - 1))
         try:
             return objects.upload_changed(up.local_dir, dst, up.seen)
-        except (OSError, errors.CorralError) as exc:
+        except Exception as exc:  # botocore and aiohttp raise their own types
             last = exc
             log.warning("upload of %s/%s failed (try %d): %s", up.job_id, up.channel,
                         attempt + 1, exc)

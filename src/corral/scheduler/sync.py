@@ -27,6 +27,8 @@ from corral.store import db, repo
 from corral.store import versions as versions_repo
 
 log = logging.getLogger(__name__)
+#: passes that may fail to finish an ended job before it is given up on
+MAX_FINISH_TRIES = 5
 
 
 @dataclasses.dataclass
@@ -42,6 +44,7 @@ class Syncer:
     _lock: threading.Lock = dataclasses.field(default_factory=threading.Lock)
     _uploads: dict[str, list[staging.Upload]] = dataclasses.field(default_factory=dict)
     _specs: dict[str, specs.JobCreate] = dataclasses.field(default_factory=dict)
+    _failures: dict[str, int] = dataclasses.field(default_factory=dict)
 
     def now(self) -> int:
         return round(self.clock() * 1000)
@@ -91,7 +94,7 @@ class Syncer:
     def _upload(self, up: staging.Upload) -> None:
         try:
             staging.upload(self.stores, self.settings, up)
-        except (OSError, errors.CorralError) as exc:
+        except Exception as exc:
             if not up.failing:  # one event per run of failures, not one per period
                 up.failing = True
                 self._event(up.job_id, f"Upload of output '{up.channel}' to {up.url} failed "
@@ -111,11 +114,24 @@ class Syncer:
             staging.fail(self.store, job, self.now(), exc.message)
         except (OSError, errors.CorralError) as exc:
             staging.fail(self.store, job, self.now(), f"fetching inputs failed: {exc}")
+        except sa.exc.SQLAlchemyError:
+            raise  # the database, not the inputs: the next pass tries again
         self.wake()
 
     def _finish(self, job: Any) -> None:
-        finishing.finish(self.store, self.stores, self.settings, job, self.now,
-                         uploads=self._uploads.get(job.id))
+        try:
+            finishing.finish(self.store, self.stores, self.settings, job, self.now,
+                             uploads=self._uploads.get(job.id))
+        except Exception as exc:
+            # Tried again next pass (a database hiccup passes); a job that keeps failing
+            # is given up on, said so, rather than retried every second for ever.
+            tries = self._failures[job.id] = self._failures.get(job.id, 0) + 1
+            if tries < MAX_FINISH_TRIES:
+                raise
+            self._failures.pop(job.id, None)
+            self._event(job.id, f"Finishing the job failed {tries} times, giving up: {exc}",
+                        "Error")
+            finishing.mark_finished(self.store, job.id, self.now())
 
     # --- plumbing --------------------------------------------------------------------------
 
