@@ -30,9 +30,20 @@ def task_files(paths: storage.RunPaths, attempt: int, task: str) -> dict[str, pa
     return {"log": paths.log_path(attempt, task), "file": paths.metrics_path(attempt, task)}
 
 
+#: how far past the stored position a file may be read without storing the new position
+#: (a log without metrics lines is not worth a write every pass; after a restart at most
+#: this much is read again, and finds nothing again)
+UNSAVED = 8 * 1024 * 1024
+Memo = dict[tuple[str, int, str, str], int]
+
+
 def collect_job(store: db.Store, runs_dir: pathlib.Path, job_id: str,
-                now: Callable[[], int]) -> int:
-    """Read what every task of the job reported since the last read; returns new points."""
+                now: Callable[[], int], memo: Memo | None = None) -> int:
+    """Read what every task of the job reported since the last read; returns new points.
+
+    `memo` keeps how far files were read without finding anything, between passes.
+    """
+    memo = {} if memo is None else memo
     with store.read() as conn:
         done = versions_repo.offsets(conn, job_id)
         tasks = list(conn.execute(sa.select(schema.tasks.c.attempt, schema.tasks.c.name)
@@ -42,7 +53,8 @@ def collect_job(store: db.Store, runs_dir: pathlib.Path, job_id: str,
     added = 0
     for attempt, task in tasks:
         for source, path in task_files(paths, attempt, task).items():
-            start = done.get((attempt, task, source), 0)
+            saved = done.get((attempt, task, source), 0)
+            start = max(saved, memo.get((job_id, attempt, task, source), 0))
             try:
                 size = path.stat().st_size
             except OSError:
@@ -50,8 +62,11 @@ def collect_job(store: db.Store, runs_dir: pathlib.Path, job_id: str,
             if size <= start:
                 continue
             found, position = read_points(path, start, source)
+            memo[(job_id, attempt, task, source)] = position
             room = max(0, metrics.MAX_POINTS_PER_JOB - stored - added)
             rows = [_row(job_id, attempt, task, p, now()) for p in found[:room]]
+            if not rows and position - saved < UNSAVED:
+                continue
             with store.begin() as conn:
                 versions_repo.save_points(conn, job_id, attempt, task, source, position, rows,
                                           first=(attempt, task, source) not in done)

@@ -40,38 +40,55 @@ def finish(store: db.Store, stores: objects.Stores, settings: settings_mod.Setti
         return
     spec = repo.job_spec(job)
     collect.collect_job(store, settings.runs_dir, job.id, now)
-    with store.begin() as conn:
-        versions_repo.ensure_version(conn, job)
-        versions_repo.set_final_metrics(conn, job.id, versions_repo.final_of(conn, job.id))
-        _record_code(conn, settings.runs_dir, job.id)
     reg = models_mod.registration(spec, settings.model_channel)
-    if reg is not None and reg.wanted(job.phase):
+    registering = reg is not None and reg.wanted(job.phase)
+    ups = uploads if uploads is not None else staging.uploads_of(job, spec)
+    if not (registering or ups or _remote_log_export(spec)):
+        with store.begin() as conn:  # the common case: one transaction
+            _record_version(conn, settings.runs_dir, job)
+            _set_finished(conn, job.id, now())
+        return
+    with store.begin() as conn:  # before registering: the model version copies these
+        _record_version(conn, settings.runs_dir, job)
+    if reg is not None and registering:
         try:
             register(store, stores, settings, job, reg.model, reg.channel, now)
         except Exception as exc:  # any store's failure (botocore raises its own types)
             _event(store, job.id, now(), f"Model not registered: {_message(exc)}", "Warning")
     problems = [p for p in (_final_upload(store, stores, settings, job, spec, up, now)
-                            for up in (uploads or staging.uploads_of(job, spec))) if p]
+                            for up in ups) if p]
     problems += _export_logs(store, stores, settings, job, spec, now)
-    if problems:
-        with store.begin() as conn:
+    with store.begin() as conn:
+        if problems:
             text = "; ".join(problems)
             repo.update_job(conn, job.id, now=now(), failure_message=(
                 f"{job.failure_message}; {text}" if job.failure_message else text))
-    mark_finished(store, job.id, now())
+        _set_finished(conn, job.id, now())
+
+
+def _remote_log_export(spec: specs.JobCreate) -> bool:
+    export = spec.spec.log_export_path
+    return bool(export and objects.is_remote(export.obs_url or export.host_path))
+
+
+def _set_finished(conn: sa.Connection, job_id: str, now: int) -> None:
+    conn.execute(repo.J.update().where(repo.J.c.id == job_id).values(finalized_at=now))
 
 
 def mark_finished(store: db.Store, job_id: str, now: int) -> None:
     with store.begin() as conn:
-        conn.execute(repo.J.update().where(repo.J.c.id == job_id).values(finalized_at=now))
+        _set_finished(conn, job_id, now)
 
 
-def _record_code(conn: sa.Connection, runs_dir: pathlib.Path, job_id: str) -> None:
-    paths = storage.RunPaths(runs_dir, job_id)
-    attempt = repo.latest_attempt(conn, job_id)
+def _record_version(conn: sa.Connection, runs_dir: pathlib.Path, job: Any) -> None:
+    """Fix the ended version's final metrics and the code its last attempt ran."""
+    versions_repo.ensure_version(conn, job)
+    versions_repo.set_final_metrics(conn, job.id, versions_repo.final_of(conn, job.id))
+    paths = storage.RunPaths(runs_dir, job.id)
+    attempt = repo.latest_attempt(conn, job.id)
     manifest = storage.read_code_manifest(paths.attempt_dir(attempt)) if attempt else None
     if manifest:
-        versions_repo.set_code(conn, job_id, attempt, manifest.get("code_hash"),
+        versions_repo.set_code(conn, job.id, attempt, manifest.get("code_hash"),
                                manifest.get("git_commit"))
 
 

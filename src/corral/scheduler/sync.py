@@ -45,6 +45,7 @@ class Syncer:
     _uploads: dict[str, list[staging.Upload]] = dataclasses.field(default_factory=dict)
     _specs: dict[str, specs.JobCreate] = dataclasses.field(default_factory=dict)
     _failures: dict[str, int] = dataclasses.field(default_factory=dict)
+    _read: collect.Memo = dataclasses.field(default_factory=dict)
 
     def now(self) -> int:
         return round(self.clock() * 1000)
@@ -66,6 +67,8 @@ class Syncer:
             if not self._is_busy(("finish", job_id)):
                 self._uploads.pop(job_id, None)
                 self._specs.pop(job_id, None)
+        if len(self._read) > 10_000:  # positions of long-gone jobs; re-reading is harmless
+            self._read.clear()
 
     def close(self) -> None:
         if self._pool is not None:
@@ -75,7 +78,8 @@ class Syncer:
 
     def _collect(self, job: Any) -> None:
         try:
-            collect.collect_job(self.store, self.settings.runs_dir, job.id, self.now)
+            collect.collect_job(self.store, self.settings.runs_dir, job.id, self.now,
+                                self._read)
         except sa.exc.IntegrityError:
             pass  # the job was purged while its metrics were read
         except (OSError, sa.exc.SQLAlchemyError):

@@ -103,7 +103,8 @@ def set_final_metrics(conn: sa.Connection, job_id: str, final: Mapping[str, floa
 
 def staging_jobs(conn: sa.Connection) -> list[sa.Row[Any]]:
     """Jobs whose inputs (code, model, resumed outputs) are still to be fetched."""
-    q = sa.select(J).where(J.c.staging.is_not(None), J.c.deleted_at.is_(None)).order_by(J.c.seq)
+    q = (sa.select(J).where(J.c.staging.is_not(None), J.c.deleted_at.is_(None),
+                            J.c.phase == jobs_mod.Phase.CREATING.value).order_by(J.c.seq))
     return list(conn.execute(q))
 
 
