@@ -82,7 +82,7 @@ class Settings(BaseSettings):
     memory_gb: int | None = None
     #: object storage for every project that has none of its own in `project_s3`
     s3: S3Config | None = None
-    #: object storage per project, keyed by project id or project name
+    #: object storage per project, keyed by project id (`corral info` shows the default one)
     project_s3: dict[str, S3Config] = Field(default_factory=dict)
     #: where registered models are kept: a folder or an s3:// URL ($CORRAL_HOME/models)
     model_store: str | None = None

@@ -207,3 +207,25 @@ def test_aliases(alias: str) -> None:
 def test_bad_aliases(alias: str) -> None:
     with pytest.raises(errors.BadParameter):
         models.check_alias(alias)
+
+
+# --- object storage settings -----------------------------------------------------------
+
+
+def test_each_project_may_have_its_own_object_store(tmp_path: pathlib.Path) -> None:
+    from corral import settings as settings_mod
+    from corral.storage import objects
+
+    shared = settings_mod.S3Config(endpoint_url="http://shared")
+    own = settings_mod.S3Config(endpoint_url="http://own")
+    s = settings_mod.Settings(home=tmp_path, s3=shared, project_s3={"p1": own})
+    assert s.s3_for("p1") is own and s.s3_for("p2") is shared
+    bare = objects.Stores(settings_mod.Settings(home=tmp_path))
+    with pytest.raises(errors.BadParameter, match="not configured"):
+        bare.require("s3://b/k", "input 'x'", "p1")
+    with pytest.raises(errors.BadParameter, match="'..'"):
+        objects.Stores(s).require("s3://b/a/../k", "input 'x'", "p1")
+    with pytest.raises(errors.BadParameter, match="bucket"):
+        objects.bucket_key("s3:///k")
+    assert objects.bucket_key("obs://b/k/") == "b/k"
+    assert objects.join("s3://b/k/", "V0002") == "s3://b/k/V0002"

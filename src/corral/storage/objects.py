@@ -38,10 +38,10 @@ def bucket_key(url: str) -> str:
     """`bucket/key` of an s3:// or obs:// URL, as s3fs names objects."""
     for scheme in REMOTE_SCHEMES:
         if url.startswith(scheme):
-            rest = url[len(scheme):].strip("/")
-            if not rest or rest.startswith("/"):
+            rest = url[len(scheme):]
+            if not rest.strip("/") or rest.startswith("/"):
                 break
-            return rest
+            return rest.strip("/")
     raise errors.BadParameter(f"'{url}' is not an s3:// URL with a bucket")
 
 
