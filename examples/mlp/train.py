@@ -5,12 +5,18 @@ channels the way ModelArts passes them (`--name=value`, one `--<channel>=<dir>` 
 output), prints progress as it goes, and saves the trained weights into the output channel.
 
     python train.py --epochs=300 --train_url=/tmp/out
+
+Progress is also reported as training metrics (loss, accuracy per epoch) through
+`corral.job.log_metrics`, or as `corral:metrics` lines where corral cannot be imported, and
+a checkpoint is kept in the output channel: run again with `--resume=true` (or as a corral
+version created with `resume`) and training continues from it.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import pathlib
 import sys
 import time
@@ -32,6 +38,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--log_every", type=int, default=0, help="epochs between lines (0: ~10)")
     p.add_argument("--train_url", default="./output", help="output channel: model.npz goes here")
     p.add_argument("--data_url", default=None, help="input channel holding a data.npz (x, y)")
+    p.add_argument("--resume", default="false",
+                   help="true: continue from the checkpoint in train_url, if there is one")
     # The platform may pass channels and settings this script does not know; ignore them.
     args, unknown = p.parse_known_args(argv)
     if unknown:
@@ -116,6 +124,47 @@ def evaluate(params: Params, x: np.ndarray, y: np.ndarray) -> tuple[float, float
     return float(loss), float((p.argmax(axis=1) == y).mean())
 
 
+def log_metrics(values: dict[str, float], step: int) -> None:
+    """Report training metrics to corral (also works where corral is not installed)."""
+    try:
+        from corral import job
+    except ImportError:
+        print("corral:metrics " + json.dumps({"step": step, **values}), flush=True)
+        return
+    job.log_metrics(values, step=step)
+
+
+CHECKPOINT = "checkpoint.npz"
+
+
+def save_checkpoint(out: pathlib.Path, params: Params, opt: Adam, epoch: int) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    state = {f"p_{k}": v for k, v in params.items()}
+    state |= {f"m_{k}": v for k, v in opt.m.items()} | {f"v_{k}": v for k, v in opt.v.items()}
+    tmp = out / f".{CHECKPOINT}"
+    with tmp.open("wb") as fh:
+        np.savez(fh, epoch=epoch, t=opt.t, **state)
+    tmp.replace(out / CHECKPOINT)
+
+
+def load_checkpoint(out: pathlib.Path, params: Params, opt: Adam) -> int:
+    """The epoch the checkpoint in `out` ended (0 without one); restores params and opt."""
+    path = out / CHECKPOINT
+    if not path.is_file():
+        return 0
+    with np.load(path) as ck:
+        for k in params:
+            params[k] = ck[f"p_{k}"]
+            opt.m[k], opt.v[k] = ck[f"m_{k}"], ck[f"v_{k}"]
+        opt.t = int(ck["t"])
+        return int(ck["epoch"])
+
+
+def wants_resume(args: argparse.Namespace) -> bool:
+    # corral sets CORRAL_RESUME_FROM in a version created with `resume` from an earlier one.
+    return args.resume.lower() in ("1", "true", "yes") or bool(os.environ.get("CORRAL_RESUME_FROM"))
+
+
 def train(args: argparse.Namespace) -> tuple[Params, dict[str, float]]:
     rng = np.random.default_rng(args.seed)
     x, y = load_data(args, rng)
@@ -124,9 +173,14 @@ def train(args: argparse.Namespace) -> tuple[Params, dict[str, float]]:
     val, fit = order[:n_val], order[n_val:]
     params = init_params(x.shape[1], args.hidden, int(y.max()) + 1, rng)
     opt = Adam(params, args.lr)
+    out = pathlib.Path(args.train_url)
+    first = load_checkpoint(out, params, opt) + 1 if wants_resume(args) else 1
+    if first > 1:
+        print(f"resuming after epoch {first - 1} from {out / CHECKPOINT}", flush=True)
+        rng = np.random.default_rng([args.seed, first])
     every = args.log_every or max(1, args.epochs // 10)
     print(f"training: {len(fit)} points, {n_val} held out, hidden={args.hidden}", flush=True)
-    for epoch in range(1, args.epochs + 1):
+    for epoch in range(first, args.epochs + 1):
         shuffled = rng.permutation(fit)
         for start in range(0, len(shuffled), args.batch_size):
             batch = shuffled[start : start + args.batch_size]
@@ -134,6 +188,8 @@ def train(args: argparse.Namespace) -> tuple[Params, dict[str, float]]:
         if epoch % every == 0 or epoch == args.epochs:
             loss, acc = evaluate(params, x[fit], y[fit])
             print(f"epoch {epoch}/{args.epochs} loss={loss:.4f} accuracy={acc:.4f}", flush=True)
+            log_metrics({"loss": loss, "accuracy": acc}, step=epoch)
+            save_checkpoint(out, params, opt, epoch)
     loss, acc = evaluate(params, x[fit], y[fit])
     val_loss, val_acc = evaluate(params, x[val], y[val])
     return params, {
@@ -156,6 +212,7 @@ def main(argv: list[str] | None = None) -> int:
     np.savez(out / "model.npz", **params)
     (out / "metrics.json").write_text(json.dumps(m, indent=2) + "\n")
     print(f"saved: {out / 'model.npz'}", flush=True)
+    log_metrics({k: float(m[k]) for k in ("val_accuracy", "val_loss")}, step=args.epochs)
     print(
         f"final: accuracy={m['accuracy']:.4f} loss={m['loss']:.4f} "
         f"val_accuracy={m['val_accuracy']:.4f} val_loss={m['val_loss']:.4f}",

@@ -809,3 +809,8 @@ def keys_revoke(state: State, access_key: str) -> None:
     """Revoke an access key: it stops working at once."""
     state.connect().revoke_key(access_key)
     state.out.print(f"revoked {access_key}")
+
+# Versions, training metrics and the model registry live in their own module.
+from corral import cli_models  # noqa: E402
+
+cli_models.install(cli)

@@ -277,6 +277,63 @@ class Client:
     def revoke_token(self, token_id: str) -> None:
         self._request("DELETE", f"/corral/tokens/{token_id}")
 
+    # -- versions, training metrics and models --------------------------------------------
+
+    def create_version(self, job_id: str, body: dict[str, Any]) -> dict[str, Any]:
+        """A new version of the job (see `domain.versions.VersionCreate` for `body`)."""
+        return self._request("POST", self._job(job_id, "/versions"), json=body)
+
+    def versions(self, job_id: str) -> dict[str, Any]:
+        return self._request("GET", self._job(job_id, "/versions"))
+
+    def version(self, job_id: str, version: str) -> dict[str, Any]:
+        return self._request("GET", self._job(job_id, f"/versions/{version}"))
+
+    def training_metrics(self, job_id: str, task: str | None = None) -> dict[str, Any]:
+        params = {"task": task} if task else {}
+        return self._request("GET", self._job(job_id, "/training-metrics"), params=params)
+
+    def models(self) -> dict[str, Any]:
+        return self._request("GET", self._v2("/models"))
+
+    def model(self, name: str) -> dict[str, Any]:
+        return self._request("GET", self._v2(f"/models/{name}"))
+
+    def model_version(self, name: str, version: str) -> dict[str, Any]:
+        return self._request("GET", self._v2(f"/models/{name}/versions/{version}"))
+
+    def register_model(self, name: str, job_id: str, channel: str | None = None
+                       ) -> dict[str, Any]:
+        body = {"job_id": job_id, **({"channel": channel} if channel else {})}
+        return self._request("POST", self._v2(f"/models/{name}/versions"), json=body)
+
+    def set_alias(self, name: str, alias: str, version: int) -> dict[str, Any]:
+        return self._request("PUT", self._v2(f"/models/{name}/aliases/{alias}"),
+                             json={"version": version})
+
+    def delete_alias(self, name: str, alias: str) -> dict[str, Any]:
+        return self._request("DELETE", self._v2(f"/models/{name}/aliases/{alias}"))
+
+    def delete_model(self, name: str, version: str | None = None) -> None:
+        path = f"/models/{name}" + (f"/versions/{version}" if version else "")
+        self._request("DELETE", self._v2(path))
+
+    def download_model(self, name: str, version: str, dest: Any) -> int:
+        """Write the version's archive (tar.gz) to the open binary file `dest`; bytes."""
+        path = self._v2(f"/models/{name}/versions/{version}/archive")
+        try:
+            with self._http.stream("GET", path) as resp:
+                if not resp.is_success:
+                    resp.read()
+                    raise _error(resp)
+                size = 0
+                for chunk in resp.iter_bytes():
+                    dest.write(chunk)
+                    size += len(chunk)
+                return size
+        except httpx.TransportError as exc:
+            raise ClientError(0, None, f"talking to corral at {self.base_url}: {exc}") from None
+
     # -- plumbing --------------------------------------------------------------------------
 
     def _v2(self, path: str) -> str:

@@ -198,6 +198,7 @@ def _demo_summary(
         resources = resource_summary(api.metrics(job["metadata"]["id"], jobfile.FIRST_TASK))
     except client.ClientError:
         resources = {}  # the summary is still worth showing without samples
+    job_id, completed = job["metadata"]["id"], status.get("phase") == jobs_mod.Phase.COMPLETED
     return {
         "server": url,
         "job_id": job["metadata"]["id"],
@@ -210,7 +211,31 @@ def _demo_summary(
         "training": final_metrics(log),
         "model": str(model) if model.is_file() else None,
         "output_dir": str(out_dir),
+        "registered": _registered(api, job["metadata"]["name"]) if completed else None,
+        "reported": _reported(api, job_id),
     }
+
+
+def _registered(api: client.Client, name: str, wait: float = 30.0) -> dict[str, Any] | None:
+    """The model version the completed job was registered as (shortly after it ends)."""
+    deadline = time.monotonic() + wait
+    while True:
+        try:
+            v = api.model_version(name, "latest")
+        except client.ClientError as exc:
+            if exc.status != 404 or time.monotonic() > deadline:
+                return None
+            time.sleep(0.2)
+            continue
+        return {"name": name, "version": v["version"], "location": v["location"]}
+
+
+def _reported(api: client.Client, job_id: str) -> dict[str, Any]:
+    """The last values of the training metrics the job reported."""
+    try:
+        return dict(api.training_metrics(job_id).get("final_metrics") or {})
+    except client.ClientError:
+        return {}
 
 
 def _show_summary(out: rich.console.Console, s: dict[str, Any]) -> None:
@@ -231,6 +256,10 @@ def _show_summary(out: rich.console.Console, s: dict[str, Any]) -> None:
         grid.add_row("training", "  ".join(f"{k}={v}" for k, v in s["training"].items()))
     model = s["model"] or f"[red]not written[/] (expected in {s['output_dir']})"
     grid.add_row("model", model)
+    if s.get("registered"):
+        reg = s["registered"]
+        grid.add_row("registered", f"model {terminal.esc(reg['name'])} version {reg['version']}"
+                     f" ({terminal.esc(reg['location'])}); corral models show {reg['name']}")
     out.print()
     out.print(f"[bold]{s['name']}[/] ({s['job_id']})")
     out.print(grid)
@@ -240,6 +269,8 @@ def resource_summary(metrics: dict[str, Any]) -> dict[str, dict[str, float]]:
     """Last and peak of every sampled metric (cpuUsage, memUsage, ...)."""
     result = {}
     for m in metrics.get("metrics", []):
+        if m.get("metric") not in _UNITS:  # the series the job reported: not resources
+            continue
         values = [v for v in m.get("value") or [] if v is not None]
         if values:
             result[m["metric"]] = {"last": values[-1], "peak": max(values)}

@@ -28,7 +28,8 @@ from corral.api import deps
 from corral.domain import errors
 from corral.executors import local
 from corral.scheduler import catalog as catalog_mod
-from corral.scheduler import launching, metrics, reconciler
+from corral.scheduler import launching, metrics, reconciler, sync
+from corral.storage import objects
 from corral.store import db, repo
 
 log = logging.getLogger(__name__)
@@ -54,6 +55,7 @@ class Platform:
     catalog: catalog_mod.Catalog
     reconciler: reconciler.Reconciler
     context: deps.Context
+    syncer: sync.Syncer
     locks: list[Any]
     wake_event: threading.Event = dataclasses.field(default_factory=threading.Event)
     stop_event: threading.Event = dataclasses.field(default_factory=threading.Event)
@@ -66,6 +68,9 @@ class Platform:
                              args=(self.reconciler, self.wake_event, self.stop_event,
                                    self.settings.tick_interval), daemon=True),
             threading.Thread(target=self._sample_loop, name="corral-metrics", daemon=True),
+            threading.Thread(target=sync.run_forever, name="corral-storage",
+                             args=(self.syncer, self.stop_event,
+                                   self.settings.storage_interval), daemon=True),
         ]
         for t in self.threads:
             t.start()
@@ -127,11 +132,14 @@ def build(settings: settings_mod.Settings) -> Platform:
     cat = catalog_mod.Catalog.build(settings, executor.nodes())
     rec = reconciler.Reconciler(store=store, executor=executor, catalog=cat,
                                 settings=settings, run_as=run_as)
+    stores = objects.Stores(settings)
     ctx = deps.Context(store=store, catalog=cat, settings=settings,
-                       default_project_id=project_id, box=box)
+                       default_project_id=project_id, box=box, stores=stores)
+    syncer = sync.Syncer(store=store, settings=settings, stores=stores)
     platform = Platform(settings=settings, store=store, executor=executor, catalog=cat,
-                        reconciler=rec, context=ctx, locks=locks)
+                        reconciler=rec, context=ctx, locks=locks, syncer=syncer)
     ctx.wake = platform.wake
+    syncer.wake = platform.wake
     executor.set_waker(platform.wake)
     return platform
 

@@ -70,6 +70,21 @@ class PoolConfig(BaseModel):
     description: str = ""
 
 
+class S3Config(BaseModel):
+    """An S3-compatible object store: where `s3://` (and `obs://`) URLs of a project go.
+
+    Credentials live here, in the server's configuration, never in a job body.
+    """
+
+    endpoint_url: str | None = None
+    access_key: str | None = None
+    secret_key: str | None = None
+    session_token: str | None = None
+    region: str = "us-east-1"
+    #: seconds to wait for a connection before an attempt counts as failed
+    connect_timeout: float = 5.0
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="CORRAL_", extra="ignore")
 
@@ -110,6 +125,19 @@ class Settings(BaseSettings):
     #: when the server runs as root, tasks run as this user (default: "nobody" is NOT
     #: assumed; without it a root server runs tasks as root and says so in the log)
     run_as: str | None = None
+    #: object storage for every project that has none of its own in `project_s3`
+    s3: S3Config | None = None
+    #: object storage per project, keyed by project id (`corral info` shows the default one)
+    project_s3: dict[str, S3Config] = Field(default_factory=dict)
+    #: where registered models are kept: a folder or an s3:// URL ($CORRAL_HOME/models)
+    model_store: str | None = None
+    #: the output channel registered as a model when a job does not name one
+    model_channel: str = "train_url"
+    #: tries of each upload to object storage, and seconds between them (doubling)
+    upload_retries: int = Field(default=3, ge=1)
+    upload_retry_delay: float = Field(default=1.0, ge=0)
+    #: seconds between passes of the storage component (metrics, staging, uploads)
+    storage_interval: float = Field(default=1.0, gt=0)
 
     @field_validator("home", mode="after")
     @classmethod
@@ -140,6 +168,17 @@ class Settings(BaseSettings):
     def credentials_file(self) -> pathlib.Path:
         """Where the CLI keeps its login (and the first start writes the admin's)."""
         return self.home / "credentials.json"
+
+    @property
+    def models_dir(self) -> str:
+        return self.model_store or str(self.home / "models")
+
+    def s3_for(self, project_id: str, project_name: str | None = None) -> S3Config | None:
+        """The object store of a project: its own, else the default one, else none."""
+        for key in (project_id, project_name):
+            if key and key in self.project_s3:
+                return self.project_s3[key]
+        return self.s3
 
     def default_engine(self) -> EngineConfig:
         v = sys.version_info

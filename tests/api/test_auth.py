@@ -138,7 +138,8 @@ def test_every_endpoint_but_health_and_docs_needs_a_credential(live: conftest.Li
 
 def fill(template: str, project_id: str, job_id: str) -> str:
     values = {"project_id": project_id, "training_job_id": job_id, "task_id": "worker-0",
-              "user_name": "nobody", "access_key": "NOSUCHKEY", "token_id": "nosuch"}
+              "user_name": "nobody", "access_key": "NOSUCHKEY", "token_id": "nosuch",
+              "version": "V0001", "model_name": "nosuchmodel", "alias": "production"}
     for name, value in values.items():
         template = template.replace("{" + name + "}", value)
     assert "{" not in template, template
@@ -206,7 +207,9 @@ def test_a_viewer_reads_but_changes_nothing(live: conftest.Live) -> None:
         r = viewer.http.request(method, fill(template, live.project_id, job),
                                 json={"action_type": "terminate", "description": "x",
                                       **json.loads(create_body("by-viewer"))})
-        if method == "GET" or template.endswith("/training-job-searches"):
+        if method == "GET" and "{model_name}" in template:  # read, but no such model
+            assert refusal(r) == (404, "ModelArts.2775"), (method, template, r.text)
+        elif method == "GET" or template.endswith("/training-job-searches"):
             assert r.status_code == 200, (method, template, r.text)
         else:
             assert refusal(r) == FORBIDDEN, (method, template, r.text)

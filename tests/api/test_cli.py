@@ -152,6 +152,12 @@ def test_the_demo_runs_on_its_own_server(tmp_path: pathlib.Path) -> None:
     assert summary["training"]["accuracy"] > 0.9
     assert summary["model"] == f"{tmp_path}/home/demo/{summary['name']}/output/model.npz"
     assert pathlib.Path(summary["model"]).is_file()
+    # The completed job's model was registered, with the metrics it reported.
+    assert summary["registered"]["name"] == summary["name"]
+    assert summary["registered"]["version"] == 1
+    assert (pathlib.Path(summary["registered"]["location"]) / "model.npz").is_file()
+    assert summary["reported"]["val_accuracy"] == pytest.approx(
+        summary["training"]["val_accuracy"], abs=1e-4)
 
 
 def test_the_demo_uses_the_server_already_running_for_its_home(live_server: Any) -> None:

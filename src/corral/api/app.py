@@ -8,7 +8,7 @@ from fastapi import Depends, FastAPI
 from fastapi.openapi.utils import get_openapi
 
 import corral
-from corral.api import auth, catalog, deps, errors, identity, jobs, quotas
+from corral.api import auth, catalog, deps, errors, identity, jobs, models, quotas, versions
 
 #: every operation but the public ones may answer these (api/auth.py)
 AUTH_ERRORS = {"401": "No valid credential (ModelArts.2784)",
@@ -27,6 +27,8 @@ def create_app(ctx: deps.Context) -> FastAPI:
     app.include_router(jobs.router)
     app.include_router(catalog.router)
     app.include_router(quotas.router)
+    app.include_router(versions.router)
+    app.include_router(models.router)
     app.include_router(identity.router)
     # Outermost but for Starlette's own error handler: nothing runs before it.
     app.add_middleware(auth.AuthMiddleware, context=ctx)

@@ -7,12 +7,15 @@ import time
 from collections.abc import Callable
 from typing import Annotated
 
+import sqlalchemy as sa
 from fastapi import Depends, Request
 
 from corral import secretbox
 from corral import settings as settings_mod
 from corral.scheduler import catalog as catalog_mod
-from corral.store import db
+from corral.scheduler import submit
+from corral.storage import objects, paths
+from corral.store import db, identity
 
 
 @dataclasses.dataclass
@@ -23,11 +26,24 @@ class Context:
     default_project_id: str
     #: seals and opens stored secret keys (None only where nothing verifies signatures)
     box: secretbox.SecretBox | None = None
+    #: the object stores s3:// URLs resolve to (versions and models: issue 6)
+    stores: objects.Stores | None = None
     wake: Callable[[], None] = lambda: None
     clock: Callable[[], float] = time.time
 
     def now(self) -> int:
         return int(self.clock() * 1000)
+
+    @property
+    def places(self) -> submit.Places:
+        return submit.Places(runs_dir=self.settings.runs_dir, stores=self.stores,
+                             model_channel=self.settings.model_channel)
+
+    def path_policy(self, conn: sa.Connection, project_id: str) -> paths.Policy:
+        """Where the project's jobs may read and write on local disk (storage/paths.py)."""
+        return paths.policy_for(self.settings, project_id=project_id,
+                                project_name=identity.find_project(conn, project_id).name,
+                                is_default=project_id == self.default_project_id)
 
 
 def get_context(request: Request) -> Context:

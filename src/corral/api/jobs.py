@@ -9,13 +9,14 @@ from fastapi import APIRouter, Query
 from fastapi.responses import JSONResponse
 
 from corral.api import auth, schemas, views
+from corral.api import versions as versions_api
 from corral.api.deps import Ctx
 from corral.domain import errors, specs
 from corral.domain import jobs as J
 from corral.scheduler import submit
 from corral.storage import local as storage
-from corral.storage import paths
-from corral.store import identity, repo
+from corral.store import repo
+from corral.store import versions as versions_repo
 
 router = APIRouter(prefix="/v2/{project_id}", tags=["training jobs"])
 ERRORS: dict[int | str, dict[str, Any]] = {
@@ -29,11 +30,10 @@ def create_training_job(project_id: str, body: specs.JobCreate, ctx: Ctx,
                         caller: auth.Caller) -> JSONResponse:
     now = ctx.now()
     with ctx.store.begin() as conn:
-        policy = paths.policy_for(ctx.settings, project_id=project_id,
-                                  project_name=identity.find_project(conn, project_id).name,
-                                  is_default=project_id == ctx.default_project_id)
         job_id = submit.create_job(conn, ctx.catalog, body, project_id=project_id, now=now,
-                                   user_name=caller.user_name, policy=policy)
+                                   user_name=caller.user_name,
+                                   policy=ctx.path_policy(conn, project_id),
+                                   places=ctx.places)
         out = views.job(conn, repo.get_job(conn, project_id, job_id), ctx.catalog, now)
     ctx.wake()
     return JSONResponse(out, status_code=201)
@@ -192,8 +192,13 @@ def show_training_job_metrics(project_id: str, training_job_id: str, task_id: st
     with ctx.store.read() as conn:
         _row, att, _latest = _task_attempt(conn, project_id, training_job_id, task_id, None)
         rows = repo.metrics_of(conn, training_job_id, att, task_id) if att else []
+        reported = versions_repo.points_of(conn, training_job_id, task_id)
     series = {"cpuUsage": "cpu_usage", "memUsage": "mem_usage", "gpuUtil": "gpu_util",
               "gpuMemUsage": "gpu_mem_usage", "memUsedMB": "mem_mb"}
-    return {"metrics": [{"metric": name, "value": [round(getattr(r, col), 2) for r in rows]}
-                        for name, col in series.items()],
-            "times": [r.time for r in rows]}
+    out = [{"metric": name, "value": [round(getattr(r, col), 2) for r in rows]}
+           for name, col in series.items()]
+    # The metrics the job reported follow, one series per name, so that the SDK's metrics
+    # call shows them too (a reported name that is also a resource metric is left out).
+    out += [{"metric": s["metric"], "value": s["value"]}
+            for s in versions_api.series(reported) if s["metric"] not in series]
+    return {"metrics": out, "times": [r.time for r in rows]}

@@ -229,3 +229,83 @@ class InfoOut(Out):
     database: str
     home: str
     nodes: list[NodeOut]
+
+
+# --- versions, training metrics and models (corral additions) ------------------------------
+
+
+class VersionOut(Out):
+    version_id: str = Field(description="the id of the training job that is this version")
+    version_name: str = Field(examples=["V0002"])
+    pre_version_id: str | None = None
+    pre_version_name: str | None = None
+    resume: bool = False
+    create_time: int
+    phase: str
+    secondary_phase: str
+    duration: int
+    final_metrics: dict[str, float] = Field(default_factory=dict)
+    code_hash: str | None = None
+    git_commit: str | None = None
+    parameters: dict[str, str] = Field(default_factory=dict)
+    inputs: dict[str, str] = Field(default_factory=dict)
+    outputs: dict[str, str] = Field(default_factory=dict)
+    flavor_id: str
+    node_count: int
+
+
+class VersionsOut(Out):
+    job_id: str = Field(description="the family: the id of the job's first version")
+    job_name: str
+    job_desc: str = ""
+    version_count: int
+    versions: list[VersionOut]
+
+
+class TrainingSeriesOut(Out):
+    metric: str
+    value: list[float]
+    steps: list[int | None]
+    times: list[int]
+    tasks: list[str]
+
+
+class TrainingMetricsOut(Out):
+    metrics: list[TrainingSeriesOut]
+    final_metrics: dict[str, float]
+
+
+class ModelVersionOut(Out):
+    model_name: str
+    version: int
+    aliases: list[str] = Field(default_factory=list)
+    create_time: int
+    location: str
+    size_bytes: int
+    file_count: int
+    source_job_id: str
+    source_job_name: str
+    source_version: str | None = None
+    source_channel: str
+    source_phase: str
+    metrics: dict[str, float] = Field(default_factory=dict)
+    parameters: dict[str, str] = Field(default_factory=dict)
+    inputs: dict[str, str] = Field(default_factory=dict)
+    code_hash: str | None = None
+    git_commit: str | None = None
+
+
+class ModelOut(Out):
+    id: str
+    name: str
+    create_time: int
+    update_time: int
+    latest_version: int | None = None
+    version_count: int
+    aliases: dict[str, int] = Field(default_factory=dict)
+    versions: list[ModelVersionOut] | None = None
+
+
+class ModelsOut(Out):
+    total: int
+    models: list[ModelOut]

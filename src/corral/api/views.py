@@ -22,7 +22,7 @@ def job(conn: sa.Connection, row: Any, cat: catalog_mod.Catalog, now: int,
         ahead = repo.queue_positions(conn, [row.id])
     attempts = repo.attempts_of(conn, row.id)
     tasks = repo.tasks_of(conn, row.id, attempts[-1].seq) if attempts else []
-    return {
+    out = {
         "kind": row.kind,
         "metadata": {
             "id": row.id, "name": row.name, "workspace_id": spec["metadata"].get(
@@ -34,6 +34,11 @@ def job(conn: sa.Connection, row: Any, cat: catalog_mod.Catalog, now: int,
         "algorithm": algorithm(spec["algorithm"]),
         "spec": job_spec(spec.get("spec", {}), row, cat),
     }
+    if row.version:  # corral: which version of its family the job is (V0001, ...)
+        out["metadata"].update(version=f"V{row.version:04d}", family_id=row.family_id)
+    if spec.get("model"):  # corral: the registered model an inference job runs
+        out["model"] = spec["model"]
+    return out
 
 
 def status(row: Any, attempts: list[Any], tasks: list[Any], now: int,

@@ -274,13 +274,61 @@ class Spec(Model):
     volumes: list[dict[str, Any]] | None = None
 
 
+#: the description of the `model_url` parameter corral adds for a job's model
+MODEL_PARAMETER_NOTE = "corral: the files of model"
+#: kinds of job that take a registered model (`model`) and pass it as --model_url
+MODEL_KINDS = ("inference", "evaluation")
+
+
+class ModelRef(Model):
+    """corral: a registered model a job uses, by version or alias (the latest when neither).
+
+    At submit the reference is pinned: `version` is filled in, so moving an alias later
+    never changes what a job used.
+    """
+
+    name: str
+    version: int | None = Field(default=None, ge=1)
+    alias: str | None = None
+    #: where the version's files are; filled in at submit (anything given is replaced)
+    location: str | None = None
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str) -> str:
+        if not NAME_RE.match(v):
+            raise ValueError("model names are 1-64 letters, digits, '_' or '-'")
+        return v
+
+    @model_validator(mode="after")
+    def _one(self) -> ModelRef:
+        # A stored (pinned) reference keeps the alias it was given beside the version.
+        if self.version is not None and self.alias is not None and self.location is None:
+            raise ValueError("give a model version or an alias, not both")
+        return self
+
+
 class JobCreate(Model):
     """The body of `POST /v2/{project_id}/training-jobs`."""
 
-    kind: Literal["job"] = "job"
+    #: corral: `job` trains; `inference` and `evaluation` run a registered model (`model`)
+    kind: Literal["job", "inference", "evaluation"] = "job"
     metadata: Metadata
     algorithm: Algorithm
     spec: Spec = Field(default_factory=Spec)
+    model: ModelRef | None = None
+
+    @model_validator(mode="after")
+    def _model(self) -> JobCreate:
+        if self.kind in MODEL_KINDS and self.model is None:
+            raise ValueError(f"a job of kind '{self.kind}' needs `model` (name, and version "
+                             "or alias)")
+        if self.model is not None and any(p.name == "model_url"
+                                          and not (p.description or "").startswith(
+                                              MODEL_PARAMETER_NOTE)
+                                          for p in self.algorithm.parameters):
+            raise ValueError("parameter 'model_url' is set by corral from `model`")
+        return self
 
 
 class JobUpdate(Model):

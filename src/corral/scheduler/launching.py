@@ -17,7 +17,7 @@ import socket
 from collections.abc import Mapping, Sequence
 
 from corral import settings as settings_mod
-from corral.domain import errors, specs
+from corral.domain import errors, metrics, specs
 from corral.executors import base
 from corral.scheduler import catalog as catalog_mod
 from corral.storage import local as storage
@@ -97,7 +97,7 @@ def simple_command(command: str, path: str) -> list[str] | None:
 def _relative_boot(alg: specs.Algorithm) -> str:
     """boot_file relative to code_dir, so it resolves inside the snapshot."""
     assert alg.code_dir and alg.boot_file
-    code = storage.local_path(alg.code_dir, "code_dir")
+    code = storage.local_path(alg.local_code_dir or alg.code_dir, "code_dir")
     boot = storage.resolve_boot_file(code, alg.boot_file)
     return str(boot.relative_to(code))
 
@@ -165,7 +165,10 @@ def prepare_attempt(paths: storage.RunPaths, attempt: int, alg: specs.Algorithm,
     code: pathlib.Path | None = None
     if alg.code_dir:
         code = paths.code_dir(attempt)
-        storage.snapshot(storage.local_path(alg.code_dir, "code_dir"), code)
+        # A remote code_dir was fetched to local_code_dir before the job was admitted.
+        storage.snapshot(storage.local_path(alg.local_code_dir or alg.code_dir, "code_dir"),
+                         code)
+    paths.metrics_path(attempt, "").parent.mkdir(parents=True, exist_ok=True)
     for out in alg.outputs:
         made = pathlib.Path(out.local_dir or out.url)
         if not made.exists():
@@ -198,6 +201,7 @@ def launch_spec(
     env = task_env(inherited=inherited, alg=alg,
                    job_id=job_id, task=task, rank=rank, world=spec.spec.resource.node_count,
                    attempt=attempt, master_port=master_port, gpu_ids=gpu_ids)
+    env[metrics.FILE_ENV] = str(paths.metrics_path(attempt, task))
     argv = argv_for(alg, code, engine)
     shell = bool(alg.command)
     if alg.command:

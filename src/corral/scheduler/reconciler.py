@@ -27,6 +27,7 @@ from corral.executors import base
 from corral.scheduler import catalog as catalog_mod
 from corral.scheduler import launching
 from corral.storage import local as storage
+from corral.storage import objects
 from corral.store import db, repo
 
 log = logging.getLogger(__name__)
@@ -306,7 +307,7 @@ class Reconciler:
     def _export_logs(self, job: Any, attempt: int) -> None:
         export = self._spec(job).spec.log_export_path
         dest = export and (export.host_path or export.obs_url)
-        if dest:
+        if dest and not objects.is_remote(dest):  # object storage: scheduler.finishing
             try:
                 storage.export_logs(storage.RunPaths(self.settings.runs_dir, job.id), attempt,
                                     storage.local_path(dest, "log_export_path"))

@@ -7,9 +7,12 @@ runs), `logs/<task>.log` (stdout and stderr), `ctl/` (the executor's claim and e
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import json
 import os
 import pathlib
 import shutil
+import subprocess
 
 from corral.domain import errors
 
@@ -36,6 +39,10 @@ class RunPaths:
     def log_path(self, attempt: int, task: str) -> pathlib.Path:
         return self.attempt_dir(attempt) / "logs" / f"{task}.log"
 
+    def metrics_path(self, attempt: int, task: str) -> pathlib.Path:
+        """The file a task appends its training metrics to (CORRAL_METRICS_FILE)."""
+        return self.attempt_dir(attempt) / "metrics" / f"{task}.jsonl"
+
     def control_dir(self, attempt: int) -> pathlib.Path:
         return self.attempt_dir(attempt) / "ctl"
 
@@ -44,7 +51,7 @@ def local_path(url: str, what: str) -> pathlib.Path:
     """A channel or code URL as a local absolute path, or a clear refusal."""
     if url.startswith(REMOTE_SCHEMES):
         raise errors.BadParameter(
-            f"{what} '{url}': object storage URLs are not supported yet; use a local path")
+            f"{what} '{url}': only s3:// and obs:// object storage URLs are supported here")
     raw = url.removeprefix("file://")
     if not os.path.isabs(raw):
         raise errors.BadParameter(f"{what} '{url}' must be an absolute path")
@@ -78,6 +85,62 @@ def snapshot(src: pathlib.Path, dest: pathlib.Path) -> None:
         shutil.rmtree(tmp, ignore_errors=True)
         raise errors.LaunchError(f"cannot snapshot code_dir '{src}': {exc}") from None
     os.rename(tmp, dest)
+    write_code_manifest(src, dest)
+
+
+#: beside each attempt's `code/`: what it ran (content hash, git commit of the source)
+CODE_MANIFEST = "code.json"
+
+
+def write_code_manifest(src: pathlib.Path, snapshot_dir: pathlib.Path) -> dict[str, str | None]:
+    manifest = {"code_hash": tree_hash(snapshot_dir), "git_commit": git_commit(src)}
+    (snapshot_dir.parent / CODE_MANIFEST).write_text(json.dumps(manifest))
+    return manifest
+
+
+def read_code_manifest(attempt_dir: pathlib.Path) -> dict[str, str | None] | None:
+    try:
+        return dict(json.loads((attempt_dir / CODE_MANIFEST).read_text()))
+    except (OSError, ValueError):
+        return None
+
+
+def tree_hash(root: pathlib.Path) -> str:
+    """`sha256:<hex>` over the relative paths, kinds and contents of every file in `root`.
+
+    Names and bytes only (no times, no permissions but the executable bit), so the same
+    code copied anywhere hashes the same.
+    """
+    h = hashlib.sha256()
+    for path in sorted(root.rglob("*"), key=lambda p: p.relative_to(root).as_posix()):
+        rel = path.relative_to(root).as_posix()
+        if path.is_symlink():
+            h.update(f"L {rel} -> {os.readlink(path)}\0".encode())
+        elif path.is_file():
+            mode = "x" if os.access(path, os.X_OK) else "f"
+            h.update(f"{mode} {rel} {path.stat().st_size}\0".encode())
+            with path.open("rb") as fh:
+                while chunk := fh.read(1 << 20):
+                    h.update(chunk)
+    return "sha256:" + h.hexdigest()
+
+
+def git_commit(src: pathlib.Path) -> str | None:
+    """The commit checked out where `src` lies in a git work tree (`-dirty` when it has
+    uncommitted changes), or None when it is in none or git is not installed."""
+    def git(*args: str) -> str | None:
+        try:
+            out = subprocess.run(["git", "-C", str(src), *args], capture_output=True,
+                                 text=True, timeout=10, env={**os.environ, "LC_ALL": "C"})
+        except (OSError, subprocess.SubprocessError):
+            return None
+        return out.stdout.strip() if out.returncode == 0 else None
+
+    commit = git("rev-parse", "--verify", "HEAD")
+    if not commit:
+        return None
+    dirty = git("status", "--porcelain", "--untracked-files=no", "--", ".")
+    return f"{commit}-dirty" if dirty else commit
 
 
 def tail(path: pathlib.Path, max_bytes: int) -> tuple[bytes, int]:

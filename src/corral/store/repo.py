@@ -58,7 +58,8 @@ _RANKED = (sa.select(J.c.id, J.c.name, J.c.phase, J.c.cpu, J.c.memory_mb, J.c.gp
                      sa.func.row_number().over(
                          partition_by=(J.c.pool_id, J.c.priority, J.c.project_id),
                          order_by=J.c.seq).label("stream_rank"))
-           .where(J.c.phase.in_([jobs_mod.Phase.CREATING.value, jobs_mod.Phase.PENDING.value]))
+           .where(J.c.phase.in_([jobs_mod.Phase.CREATING.value, jobs_mod.Phase.PENDING.value]),
+                  J.c.staging.is_(None))  # jobs still fetching inputs wait outside the queue
            .subquery())
 _Q_QUEUED = (sa.select(_RANKED).where(_RANKED.c.stream_rank <= _p("limit"))
              .order_by(_RANKED.c.seq))
@@ -106,8 +107,9 @@ def new_job_id() -> str:
     return str(uuid.uuid4())
 
 
-def insert_job(conn: sa.Connection, row: Mapping[str, Any]) -> None:
-    if name_taken(conn, row["project_id"], row["name"]):
+def insert_job(conn: sa.Connection, row: Mapping[str, Any], *, check_name: bool = True) -> None:
+    """Insert a job; `check_name=False` for a later version, which shares its family's name."""
+    if check_name and name_taken(conn, row["project_id"], row["name"]):
         raise errors.DuplicateName(f"a training job named '{row['name']}' already exists")
     values = dict(row)
     if conn.dialect.name == "sqlite":
@@ -184,7 +186,8 @@ def projects(conn: sa.Connection) -> list[sa.Row[Any]]:
 
 
 def purge_job(conn: sa.Connection, job_id: str) -> None:
-    for table in (M, E, T, A):
+    for table in (schema.training_metrics, schema.metric_offsets, schema.job_versions,
+                  M, E, T, A):
         conn.execute(table.delete().where(table.c.job_id == job_id))
     conn.execute(J.delete().where(J.c.id == job_id))
 

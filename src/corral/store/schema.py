@@ -70,12 +70,26 @@ jobs = sa.Table(
     sa.Column("wait_code", sa.String(24)),
     #: when the scheduler decided to preempt it (SIGTERM sent; requeued once it stopped)
     sa.Column("preempt_requested_at", sa.BigInteger),
+    # --- versions and models (revision 0004) ---
+    #: the job family (the id of its first version) and this job's number in it (V0001 = 1)
+    sa.Column("family_id", sa.String(36)),
+    sa.Column("version", sa.Integer),
+    #: 'pending' while inputs, code, a model or resumed outputs are still to be fetched;
+    #: such a job is not admitted until the storage component has fetched them
+    sa.Column("staging", sa.String(16)),
+    #: when the storage component finished with an ended job (final metrics, last upload,
+    #: model registered); NULL for an ended job means that is still to be done
+    sa.Column("finalized_at", sa.BigInteger),
 )
 sa.Index("ix_jobs_phase_seq", jobs.c.phase, jobs.c.seq)
 sa.Index("ix_jobs_project_created", jobs.c.project_id, jobs.c.create_time)
+#: the versions of a job share its name; only first versions (and jobs from before versions)
+#: are held unique by the database, the others by the family they belong to
+LIVE_FIRST_VERSION = sa.and_(jobs.c.deleted_at.is_(None),
+                             sa.or_(jobs.c.version.is_(None), jobs.c.version == 1))
 sa.Index(
     "ux_jobs_project_name_live", jobs.c.project_id, jobs.c.name, unique=True,
-    sqlite_where=jobs.c.deleted_at.is_(None), postgresql_where=jobs.c.deleted_at.is_(None),
+    sqlite_where=LIVE_FIRST_VERSION, postgresql_where=LIVE_FIRST_VERSION,
 )
 
 attempts = sa.Table(
@@ -216,5 +230,109 @@ project_usage = sa.Table(
     sa.Column("project_id", sa.String(64), primary_key=True),
     sa.Column("pool_id", sa.String(64), primary_key=True),
     sa.Column("share", sa.Float, nullable=False),
+    sa.Column("updated_at", sa.BigInteger, nullable=False),
+)
+
+
+# --- versions, training metrics and models (revision 0004) --------------------------------
+
+#: a job and every version made from it; outlives its versions so that a deleted version's
+#: number is never given again
+job_families = sa.Table(
+    "job_families", metadata,
+    sa.Column("id", sa.String(36), primary_key=True),
+    sa.Column("project_id", sa.String(64), sa.ForeignKey("projects.id"), nullable=False),
+    sa.Column("name", sa.String(64), nullable=False),
+    sa.Column("next_version", sa.Integer, nullable=False),
+    sa.Column("created_at", sa.BigInteger, nullable=False),
+)
+
+job_versions = sa.Table(
+    "job_versions", metadata,
+    sa.Column("job_id", sa.String(36), sa.ForeignKey("jobs.id", ondelete="CASCADE"),
+              primary_key=True),
+    sa.Column("family_id", sa.String(36), nullable=False),
+    sa.Column("number", sa.Integer, nullable=False),
+    sa.Column("parent_job_id", sa.String(36)),
+    sa.Column("parent_number", sa.Integer),
+    sa.Column("resume", sa.Boolean, nullable=False, default=False),
+    #: JSON: output channel -> the folder the family's versions write under
+    sa.Column("output_bases", sa.Text, nullable=False, default="{}"),
+    sa.Column("code_hash", sa.String(80)),
+    sa.Column("git_commit", sa.String(64)),
+    sa.Column("code_attempt", sa.Integer),
+    #: JSON: metric -> last value, fixed when the job has ended
+    sa.Column("final_metrics", sa.Text),
+    sa.Column("created_at", sa.BigInteger, nullable=False),
+)
+sa.Index("ix_job_versions_family", job_versions.c.family_id, job_versions.c.number)
+
+training_metrics = sa.Table(
+    "training_metrics", metadata,
+    sa.Column("id", sa.BigInteger().with_variant(sa.Integer, "sqlite"), primary_key=True,
+              autoincrement=True),
+    sa.Column("job_id", sa.String(36), sa.ForeignKey("jobs.id", ondelete="CASCADE"),
+              nullable=False),
+    sa.Column("attempt", sa.Integer, nullable=False),
+    sa.Column("task", sa.String(64), nullable=False),
+    sa.Column("step", sa.BigInteger),
+    sa.Column("name", sa.String(128), nullable=False),
+    sa.Column("value", sa.Float, nullable=False),
+    sa.Column("time", sa.BigInteger, nullable=False),
+)
+sa.Index("ix_training_metrics_job", training_metrics.c.job_id, training_metrics.c.id)
+
+#: how far the metrics in each task's log and metrics file have been read
+metric_offsets = sa.Table(
+    "metric_offsets", metadata,
+    sa.Column("job_id", sa.String(36), sa.ForeignKey("jobs.id", ondelete="CASCADE"),
+              primary_key=True),
+    sa.Column("attempt", sa.Integer, primary_key=True),
+    sa.Column("task", sa.String(64), primary_key=True),
+    sa.Column("source", sa.String(8), primary_key=True),
+    sa.Column("position", sa.BigInteger, nullable=False),
+)
+
+models = sa.Table(
+    "models", metadata,
+    sa.Column("id", sa.String(36), primary_key=True),
+    sa.Column("project_id", sa.String(64), sa.ForeignKey("projects.id"), nullable=False),
+    sa.Column("name", sa.String(64), nullable=False),
+    sa.Column("next_version", sa.Integer, nullable=False),
+    sa.Column("created_at", sa.BigInteger, nullable=False),
+    sa.Column("updated_at", sa.BigInteger, nullable=False),
+    sa.UniqueConstraint("project_id", "name", name="ux_models_project_name"),
+)
+
+model_versions = sa.Table(
+    "model_versions", metadata,
+    sa.Column("model_id", sa.String(36), sa.ForeignKey("models.id", ondelete="CASCADE"),
+              primary_key=True),
+    sa.Column("version", sa.Integer, primary_key=True),
+    sa.Column("created_at", sa.BigInteger, nullable=False),
+    #: where the files are: a local folder or an s3:// URL in the model store
+    sa.Column("location", sa.Text, nullable=False),
+    sa.Column("size_bytes", sa.BigInteger, nullable=False),
+    sa.Column("file_count", sa.Integer, nullable=False),
+    sa.Column("source_job_id", sa.String(36), nullable=False),
+    sa.Column("source_job_name", sa.String(64), nullable=False),
+    sa.Column("source_version", sa.Integer),
+    sa.Column("source_channel", sa.String(64), nullable=False),
+    sa.Column("source_phase", sa.String(16), nullable=False),
+    #: JSON: final metrics, parameters, input channel -> URL
+    sa.Column("metrics", sa.Text, nullable=False),
+    sa.Column("parameters", sa.Text, nullable=False),
+    sa.Column("inputs", sa.Text, nullable=False),
+    sa.Column("code_hash", sa.String(80)),
+    sa.Column("git_commit", sa.String(64)),
+    sa.UniqueConstraint("model_id", "source_job_id", name="ux_model_versions_source"),
+)
+
+model_aliases = sa.Table(
+    "model_aliases", metadata,
+    sa.Column("model_id", sa.String(36), sa.ForeignKey("models.id", ondelete="CASCADE"),
+              primary_key=True),
+    sa.Column("alias", sa.String(64), primary_key=True),
+    sa.Column("version", sa.Integer, nullable=False),
     sa.Column("updated_at", sa.BigInteger, nullable=False),
 )

@@ -1,7 +1,7 @@
 """Scheduling: pools, priorities, preemption and borrowing on jobs; quotas; usage.
 
 Revision ID: 0003
-Revises: 0001
+Revises: 0002
 """
 
 from __future__ import annotations
@@ -16,21 +16,19 @@ depends_on = None
 
 
 def upgrade() -> None:
-    with op.batch_alter_table("jobs") as batch:
-        batch.add_column(sa.Column("pool_id", sa.String(length=64), nullable=False,
-                                   server_default="default"))
-        batch.add_column(sa.Column("priority", sa.Integer(), nullable=False,
-                                   server_default="1"))
-        batch.add_column(sa.Column("preemptible", sa.Boolean(), nullable=False,
-                                   server_default=sa.false()))
-        batch.add_column(sa.Column("spread", sa.Boolean(), nullable=False,
-                                   server_default=sa.false()))
-        batch.add_column(sa.Column("gpu_type", sa.String(length=128), nullable=False,
-                                   server_default=""))
-        batch.add_column(sa.Column("borrowed", sa.Boolean(), nullable=False,
-                                   server_default=sa.false()))
-        batch.add_column(sa.Column("wait_code", sa.String(length=24), nullable=True))
-        batch.add_column(sa.Column("preempt_requested_at", sa.BigInteger(), nullable=True))
+    # Plain ALTERs, not a batch copy: on SQLite, recreating `jobs` with foreign keys on
+    # would cascade-delete every job's attempts, tasks and events.
+    for column in (
+        sa.Column("pool_id", sa.String(length=64), nullable=False, server_default="default"),
+        sa.Column("priority", sa.Integer(), nullable=False, server_default="1"),
+        sa.Column("preemptible", sa.Boolean(), nullable=False, server_default=sa.false()),
+        sa.Column("spread", sa.Boolean(), nullable=False, server_default=sa.false()),
+        sa.Column("gpu_type", sa.String(length=128), nullable=False, server_default=""),
+        sa.Column("borrowed", sa.Boolean(), nullable=False, server_default=sa.false()),
+        sa.Column("wait_code", sa.String(length=24), nullable=True),
+        sa.Column("preempt_requested_at", sa.BigInteger(), nullable=True),
+    ):
+        op.add_column("jobs", column)
     op.create_table(
         "quotas",
         sa.Column("project_id", sa.String(length=64), nullable=False),
@@ -57,7 +55,6 @@ def upgrade() -> None:
 def downgrade() -> None:
     op.drop_table("project_usage")
     op.drop_table("quotas")
-    with op.batch_alter_table("jobs") as batch:
-        for col in ("preempt_requested_at", "wait_code", "borrowed", "gpu_type", "spread",
-                    "preemptible", "priority", "pool_id"):
-            batch.drop_column(col)
+    for column in ("preempt_requested_at", "wait_code", "borrowed", "gpu_type", "spread",
+                   "preemptible", "priority", "pool_id"):
+        op.drop_column("jobs", column)

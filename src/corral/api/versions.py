@@ -1,0 +1,158 @@
+"""Versions of a training job and the training metrics jobs report (corral additions).
+
+Versions follow ModelArts' older versions API in spirit (`version_name`, `pre_version_id`,
+`version_count`); each version is also an ordinary training job, with its own id.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Any
+
+import sqlalchemy as sa
+from fastapi import APIRouter, Query
+from fastapi.responses import JSONResponse
+
+from corral.api import auth, schemas, views
+from corral.api.deps import Ctx
+from corral.domain import errors, specs
+from corral.domain import jobs as J
+from corral.domain import versions as versions_mod
+from corral.scheduler import submit
+from corral.storage import local as storage
+from corral.store import repo
+from corral.store import versions as versions_repo
+
+router = APIRouter(prefix="/v2/{project_id}", tags=["versions and training metrics"])
+ERRORS: dict[int | str, dict[str, Any]] = {
+    code: {"model": schemas.ErrorBody} for code in (400, 404, 409, 500)}
+
+
+@router.post("/training-jobs/{training_job_id}/versions", status_code=201,
+             response_model=schemas.JobOut, responses=ERRORS)
+def create_training_job_version(project_id: str, training_job_id: str,
+                                body: versions_mod.VersionCreate, ctx: Ctx,
+                                caller: auth.Caller) -> JSONResponse:
+    """A new version of the job, from the version in the URL (or `from_version`), with the
+    changes given. Its outputs go to `<first version's output>/V000N` unless named."""
+    now = ctx.now()
+    with ctx.store.begin() as conn:
+        row = repo.get_job(conn, project_id, training_job_id)
+        me = versions_repo.ensure_version(conn, row)
+        parent_v, parent = _pick(conn, me, row, body.from_version)
+        if body.resume and J.Phase(parent.phase) not in J.TERMINAL:
+            raise errors.InvalidState(
+                f"{versions_mod.name(parent_v.number)} is {parent.phase}: a version can "
+                "resume only from one that has ended")
+        number = versions_repo.take_number(conn, me.family_id)
+        data, bases = versions_mod.derive(json.loads(parent.spec), body, number,
+                                          json.loads(parent_v.output_bases or "{}"),
+                                          parent_number=parent_v.number)
+        new_body = specs.parse(specs.JobCreate, data)
+        job_id = submit.create_job(
+            conn, ctx.catalog, new_body, project_id=project_id, now=now, places=ctx.places,
+            user_name=caller.user_name, policy=ctx.path_policy(conn, project_id),
+            version=submit.NewVersion(family_id=me.family_id, number=number, parent=parent_v,
+                                      resume=body.resume, output_bases=bases))
+        repo.add_event(conn, job_id, now, f"Version {versions_mod.name(number)} of "
+                       f"{parent.name}, from {versions_mod.name(parent_v.number)}"
+                       + (", resuming from its outputs" if body.resume else ""))
+        out = views.job(conn, repo.get_job(conn, project_id, job_id), ctx.catalog, now)
+    ctx.wake()
+    return JSONResponse(out, status_code=201)
+
+
+def _pick(conn: sa.Connection, me: Any, row: Any, wanted: str | int | None) -> tuple[Any, Any]:
+    if wanted is None:
+        return me, row
+    number = versions_mod.parse(wanted)
+    for v, job in versions_repo.family_versions(conn, me.family_id):
+        if v.number == number:
+            return v, job
+    raise errors.NotFound(f"version {versions_mod.name(number)} of training job "
+                          f"'{row.name}' does not exist")
+
+
+@router.get("/training-jobs/{training_job_id}/versions", response_model=schemas.VersionsOut,
+            responses=ERRORS)
+def list_training_job_versions(project_id: str, training_job_id: str,
+                               ctx: Ctx) -> dict[str, Any]:
+    now = ctx.now()
+    with ctx.store.begin() as conn:  # a job from before versions gets its V0001 row here
+        row = repo.get_job(conn, project_id, training_job_id)
+        me = versions_repo.ensure_version(conn, row)
+        found = versions_repo.family_versions(conn, me.family_id)
+        items = [_version(conn, ctx, v, job, now) for v, job in found]
+    return {"job_id": me.family_id, "job_name": row.name, "job_desc": row.description,
+            "version_count": len(items), "versions": items}
+
+
+@router.get("/training-jobs/{training_job_id}/versions/{version}",
+            response_model=schemas.VersionOut, responses=ERRORS)
+def show_training_job_version(project_id: str, training_job_id: str, version: str,
+                              ctx: Ctx) -> dict[str, Any]:
+    now = ctx.now()
+    with ctx.store.begin() as conn:
+        row = repo.get_job(conn, project_id, training_job_id)
+        me = versions_repo.ensure_version(conn, row)
+        v, job = _pick(conn, me, row, version)
+        return _version(conn, ctx, v, job, now)
+
+
+def _version(conn: sa.Connection, ctx: Ctx, v: Any, job: Any, now: int) -> dict[str, Any]:
+    spec = json.loads(job.spec)
+    alg = spec.get("algorithm", {})
+    start, end = job.start_time or 0, job.end_time or now
+    code_hash, git = v.code_hash, v.git_commit
+    if code_hash is None:  # not finished yet: what its latest attempt runs
+        attempt = repo.latest_attempt(conn, job.id)
+        manifest = storage.read_code_manifest(
+            storage.RunPaths(ctx.settings.runs_dir, job.id).attempt_dir(attempt)) or {}
+        code_hash, git = manifest.get("code_hash"), manifest.get("git_commit")
+    final = (json.loads(v.final_metrics) if v.final_metrics is not None
+             else versions_repo.final_of(conn, job.id))
+    return {
+        "version_id": job.id, "version_name": versions_mod.name(v.number),
+        "pre_version_id": v.parent_job_id,
+        "pre_version_name": versions_mod.name(v.parent_number) if v.parent_number else None,
+        "resume": bool(v.resume), "create_time": job.create_time,
+        "phase": job.phase, "secondary_phase": job.secondary_phase,
+        "duration": max(0, end - start) if start else 0,
+        "final_metrics": final, "code_hash": code_hash, "git_commit": git,
+        "parameters": {p["name"]: p.get("value", "") for p in alg.get("parameters", [])},
+        "inputs": {c["name"]: c["remote"]["obs"]["obs_url"] for c in alg.get("inputs", [])},
+        "outputs": {c["name"]: c["remote"]["obs"]["obs_url"] for c in alg.get("outputs", [])},
+        "code_dir": alg.get("code_dir"), "boot_file": alg.get("boot_file"),
+        "command": alg.get("command"), "flavor_id": job.flavor_id,
+        "node_count": job.node_count, "reason": views.reason(job, None),
+    }
+
+
+@router.get("/training-jobs/{training_job_id}/training-metrics",
+            response_model=schemas.TrainingMetricsOut, responses=ERRORS)
+def show_training_metrics(project_id: str, training_job_id: str, ctx: Ctx,
+                          task: Annotated[str | None, Query(max_length=64)] = None,
+                          ) -> dict[str, Any]:
+    """The metrics the job reported (`corral.job.log_metrics`, `corral:metrics` lines,
+    CORRAL_METRICS_FILE), one series per metric, and their last values."""
+    with ctx.store.read() as conn:
+        row = repo.get_job(conn, project_id, training_job_id)
+        if task is not None and task not in J.task_names(row.node_count):
+            raise errors.NotFound(f"task '{task}' does not exist in training job "
+                                  f"'{training_job_id}'")
+        points = versions_repo.points_of(conn, training_job_id, task)
+        final = versions_repo.final_of(conn, training_job_id) if task is None else None
+    return {"metrics": series(points), "final_metrics": final if final is not None
+            else {p.name: p.value for p in points}}
+
+
+def series(points: list[Any]) -> list[dict[str, Any]]:
+    by_name: dict[str, dict[str, Any]] = {}
+    for p in points:
+        s = by_name.setdefault(p.name, {"metric": p.name, "value": [], "steps": [],
+                                        "times": [], "tasks": []})
+        s["value"].append(p.value)
+        s["steps"].append(p.step)
+        s["times"].append(p.time)
+        s["tasks"].append(p.task)
+    return list(by_name.values())

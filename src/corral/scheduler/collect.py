@@ -1,0 +1,99 @@
+"""Reading the training metrics jobs report out of their logs and metrics files.
+
+A task reports metrics as `corral:metrics` lines in its log or as JSON lines in the file
+named by CORRAL_METRICS_FILE (see `domain.metrics`). Both are read from where the last read
+stopped; the points and the new position are stored in one transaction, so a server that
+dies mid-read neither loses nor repeats a point.
+"""
+
+from __future__ import annotations
+
+import logging
+import pathlib
+from collections.abc import Callable
+from typing import Any
+
+import sqlalchemy as sa
+
+from corral.domain import metrics
+from corral.storage import local as storage
+from corral.store import db, schema
+from corral.store import versions as versions_repo
+
+log = logging.getLogger(__name__)
+#: at most this much of a file is read per pass (the rest waits for the next pass)
+CHUNK = 4 * 1024 * 1024
+SOURCES = ("log", "file")
+
+
+def task_files(paths: storage.RunPaths, attempt: int, task: str) -> dict[str, pathlib.Path]:
+    return {"log": paths.log_path(attempt, task), "file": paths.metrics_path(attempt, task)}
+
+
+#: how far past the stored position a file may be read without storing the new position
+#: (a log without metrics lines is not worth a write every pass; after a restart at most
+#: this much is read again, and finds nothing again)
+UNSAVED = 8 * 1024 * 1024
+Memo = dict[tuple[str, int, str, str], int]
+
+
+def collect_job(store: db.Store, runs_dir: pathlib.Path, job_id: str,
+                now: Callable[[], int], memo: Memo | None = None) -> int:
+    """Read what every task of the job reported since the last read; returns new points.
+
+    `memo` keeps how far files were read without finding anything, between passes.
+    """
+    memo = {} if memo is None else memo
+    with store.read() as conn:
+        done = versions_repo.offsets(conn, job_id)
+        tasks = list(conn.execute(sa.select(schema.tasks.c.attempt, schema.tasks.c.name)
+                                  .where(schema.tasks.c.job_id == job_id)))
+        stored = versions_repo.count_points(conn, job_id) if tasks else 0
+    paths = storage.RunPaths(runs_dir, job_id)
+    added = 0
+    for attempt, task in tasks:
+        for source, path in task_files(paths, attempt, task).items():
+            saved = done.get((attempt, task, source), 0)
+            start = max(saved, memo.get((job_id, attempt, task, source), 0))
+            try:
+                size = path.stat().st_size
+            except OSError:
+                continue
+            if size <= start:
+                continue
+            found, position = read_points(path, start, source)
+            memo[(job_id, attempt, task, source)] = position
+            room = max(0, metrics.MAX_POINTS_PER_JOB - stored - added)
+            rows = [_row(job_id, attempt, task, p, now()) for p in found[:room]]
+            if not rows and position - saved < UNSAVED:
+                continue
+            with store.begin() as conn:
+                versions_repo.save_points(conn, job_id, attempt, task, source, position, rows,
+                                          first=(attempt, task, source) not in done)
+            done[(attempt, task, source)] = position
+            added += len(rows)
+    return added
+
+
+def read_points(path: pathlib.Path, start: int, source: str) -> tuple[list[metrics.Point], int]:
+    """Points in the whole lines of `path` from byte `start`, and where they end."""
+    with path.open("rb") as fh:
+        fh.seek(start)
+        data = fh.read(CHUNK)
+    end = data.rfind(b"\n")
+    if end < 0:
+        # No whole line yet; a line longer than a chunk is no metrics line: skip it.
+        return [], start + len(data) if len(data) >= CHUNK else start
+    data = data[:end + 1]
+    out: list[metrics.Point] = []
+    if source == "log" and metrics.PREFIX_BYTES not in data:
+        return out, start + len(data)
+    for raw in data.splitlines():
+        line = raw.decode("utf-8", "replace")
+        out += metrics.parse_line(line) if source == "log" else metrics.parse_json(line)
+    return out, start + len(data)
+
+
+def _row(job_id: str, attempt: int, task: str, p: metrics.Point, now: int) -> dict[str, Any]:
+    return {"job_id": job_id, "attempt": attempt, "task": task, "step": p.step,
+            "name": p.name, "value": p.value, "time": p.time_ms or now}

@@ -1,0 +1,197 @@
+"""What happens after a job has ended: its final metrics, its last upload, its model.
+
+The reconciler only moves a job to an ended phase; this runs afterwards, outside its
+transactions, for every ended job not yet `finalized_at`. Each step is idempotent (a model
+version is keyed by the job that made it and its files by the job's id), so a server that
+dies half way through simply does the rest on its next start.
+"""
+
+from __future__ import annotations
+
+import logging
+import pathlib
+from collections.abc import Callable
+from typing import Any
+
+import sqlalchemy as sa
+
+from corral import settings as settings_mod
+from corral.domain import errors, specs
+from corral.domain import models as models_mod
+from corral.scheduler import collect, staging
+from corral.storage import local as storage
+from corral.storage import objects
+from corral.store import db, repo
+from corral.store import models as models_repo
+from corral.store import versions as versions_repo
+
+log = logging.getLogger(__name__)
+
+
+class NothingToRegister(errors.BadParameter):
+    """The job's model output channel holds no files."""
+
+
+def finish(store: db.Store, stores: objects.Stores, settings: settings_mod.Settings,
+           job: Any, now: Callable[[], int],
+           uploads: list[staging.Upload] | None = None) -> None:
+    if job.deleted_at is not None:
+        mark_finished(store, job.id, now())
+        return
+    spec = repo.job_spec(job)
+    collect.collect_job(store, settings.runs_dir, job.id, now)
+    reg = models_mod.registration(spec, settings.model_channel)
+    registering = reg is not None and reg.wanted(job.phase)
+    ups = uploads if uploads is not None else staging.uploads_of(job, spec)
+    if not (registering or ups or _remote_log_export(spec)):
+        with store.begin() as conn:  # the common case: one transaction
+            _record_version(conn, settings.runs_dir, job)
+            _set_finished(conn, job.id, now())
+        return
+    with store.begin() as conn:  # before registering: the model version copies these
+        _record_version(conn, settings.runs_dir, job)
+    if reg is not None and registering:
+        try:
+            register(store, stores, settings, job, reg.model, reg.channel, now)
+        except Exception as exc:  # any store's failure (botocore raises its own types)
+            _event(store, job.id, now(), f"Model not registered: {_message(exc)}", "Warning")
+    problems = [p for p in (_final_upload(store, stores, settings, job, spec, up, now)
+                            for up in ups) if p]
+    problems += _export_logs(store, stores, settings, job, spec, now)
+    with store.begin() as conn:
+        if problems:
+            text = "; ".join(problems)
+            repo.update_job(conn, job.id, now=now(), failure_message=(
+                f"{job.failure_message}; {text}" if job.failure_message else text))
+        _set_finished(conn, job.id, now())
+
+
+def _remote_log_export(spec: specs.JobCreate) -> bool:
+    export = spec.spec.log_export_path
+    return bool(export and objects.is_remote(export.obs_url or export.host_path))
+
+
+def _set_finished(conn: sa.Connection, job_id: str, now: int) -> None:
+    conn.execute(repo.J.update().where(repo.J.c.id == job_id).values(finalized_at=now))
+
+
+def mark_finished(store: db.Store, job_id: str, now: int) -> None:
+    with store.begin() as conn:
+        _set_finished(conn, job_id, now)
+
+
+def _record_version(conn: sa.Connection, runs_dir: pathlib.Path, job: Any) -> None:
+    """Fix the ended version's final metrics and the code its last attempt ran."""
+    versions_repo.ensure_version(conn, job)
+    versions_repo.set_final_metrics(conn, job.id, versions_repo.final_of(conn, job.id))
+    paths = storage.RunPaths(runs_dir, job.id)
+    attempt = repo.latest_attempt(conn, job.id)
+    manifest = storage.read_code_manifest(paths.attempt_dir(attempt)) if attempt else None
+    if manifest:
+        versions_repo.set_code(conn, job.id, attempt, manifest.get("code_hash"),
+                               manifest.get("git_commit"))
+
+
+def register(store: db.Store, stores: objects.Stores, settings: settings_mod.Settings,
+             job: Any, model: str, channel: str, now: Callable[[], int]) -> Any:
+    """Register the files of the job's output `channel` as a new version of `model`.
+
+    Returns the model version (the existing one when this job was registered before).
+    """
+    spec = repo.job_spec(job)
+    out = next((o for o in spec.algorithm.outputs if o.name == channel), None)
+    if out is None:
+        raise errors.BadParameter(f"the job has no output channel '{channel}'")
+    with store.read() as conn:
+        before = models_repo.registered_from(conn, job.id)
+    if before is not None and before.model_name == model:
+        return before
+    source = stores.open(out.local_dir or out.url, job.project_id)
+    if not pathlib.Path(out.local_dir or "").is_dir() and objects.is_remote(out.url):
+        source = stores.open(out.url, job.project_id)  # the local copy is gone
+    # Files go under the job's id, not the version number: copying again after a crash
+    # lands on the same place, and the number is only taken once the files are there.
+    location = objects.join(settings.models_dir, job.project_id, model, job.id)
+    dest = stores.open(location, job.project_id)
+    try:
+        files, size = objects.copy_tree(source, dest, skip_versions=True)
+    except FileNotFoundError:
+        raise NothingToRegister(f"output channel '{channel}' ({out.url}) does not exist") \
+            from None
+    if not files:
+        raise NothingToRegister(f"output channel '{channel}' ({out.url}) holds no files")
+    t = now()
+    with store.begin() as conn:
+        version_row = versions_repo.ensure_version(conn, job)
+        row = models_repo.ensure(conn, job.project_id, model, t)
+        number = models_repo.take_number(conn, row.id, t)
+        models_repo.add_version(conn, {
+            "model_id": row.id, "version": number, "created_at": t, "location": location,
+            "size_bytes": size, "file_count": files, "source_job_id": job.id,
+            "source_job_name": job.name, "source_version": version_row.number,
+            "source_channel": channel, "source_phase": job.phase,
+            "metrics": versions_repo.final_of(conn, job.id),
+            "parameters": {p.name: p.value for p in spec.algorithm.parameters},
+            "inputs": {c.name: c.url for c in spec.algorithm.inputs},
+            "code_hash": version_row.code_hash, "git_commit": version_row.git_commit,
+        })
+        repo.add_event(conn, job.id, t, f"Model registered: {model} version {number} "
+                       f"({files} file(s), {size} bytes)")
+        return models_repo.registered_from(conn, job.id)
+
+
+def _final_upload(store: db.Store, stores: objects.Stores, settings: settings_mod.Settings,
+                  job: Any, spec: specs.JobCreate, up: staging.Upload,
+                  now: Callable[[], int]) -> str | None:
+    try:
+        count = staging.upload(stores, settings, up)
+    except Exception as exc:
+        text = (f"output '{up.channel}' could not be uploaded to {up.url} after "
+                f"{settings.upload_retries} tries ({_message(exc)}); its files are kept "
+                f"at {up.local_dir}")
+        _event(store, job.id, now(), f"Upload failed: {text}", "Error")
+        return text
+    _event(store, job.id, now(), f"Output '{up.channel}' uploaded to {up.url} "
+           f"({count} file(s) changed since the last upload)", "Info")
+    return None
+
+
+def _export_logs(store: db.Store, stores: objects.Stores, settings: settings_mod.Settings,
+                 job: Any, spec: specs.JobCreate, now: Callable[[], int]) -> list[str]:
+    """Copy every attempt's logs to a log_export_path in object storage (local ones are the
+    reconciler's, as each attempt ends)."""
+    export = spec.spec.log_export_path
+    dest = export and (export.obs_url or export.host_path)
+    if not dest or not objects.is_remote(dest):
+        return []
+    paths = storage.RunPaths(settings.runs_dir, job.id)
+    with store.read() as conn:
+        last = repo.latest_attempt(conn, job.id)
+    try:
+        for attempt in range(1, last + 1):
+            src = paths.attempt_dir(attempt) / "logs"
+            if src.is_dir():
+                objects.copy_tree(stores.open(str(src), job.project_id),
+                                  stores.open(objects.join(dest, f"attempt-{attempt}"),
+                                              job.project_id))
+    except Exception as exc:
+        text = f"logs could not be exported to {dest} ({_message(exc)})"
+        _event(store, job.id, now(), f"Log export failed: {text}", "Warning")
+        return [text]
+    return []
+
+
+def _event(store: db.Store, job_id: str, now: int, message: str, level: str) -> None:
+    try:
+        with store.begin() as conn:
+            if repo.job_by_id(conn, job_id) is not None:
+                repo.add_event(conn, job_id, now, message, level=level)
+    except sa.exc.SQLAlchemyError:
+        log.exception("cannot record an event of job %s", job_id)
+
+
+def _message(exc: BaseException) -> str:
+    text = getattr(exc, "message", None) or str(exc) or type(exc).__name__
+    return text.strip().splitlines()[0]
+
+

@@ -1,0 +1,148 @@
+"""Versions, reported metrics and the model registry in the store, on SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+import json
+import pathlib
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+from alembic import command
+from alembic.autogenerate import compare_metadata
+from alembic.config import Config
+from alembic.migration import MigrationContext
+
+from corral.domain import errors, specs, versions
+from corral.domain import jobs as J
+from corral.scheduler import collect, submit
+from corral.storage import local as storage
+from corral.store import db, repo, schema
+from corral.store import models as models_repo
+from corral.store import versions as versions_repo
+from tests import factories
+from tests.integration.test_store import NOW, catalog, create, project  # noqa: F401
+
+
+def test_the_migrated_schema_is_the_one_the_code_declares(store: db.Store) -> None:
+    with store.engine.connect() as conn:
+        assert compare_metadata(MigrationContext.configure(conn), schema.metadata) == []
+
+
+def test_upgrading_keeps_old_jobs_and_registers_none_of_them(db_url: str) -> None:
+    engine = db.make_engine(db_url)
+    cfg = Config()
+    cfg.set_main_option("script_location", str(db.MIGRATIONS))
+    try:
+        with engine.begin() as conn:
+            cfg.attributes["connection"] = conn
+            command.upgrade(cfg, "0001")
+            conn.execute(schema.projects.insert().values(id="p", name="default", created_at=1))
+            for job_id, phase in (("done", "Completed"), ("busy", "Running")):
+                conn.exec_driver_sql(
+                    "INSERT INTO jobs (id, seq, project_id, name, description, kind, user_name,"
+                    " phase, secondary_phase, spec, flavor_id, node_count, cpu, memory_mb, gpu,"
+                    f" retry_limit, create_time, updated_at) VALUES ('{job_id}', "
+                    f"{1 if job_id == 'done' else 2}, 'p', '{job_id}', '', 'job', '', '{phase}',"
+                    f" '{phase}', '{{}}', 'f', 1, 1, 1, 0, 0, 1, 5)")
+            conn.exec_driver_sql("INSERT INTO attempts (job_id, seq, start_at, start_type) "
+                                 "VALUES ('done', 1, 1, 'x')")
+        with engine.begin() as conn:
+            cfg.attributes["connection"] = conn
+            command.upgrade(cfg, "head")
+        with engine.begin() as conn:
+            rows = {r.id: r for r in conn.execute(sa.select(schema.jobs))}
+            assert rows["done"].finalized_at == 5 and rows["busy"].finalized_at is None
+            assert rows["done"].version is None
+            assert conn.execute(sa.select(sa.func.count()).select_from(schema.attempts)
+                                ).scalar_one() == 1
+        with engine.begin() as conn:  # and back down, and up again
+            cfg.attributes["connection"] = conn
+            command.downgrade(cfg, "0001")
+            command.upgrade(cfg, "head")
+    finally:
+        engine.dispose()
+
+
+def test_versions_share_a_name_that_first_versions_keep_unique(
+        store: db.Store, catalog: Any, project: str) -> None:  # noqa: F811
+    first = create(store, catalog, project, name="fam")
+    with store.begin() as conn:
+        job = repo.job_by_id(conn, first)
+        me = versions_repo.ensure_version(conn, job)
+        assert (me.family_id, me.number) == (first, 1)
+        assert versions_repo.take_number(conn, first) == 2
+    with store.begin() as conn:
+        body = specs.JobCreate.model_validate(factories.make_job(name="fam", command="true"))
+        second = submit.create_job(conn, catalog, body, project_id=project, now=NOW,
+                                   version=submit.NewVersion(
+                                       family_id=first, number=2, parent=me, resume=False,
+                                       output_bases={}))
+    with store.read() as conn:
+        listed = versions_repo.family_versions(conn, first)
+    assert [(v.number, j.id) for v, j in listed] == [(1, first), (2, second)]
+    with pytest.raises(errors.DuplicateName):
+        create(store, catalog, project, name="fam")
+    # A number taken in a transaction that rolled back is taken again; a committed one never.
+    with pytest.raises(RuntimeError), store.begin() as conn:
+        versions_repo.take_number(conn, first)
+        raise RuntimeError
+    with store.begin() as conn:
+        repo.mark_deleted(conn, second, NOW)
+        repo.purge_job(conn, second)
+    with store.begin() as conn:
+        assert versions_repo.take_number(conn, first) == 3
+
+
+def test_reported_metrics_are_stored_once_however_often_they_are_read(
+        store: db.Store, catalog: Any, project: str, tmp_path: pathlib.Path) -> None:  # noqa: F811
+    job_id = create(store, catalog, project)
+    with store.begin() as conn:
+        repo.open_attempt(conn, job_id, 1, NOW, J.StartType.INIT_OR_RESCHEDULED)
+        repo.insert_tasks(conn, [{"job_id": job_id, "attempt": 1, "name": "worker-0", "rank": 0,
+                                  "node": "local", "state": "running", "launch_id": "x",
+                                  "gpu_ids": ""}])
+    paths = storage.RunPaths(tmp_path / "runs", job_id)
+    log = paths.log_path(1, "worker-0")
+    log.parent.mkdir(parents=True)
+    log.write_text("hello\ncorral:metrics step=1 loss=3\ncorral:metrics step=2 lo")
+    file = paths.metrics_path(1, "worker-0")
+    file.parent.mkdir(parents=True)
+    file.write_text(json.dumps({"step": 1, "acc": 0.5}) + "\n")
+
+    def read() -> list[tuple[Any, ...]]:
+        collect.collect_job(store, tmp_path / "runs", job_id, lambda: NOW)
+        with store.read() as conn:
+            return [(p.name, p.step, p.value) for p in versions_repo.points_of(conn, job_id)]
+
+    assert sorted(read()) == [("acc", 1, 0.5), ("loss", 1, 3.0)]
+    assert sorted(read()) == [("acc", 1, 0.5), ("loss", 1, 3.0)]  # nothing twice
+    with log.open("a") as fh:  # the half line is finished
+        fh.write("ss=2\n")
+    assert sorted(read()) == [("acc", 1, 0.5), ("loss", 1, 3.0), ("loss", 2, 2.0)]
+    with store.read() as conn:
+        assert versions_repo.final_of(conn, job_id) == {"acc": 0.5, "loss": 2.0}
+
+
+def test_model_versions_and_aliases(store: db.Store, project: str) -> None:  # noqa: F811
+    with store.begin() as conn:
+        model = models_repo.ensure(conn, project, "m", NOW)
+        for n, job in ((1, "j1"), (2, "j2")):
+            assert models_repo.take_number(conn, model.id, NOW) == n
+            models_repo.add_version(conn, {
+                "model_id": model.id, "version": n, "created_at": NOW, "location": f"/m/{n}",
+                "size_bytes": 1, "file_count": 1, "source_job_id": job, "source_job_name": "t",
+                "source_channel": "train_url", "source_phase": "Completed",
+                "metrics": {"loss": 0.1}})
+        models_repo.set_alias(conn, model.id, "production", 1, NOW)
+        models_repo.set_alias(conn, model.id, "production", 2, NOW)
+    with store.begin() as conn:
+        assert models_repo.resolve(conn, model, alias="production").version == 2
+        assert models_repo.resolve(conn, model).version == 2
+        models_repo.delete_version(conn, model.id, 2)
+        assert models_repo.aliases(conn, model.id) == {}
+        assert models_repo.take_number(conn, model.id, NOW) == 3
+        with pytest.raises(errors.NotFound):
+            models_repo.resolve(conn, model, 2)
+        assert models_repo.registered_from(conn, "j1").model_name == "m"
+    assert versions.name(3) == "V0003"
