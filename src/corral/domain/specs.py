@@ -238,11 +238,19 @@ class Metadata(Model):
                 raise ValueError(
                     f"{jobs_mod.RETRY_ANNOTATION} must be between 0 and {jobs_mod.MAX_RETRIES}"
                 )
+        strategy = v.get(jobs_mod.PLACEMENT_ANNOTATION)
+        if strategy is not None and strategy not in jobs_mod.PLACEMENT_STRATEGIES:
+            raise ValueError(f"{jobs_mod.PLACEMENT_ANNOTATION} must be one of "
+                             f"{', '.join(jobs_mod.PLACEMENT_STRATEGIES)}")
         return v
 
     @property
     def retry_limit(self) -> int:
         return int(self.annotations.get(jobs_mod.RETRY_ANNOTATION, "0"))
+
+    @property
+    def placement_strategy(self) -> str:
+        return self.annotations.get(jobs_mod.PLACEMENT_ANNOTATION, "spread")
 
 
 class Resource(Model):

@@ -15,7 +15,7 @@ import socket
 from collections.abc import Mapping, Sequence
 
 from corral import settings as settings_mod
-from corral.domain import specs
+from corral.domain import resources, specs
 from corral.executors import base
 from corral.scheduler import catalog as catalog_mod
 from corral.storage import local as storage
@@ -138,6 +138,7 @@ def launch_spec(
     attempt: int, task: str, rank: int, launch_id: str, node: str, gpu_ids: Sequence[int],
     master_port: int, code: pathlib.Path | None, cwd: pathlib.Path,
     environ: Mapping[str, str] | None = None,
+    demand: resources.Resources = resources.ZERO, gang: Sequence[str] = (),
 ) -> base.LaunchSpec:
     alg = spec.algorithm
     engine = cat.engine(alg.engine)
@@ -154,4 +155,7 @@ def launch_spec(
         job_id=job_id, task=task, attempt=attempt, launch_id=launch_id,
         argv=argv, shell=shell, cwd=str(cwd), env=env,
         log_path=str(paths.log_path(attempt, task)),
-        control_dir=str(paths.control_dir(attempt)), node=node, gpu_ids=tuple(gpu_ids))
+        control_dir=str(paths.control_dir(attempt)), node=node, gpu_ids=tuple(gpu_ids),
+        demand=demand, code_dir=str(code) if code else "",
+        output_dirs=tuple(out.local_dir or out.url for out in alg.outputs), gang=tuple(gang),
+        strategy=spec.metadata.placement_strategy)

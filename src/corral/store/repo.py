@@ -50,7 +50,7 @@ _Q_ACTIVE = sa.select(J).where(J.c.phase.in_(_ACTIVE)).order_by(J.c.seq)
 _Q_TASKS_OF_JOBS = (sa.select(T).where(T.c.job_id.in_(_p("ids", expanding=True)))
                     .order_by(T.c.job_id, T.c.attempt, T.c.rank))
 _Q_QUEUED = (sa.select(J.c.id, J.c.name, J.c.phase, J.c.cpu, J.c.memory_mb, J.c.gpu,
-                       J.c.node_count, J.c.wait_reason, J.c.deleted_at)
+                       J.c.node_count, J.c.wait_reason, J.c.deleted_at, J.c.spec)
              .where(J.c.phase.in_([jobs_mod.Phase.CREATING.value, jobs_mod.Phase.PENDING.value]))
              .order_by(J.c.seq).limit(_p("limit")))
 _Q_DELETED = sa.select(J.c.id, J.c.phase).where(J.c.deleted_at.is_not(None))
