@@ -1,3 +1,4 @@
+# ruff: noqa: F811 - `world` is the reconciler tests' fixture, imported to be used here
 """Jobs placed again after an infrastructure fault (a node leaving the cluster), and the
 cluster-facing parts of placement: gangs spread or packed, flavors across node shapes."""
 
