@@ -65,6 +65,11 @@ class Settings(BaseSettings):
     #: override detected capacity (useful to share a machine with other work)
     cpus: int | None = None
     memory_gb: int | None = None
+    #: run jobs on this Ray cluster instead of this machine ("auto", "HOST:PORT" or
+    #: "ray://HOST:PORT"); needs the ray extra
+    ray_address: str | None = None
+    #: the Ray namespace corral's actors and placement groups are named in
+    ray_namespace: str = "corral"
 
     @field_validator("home", mode="after")
     @classmethod
