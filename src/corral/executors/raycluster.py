@@ -147,9 +147,8 @@ class RayExecutor:
         from ray.util import scheduling_strategies as ss
 
         node_id = self._node_id(spec.node)
-        if node_id is None:
-            raise errors.LaunchError(f"cannot start {spec.task}: node {spec.node} has left "
-                                     "the Ray cluster")
+        if node_id is None:  # it left between placement and launch: place the job again
+            return self._lost_before_start(spec)
         group = ""
         master = self._ip(node_id)
         strategy: Any = ss.NodeAffinitySchedulingStrategy(node_id, soft=False)
@@ -172,6 +171,17 @@ class RayExecutor:
                              control_dir=spec.control_dir, launch_id=spec.launch_id,
                              actor=actor_name(spec.launch_id), node_id=node_id, group=group)
         self._watch(handle, actor, offset=0)
+        return handle
+
+    def _lost_before_start(self, spec: base.LaunchSpec) -> base.Handle:
+        handle = base.Handle(node=spec.node, task=spec.task, pid=0, start_time=0.0,
+                             control_dir=spec.control_dir, launch_id=spec.launch_id,
+                             actor=actor_name(spec.launch_id))
+        task = _Task(handle=handle, actor=None, log_path=_log_path(handle), offset=0,
+                     wait_ref=None, result=self._node_lost(handle))
+        with self._lock:
+            self._tasks[spec.launch_id] = task
+        self._wake()
         return handle
 
     def poll(self, handle: base.Handle) -> base.Status:

@@ -77,14 +77,15 @@ class Reconciler:
         second one.
         """
         p = _Pass()
-        self._refresh_nodes()
         with self.store.begin() as conn:
             self._observe(conn, p)
             active = repo.active_with_tasks(conn)
             holding = [(job, tasks) for job, tasks in active
                        if self._settle(conn, p, job, tasks)]
-            # After settling: a job put back in the queue is served in its old place.
+            # After settling: a job put back in the queue is served in its old place, on
+            # the nodes there are now (observing may just have seen one leave).
             queue = repo.queued(conn, limit=QUEUE_WINDOW)
+            self._refresh_nodes()
             more = self._place(conn, p, queue, holding)
             self._purge(conn, p)
         self._after(p)
