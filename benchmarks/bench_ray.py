@@ -25,7 +25,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-import bench_local as bl  # noqa: E402
+import bench_local as bl
 
 RAY_TERMINAL = {"SUCCEEDED", "FAILED", "STOPPED"}
 CPUS = 2  #: the cluster's cores: two trivial jobs run at a time either way
