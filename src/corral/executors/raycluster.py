@@ -1,9 +1,10 @@
 """Runs tasks on the nodes of a Ray cluster, behind the same protocol as the local executor.
 
-Every task is a process started on its node by a small actor (`rayactor.TaskRunner`) that
-reserves the flavor's resources there; a gang's actors sit in one placement group, whose
-bundles are pinned to the nodes corral chose so that all of them are reserved at once.
-Actors are named after the launch and detached: a restarted server finds them by name.
+Every task is a process started on its node by a small actor, the node's agent
+(`rayactor.NodeAgent`, one per node, started on first use), once the task's placement
+group holds the flavor's resources (CPUs, GPUs, memory) there. A placement group's bundles
+are pinned to the nodes corral chose, so a gang's tasks are all reserved at once. Agents
+and placement groups are named and detached: a restarted server finds them by name.
 
 The server keeps one `wait` call pending on each actor; a background thread wakes the
 scheduler the moment one returns (the process ended, or the actor died with its node) and
@@ -41,11 +42,13 @@ NODES_TTL = 1.0
 #: how long an actor that died on a node Ray still calls alive may wait for Ray to notice
 #: that the node is gone (Ray's own health checks take up to about 30 s)
 NODE_DEATH_GRACE = 30.0
-#: how long a retired actor may take to clean up before it is killed
-RETIRE_TIMEOUT = 5.0
 
 
-def actor_name(launch_id: str) -> str:
+def agent_name(node_id: str) -> str:
+    return f"corral-node-{node_id}"
+
+
+def task_group_name(launch_id: str) -> str:
     return f"corral-task-{launch_id}"
 
 
@@ -66,18 +69,11 @@ class _Task:
     log_path: str
     offset: int
     wait_ref: Any
+    launch_id: str = ""
     announced: bool = False  #: the scheduler was woken for its wait's answer
     died_at: float | None = None  #: its actor was seen dead on a node Ray calls alive
     result: base.Status | None = None
     lock: threading.Lock = dataclasses.field(default_factory=threading.Lock)
-
-
-@dataclasses.dataclass
-class _Retiring:
-    actor: Any
-    ref: Any
-    deadline: float
-    group: str
 
 
 class RayExecutor:
@@ -95,10 +91,10 @@ class RayExecutor:
         if self._owns:
             ray.init(address=address, namespace=namespace, log_to_driver=False,
                      logging_level=logging.WARNING)
-        self._runner = ray.remote(rayactor.TaskRunner)
+        self._agent_cls = ray.remote(rayactor.NodeAgent)
+        self._agents: dict[str, Any] = {}  #: node id -> its agent's actor handle
         self._lock = threading.Lock()
         self._tasks: dict[str, _Task] = {}
-        self._retiring: list[_Retiring] = []
         self._code: dict[str, Any] = {}
         self._alive: dict[str, dict[str, Any]] = {}  #: node id -> Ray's node record
         self._nodes_at = 0.0
@@ -144,41 +140,47 @@ class RayExecutor:
         self._wake = wake
 
     def launch(self, spec: base.LaunchSpec) -> base.Handle:
-        from ray.util import scheduling_strategies as ss
-
         node_id = self._node_id(spec.node)
         if node_id is None:  # it left between placement and launch: place the job again
             return self._lost_before_start(spec)
-        group = ""
         master = self._ip(node_id)
-        strategy: Any = ss.NodeAffinitySchedulingStrategy(node_id, soft=False)
         if len(spec.gang) > 1:
             group = group_name(spec.job_id, spec.attempt)
-            pg = self._placement_group(group, spec)
-            strategy = ss.PlacementGroupSchedulingStrategy(
-                pg, placement_group_bundle_index=int(spec.env.get("RANK", "0")))
             master = self._ip(self._node_id(spec.gang[0]) or node_id)
-        demand = spec.demand
+        else:
+            group = task_group_name(spec.launch_id)
         try:
-            actor = self._runner.options(
-                name=actor_name(spec.launch_id), namespace=self._ns, lifetime="detached",
-                max_restarts=0, max_concurrency=8, num_cpus=demand.cpu, num_gpus=demand.gpu,
-                memory=demand.memory_mb * 2**20 or None, scheduling_strategy=strategy,
-            ).remote(_payload(spec, master), self._code_ref(spec.code_dir))
+            pg = self._placement_group(group, spec)
+            agent = self._agent(node_id)
+            payload = {**_payload(spec, master), "group": pg}
+            agent.start.remote(spec.launch_id, payload, self._code_ref(spec.code_dir))
         except (ValueError, self._ray.exceptions.RayError) as exc:
             raise errors.LaunchError(f"cannot start {spec.task} on Ray: {exc}") from None
         handle = base.Handle(node=spec.node, task=spec.task, pid=0, start_time=0.0,
                              control_dir=spec.control_dir, launch_id=spec.launch_id,
-                             actor=actor_name(spec.launch_id), node_id=node_id, group=group)
-        self._watch(handle, actor, offset=0)
+                             actor=agent_name(node_id), node_id=node_id, group=group)
+        self._watch(handle, agent, offset=0)
         return handle
+
+    def _agent(self, node_id: str) -> Any:
+        """The node's agent, started on first use (detached: it outlives this server)."""
+        from ray.util import scheduling_strategies as ss
+
+        agent = self._agents.get(node_id)
+        if agent is None:
+            agent = self._agents[node_id] = self._agent_cls.options(
+                name=agent_name(node_id), namespace=self._ns, lifetime="detached",
+                get_if_exists=True, num_cpus=0, max_restarts=0, max_task_retries=0,
+                max_concurrency=1000,
+                scheduling_strategy=ss.NodeAffinitySchedulingStrategy(node_id, soft=False),
+            ).remote()
+        return agent
 
     def _lost_before_start(self, spec: base.LaunchSpec) -> base.Handle:
         handle = base.Handle(node=spec.node, task=spec.task, pid=0, start_time=0.0,
-                             control_dir=spec.control_dir, launch_id=spec.launch_id,
-                             actor=actor_name(spec.launch_id))
+                             control_dir=spec.control_dir, launch_id=spec.launch_id)
         task = _Task(handle=handle, actor=None, log_path=_log_path(handle), offset=0,
-                     wait_ref=None, result=self._node_lost(handle))
+                     wait_ref=None, launch_id=spec.launch_id, result=self._node_lost(handle))
         with self._lock:
             self._tasks[spec.launch_id] = task
         self._wake()
@@ -195,12 +197,19 @@ class RayExecutor:
         actor = self._actor(handle)
         if actor is not None:
             with contextlib.suppress(self._ray.exceptions.RayError):
-                actor.signal.remote(force)
+                actor.signal.remote(handle.launch_id, force)
 
     def adopt(self, handle: base.Handle) -> base.Status:
         actor = self._actor(handle)
         if actor is None:
-            return self._gone(handle, "its Ray actor no longer exists")
+            return self._gone(handle, "the node's corral agent is gone")
+        try:
+            state = self._ray.get(actor.state.remote(handle.launch_id), timeout=30)
+        except self._ray.exceptions.RayError as exc:
+            return self._gone(handle, f"the node's corral agent does not answer: {exc}")
+        if state == "unknown":
+            return self._gone(handle, "the node's corral agent does not know it (it was "
+                                      "restarted, and the task with it)")
         try:
             offset = os.path.getsize(_log_path(handle))
         except OSError:
@@ -208,17 +217,21 @@ class RayExecutor:
         return self._check(self._watch(handle, actor, offset=offset))
 
     def recover(self, spec: base.LaunchSpec) -> base.Status:
-        # A named actor is registered with Ray before `.remote()` returns, and a server
-        # that died cannot register one any more: no actor by that name never will be.
-        try:
-            self._ray.get_actor(actor_name(spec.launch_id), namespace=self._ns)
-        except ValueError:
-            return base.Status(base.State.NOT_STARTED)
+        # The agent refuses a start it was told to abandon, so NOT_STARTED is final; no
+        # agent at all means nothing was ever started on that node by this launch.
         node_id = self._node_id(spec.node) or ""
-        group = group_name(spec.job_id, spec.attempt) if len(spec.gang) > 1 else ""
+        try:
+            agent = self._ray.get_actor(agent_name(node_id), namespace=self._ns)
+            never = bool(self._ray.get(agent.abandon.remote(spec.launch_id), timeout=30))
+        except (ValueError, self._ray.exceptions.RayError):
+            never = True
+        if never:
+            return base.Status(base.State.NOT_STARTED)
+        group = (group_name(spec.job_id, spec.attempt) if len(spec.gang) > 1
+                 else task_group_name(spec.launch_id))
         handle = base.Handle(node=spec.node, task=spec.task, pid=0, start_time=0.0,
                              control_dir=spec.control_dir, launch_id=spec.launch_id,
-                             actor=actor_name(spec.launch_id), node_id=node_id, group=group)
+                             actor=agent_name(node_id), node_id=node_id, group=group)
         return self.adopt(handle)
 
     def sample(self, handle: base.Handle) -> base.Sample | None:
@@ -227,7 +240,7 @@ class RayExecutor:
         if task is None or task.result is not None:
             return None
         try:
-            got = self._ray.get(task.actor.sample.remote(), timeout=5)
+            got = self._ray.get(task.actor.sample.remote(handle.launch_id), timeout=5)
         except self._ray.exceptions.RayError:
             return None
         if got is None:
@@ -238,29 +251,19 @@ class RayExecutor:
         self.cancel(handle, force=True)
 
     def release(self, handle: base.Handle) -> None:
-        """Retire the task's actor: it cleans up, then is killed (its resources freed)."""
+        """Forget the task: its agent cleans up after it, its reservation is given back."""
         with self._lock:
             task = self._tasks.pop(handle.launch_id, None)
         actor = task.actor if task else self._actor(handle)
-        if actor is None:
-            self._drop_group_if_unused(handle.group)
-            return
-        try:
-            ref = actor.finish.remote()
-        except self._ray.exceptions.RayError:
-            ref = None
-        with self._lock:
-            self._retiring.append(_Retiring(actor, ref, time.monotonic() + RETIRE_TIMEOUT,
-                                            handle.group))
+        if actor is not None:
+            with contextlib.suppress(self._ray.exceptions.RayError):
+                actor.finish.remote(handle.launch_id)
+        self._drop_group_if_unused(handle.group)
 
     def close(self) -> None:
         """Stop watching; the tasks go on running on the cluster for the next server."""
         self._stop.set()
         self._thread.join(timeout=10)
-        with self._lock:
-            retiring, self._retiring = self._retiring, []
-        for r in retiring:  # finish what was being retired: nobody else will
-            self._retire(r)
         if self._owns:
             self._ray.shutdown()
 
@@ -268,7 +271,7 @@ class RayExecutor:
 
     def _watch(self, handle: base.Handle, actor: Any, *, offset: int) -> _Task:
         task = _Task(handle=handle, actor=actor, log_path=_log_path(handle), offset=offset,
-                     wait_ref=actor.wait.remote())
+                     wait_ref=actor.wait.remote(handle.launch_id), launch_id=handle.launch_id)
         os.makedirs(os.path.dirname(task.log_path), exist_ok=True)
         with self._lock:
             self._tasks[handle.launch_id] = task
@@ -284,10 +287,13 @@ class RayExecutor:
             try:
                 code = ray.get(task.wait_ref, timeout=10)
             except ray.exceptions.ActorUnavailableError:  # a hiccup: ask again
-                task.wait_ref, task.announced = task.actor.wait.remote(), False
+                task.wait_ref, task.announced = task.actor.wait.remote(task.launch_id), False
                 return base.Status(base.State.RUNNING, handle=handle)
-            except ray.exceptions.RayError as exc:
+            except ray.exceptions.RayActorError as exc:
                 return self._died(task, exc)
+            except ray.exceptions.RayError as exc:  # the agent does not know the task
+                task.result = self._gone(handle, f"the node's corral agent lost it: {exc}")
+                return task.result
             self._pull(task)
             task.result = base.Status(base.State.EXITED, exit_code=int(code), handle=handle)
             return task.result
@@ -299,6 +305,7 @@ class RayExecutor:
     def _died(self, task: _Task, exc: Exception) -> base.Status:
         """The actor died: with its node (reschedule), or by itself (the task is lost)."""
         handle = task.handle
+        self._agents.pop(handle.node_id, None)  # a dead agent is started anew on next use
         detail = [ln for ln in str(exc).strip().splitlines() if ln.strip()]
         if getattr(exc, "actor_init_failed", False):
             task.result = base.Status(base.State.LOST, handle=handle, message=(
@@ -329,9 +336,10 @@ class RayExecutor:
             task = self._tasks.get(handle.launch_id)
         if task is not None:
             return task.actor
+        if not handle.actor:
+            return None
         try:
-            return self._ray.get_actor(handle.actor or actor_name(handle.launch_id),
-                                       namespace=self._ns)
+            return self._ray.get_actor(handle.actor, namespace=self._ns)
         except ValueError:
             return None
 
@@ -340,8 +348,8 @@ class RayExecutor:
         with task.lock:
             while True:
                 try:
-                    chunk = self._ray.get(task.actor.read_log.remote(task.offset, LOG_CHUNK),
-                                          timeout=10)
+                    chunk = self._ray.get(task.actor.read_log.remote(
+                        task.launch_id, task.offset, LOG_CHUNK), timeout=10)
                 except self._ray.exceptions.RayError:
                     return
                 if chunk:
@@ -361,7 +369,6 @@ class RayExecutor:
                 if time.monotonic() >= next_logs:
                     next_logs = time.monotonic() + LOG_INTERVAL
                     self._pull_all()
-                self._retire_done()
             except Exception:
                 log.exception("Ray watcher pass failed")
                 self._stop.wait(1.0)
@@ -385,7 +392,8 @@ class RayExecutor:
         asks = []
         for t in running:
             with contextlib.suppress(self._ray.exceptions.RayError):
-                asks.append((t, t.offset, t.actor.read_log.remote(t.offset, LOG_CHUNK)))
+                asks.append((t, t.offset,
+                             t.actor.read_log.remote(t.launch_id, t.offset, LOG_CHUNK)))
         if not asks:
             return
         self._ray.wait([a[2] for a in asks], num_returns=len(asks), timeout=2)
@@ -400,24 +408,10 @@ class RayExecutor:
                         fh.write(chunk)
                     task.offset += len(chunk)
 
-    def _retire_done(self) -> None:
-        now = time.monotonic()
-        with self._lock:
-            due = [r for r in self._retiring if r.ref is None or now >= r.deadline
-                   or self._ray.wait([r.ref], timeout=0)[0]]
-            self._retiring = [r for r in self._retiring if r not in due]
-        for r in due:
-            self._retire(r)
-
-    def _retire(self, r: _Retiring) -> None:
-        with contextlib.suppress(self._ray.exceptions.RayError, ValueError):
-            self._ray.kill(r.actor, no_restart=True)
-        self._drop_group_if_unused(r.group)
-
     # --- gangs and code ------------------------------------------------------------------
 
     def _placement_group(self, name: str, spec: base.LaunchSpec) -> Any:
-        """The gang's placement group: every task's bundle, pinned to its node, at once."""
+        """The task's resources, or its gang's, each bundle pinned to its node, at once."""
         from ray.util.placement_group import get_placement_group, placement_group
 
         with contextlib.suppress(ValueError):
@@ -425,10 +419,11 @@ class RayExecutor:
         d = spec.demand
         bundle = {k: v for k, v in (("CPU", d.cpu), ("GPU", float(d.gpu)),
                                     ("memory", float(d.memory_mb * 2**20))) if v}
-        labels = [{"ray.io/node-id": self._node_id(n) or ""} for n in spec.gang]
+        nodes = spec.gang if len(spec.gang) > 1 else (spec.node,)
+        labels = [{"ray.io/node-id": self._node_id(n) or ""} for n in nodes]
         try:
             return placement_group(
-                [dict(bundle) for _ in spec.gang], strategy=spec.strategy.upper(), name=name,
+                [dict(bundle) for _ in nodes], strategy=spec.strategy.upper(), name=name,
                 lifetime="detached", bundle_label_selector=labels)
         except (ValueError, self._ray.exceptions.RayError) as exc:
             raise errors.LaunchError(f"cannot reserve the gang on Ray: {exc}") from None
@@ -437,8 +432,7 @@ class RayExecutor:
         if not group:
             return
         with self._lock:
-            used = any(t.handle.group == group for t in self._tasks.values()) or any(
-                r.group == group for r in self._retiring)
+            used = any(t.handle.group == group for t in self._tasks.values())
         if used:
             return
         from ray.util.placement_group import get_placement_group, remove_placement_group
