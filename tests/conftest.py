@@ -185,6 +185,8 @@ def kill_leftovers(store: db.Store) -> None:
     for row in rows:
         if row.handle:
             h = base.Handle.loads(row.handle)
+            if h.pid <= 0:  # not a local process (a Ray actor's task): killpg(0) is ours
+                continue
             with contextlib.suppress(OSError):
                 os.killpg(h.pid, 9)
 

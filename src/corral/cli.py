@@ -109,13 +109,17 @@ def _settings_problem(exc: Exception) -> str:
 @cli.command()
 @click.option("--host", help="address to listen on (default: the CORRAL_HOST setting)")
 @click.option("--port", type=int, help="port to listen on (default: the CORRAL_PORT setting)")
+@click.option("--ray", "ray_address", metavar="ADDRESS",
+              help="run jobs on this Ray cluster: auto, HOST:PORT or ray://HOST:PORT "
+                   "(default: the CORRAL_RAY_ADDRESS setting)")
 @pass_state
-def server(state: State, host: str | None, port: int | None) -> None:
+def server(state: State, host: str | None, port: int | None, ray_address: str | None) -> None:
     """Run the corral server in the foreground."""
     # Imported here so that client commands do not pay for loading the whole server.
     from corral import server as server_mod
 
-    update = {k: v for k, v in (("host", host), ("port", port)) if v is not None}
+    update = {k: v for k, v in (("host", host), ("port", port), ("ray_address", ray_address))
+              if v is not None}
     try:
         server_mod.serve(state.settings.model_copy(update=update))
     except errors.CorralError as exc:  # already running, port taken, database unreachable

@@ -26,7 +26,7 @@ from corral import settings as settings_mod
 from corral.api import app as app_mod
 from corral.api import deps
 from corral.domain import errors
-from corral.executors import local
+from corral.executors import base, local
 from corral.scheduler import catalog as catalog_mod
 from corral.scheduler import launching, metrics, reconciler, sync
 from corral.storage import objects
@@ -51,7 +51,7 @@ class AlreadyRunning(errors.CorralError):
 class Platform:
     settings: settings_mod.Settings
     store: db.Store
-    executor: local.LocalExecutor
+    executor: base.Executor
     catalog: catalog_mod.Catalog
     reconciler: reconciler.Reconciler
     context: deps.Context
@@ -127,14 +127,23 @@ def build(settings: settings_mod.Settings) -> Platform:
             lock.close()
         store.dispose()
         raise
-    executor = local.LocalExecutor(local.detect_node(cpus=settings.cpus,
-                                                     memory_gb=settings.memory_gb))
+    try:
+        executor = make_executor(settings)
+    except BaseException:
+        for lock in locks:
+            lock.close()
+        store.dispose()
+        raise
     cat = catalog_mod.Catalog.build(settings, executor.nodes())
-    rec = reconciler.Reconciler(store=store, executor=executor, catalog=cat,
-                                settings=settings, run_as=run_as)
     stores = objects.Stores(settings)
     ctx = deps.Context(store=store, catalog=cat, settings=settings,
                        default_project_id=project_id, box=box, stores=stores)
+
+    def follow(new: catalog_mod.Catalog) -> None:  # nodes joined or left the cluster
+        ctx.catalog = new
+
+    rec = reconciler.Reconciler(store=store, executor=executor, catalog=cat,
+                                settings=settings, run_as=run_as, on_catalog=follow)
     syncer = sync.Syncer(store=store, settings=settings, stores=stores)
     platform = Platform(settings=settings, store=store, executor=executor, catalog=cat,
                         reconciler=rec, context=ctx, locks=locks, syncer=syncer)
@@ -148,6 +157,25 @@ def _private(path: Any) -> None:
     """The state database holds sealed secrets and every project's jobs: owner only."""
     with contextlib.suppress(OSError):
         os.chmod(path, 0o600)
+
+
+def make_executor(settings: settings_mod.Settings) -> base.Executor:
+    """This machine's processes, or a Ray cluster's nodes when an address is set."""
+    if settings.ray_address:
+        try:
+            from corral.executors import raycluster
+        except ImportError as exc:
+            raise errors.CorralError(
+                f"CORRAL_RAY_ADDRESS is set but Ray is not installed ({exc}); "
+                "install corral[ray]") from None
+        try:
+            return raycluster.RayExecutor(settings.ray_address,
+                                          namespace=settings.ray_namespace)
+        except (ConnectionError, RuntimeError, ValueError) as exc:
+            raise errors.CorralError(
+                f"cannot reach the Ray cluster at {settings.ray_address}: {exc}") from None
+    return local.LocalExecutor(local.detect_node(cpus=settings.cpus,
+                                                 memory_gb=settings.memory_gb))
 
 
 def _lock_home(settings: settings_mod.Settings) -> IO[str]:

@@ -138,6 +138,11 @@ class Settings(BaseSettings):
     upload_retry_delay: float = Field(default=1.0, ge=0)
     #: seconds between passes of the storage component (metrics, staging, uploads)
     storage_interval: float = Field(default=1.0, gt=0)
+    #: run jobs on this Ray cluster instead of this machine ("auto", "HOST:PORT" or
+    #: "ray://HOST:PORT"); needs the ray extra
+    ray_address: str | None = None
+    #: the Ray namespace corral's actors and placement groups are named in
+    ray_namespace: str = "corral"
 
     @field_validator("home", mode="after")
     @classmethod

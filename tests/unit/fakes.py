@@ -47,14 +47,18 @@ class FakeTask:
     handle: base.Handle
     exit_code: int | None = None
     lost: bool = False
+    node_lost: bool = False
     ignores_sigterm: bool = False
     signals: list[str] = dataclasses.field(default_factory=list)
 
     @property
     def alive(self) -> bool:
-        return self.exit_code is None and not self.lost
+        return self.exit_code is None and not self.lost and not self.node_lost
 
     def status(self) -> base.Status:
+        if self.node_lost:
+            return base.Status(base.State.NODE_LOST, handle=self.handle,
+                               message="its node left the cluster")
         if self.lost:
             return base.Status(
                 base.State.LOST,
@@ -72,8 +76,9 @@ class FakeExecutor:
     def __init__(self, node: resources.Node | None = None,
                  more_nodes: tuple[resources.Node, ...] = ()) -> None:
         self.node = node or resources.Node(name="local", cpu=2, memory_mb=8192)
-        #: nodes beyond the first, for a cluster that cannot run here (many nodes)
-        self.more_nodes = more_nodes
+        #: what nodes() answers (the first, then any more for a cluster that cannot run
+        #: here); a test adds and removes nodes as a cluster would
+        self.node_list = [self.node, *more_nodes]
         self.tasks: dict[str, FakeTask] = {}  #: by launch id, in launch order
         self.recovered: list[str] = []  #: launch ids recover() was asked about
         self.adopted: list[str] = []  #: launch ids adopt() was asked about
@@ -92,7 +97,7 @@ class FakeExecutor:
     # --- the protocol -------------------------------------------------------------------
 
     def nodes(self) -> list[resources.Node]:
-        return [self.node, *self.more_nodes]
+        return list(self.node_list)
 
     def set_waker(self, wake: Callable[[], None]) -> None:
         self.wake = wake
@@ -178,6 +183,13 @@ class FakeExecutor:
 
     def lose(self, job_id: str, name: str = "worker-0") -> None:
         self.task(job_id, name).lost = True
+
+    def lose_node(self, node: str) -> None:
+        """The node leaves the cluster and takes its live tasks with it."""
+        self.node_list = [n for n in self.node_list if n.name != node]
+        for t in self.tasks.values():
+            if t.alive and t.handle.node == node:
+                t.node_lost = True
 
     def alive(self) -> list[FakeTask]:
         return [t for t in self.tasks.values() if t.alive]

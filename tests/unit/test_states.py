@@ -76,7 +76,8 @@ def test_active_phases_hold_resources_and_are_not_terminal() -> None:
 
 
 def test_task_done_states_are_the_ended_ones() -> None:
-    done = {jobs.TaskState.EXITED, jobs.TaskState.LOST, jobs.TaskState.FAILED_TO_START}
+    done = {jobs.TaskState.EXITED, jobs.TaskState.LOST, jobs.TaskState.NODE_LOST,
+            jobs.TaskState.FAILED_TO_START}
     assert done == jobs.TASK_DONE
     assert jobs.TaskState.LAUNCHING not in jobs.TASK_DONE
     assert jobs.TaskState.RUNNING not in jobs.TASK_DONE

@@ -87,15 +87,18 @@ class TaskState(enum.StrEnum):
     RUNNING = "running"  #: process started, handle recorded
     EXITED = "exited"  #: process ended; exit_code holds its code
     LOST = "lost"  #: process gone, exit code unknown
+    NODE_LOST = "node_lost"  #: its node left the cluster; the job is placed again
     FAILED_TO_START = "failed_to_start"  #: the executor could not start it
 
 
 TASK_DONE: frozenset[TaskState] = frozenset(
-    {TaskState.EXITED, TaskState.LOST, TaskState.FAILED_TO_START}
+    {TaskState.EXITED, TaskState.LOST, TaskState.NODE_LOST, TaskState.FAILED_TO_START}
 )
 
 RETRY_ANNOTATION = "fault-tolerance/job-retry-num"
 MAX_RETRIES = 100
+#: how a gang's tasks are spread over nodes: "spread" (the default) or "pack"
+PLACEMENT_STRATEGIES = ("spread", "pack")
 
 
 def task_names(node_count: int) -> list[str]:

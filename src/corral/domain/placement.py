@@ -18,6 +18,8 @@ class Request:
     job_id: str
     per_task: resources.Resources
     count: int
+    #: a gang's tasks go to as many different nodes as fit (else: fill the first node)
+    spread: bool = False
 
 
 @dataclasses.dataclass(frozen=True)
@@ -61,11 +63,14 @@ def place_fifo(queue: Sequence[Request],
 
 def _gang(req: Request, trial: dict[str, tuple[resources.Resources, list[int]]],
           order: list[str]) -> list[TaskSlot] | None:
-    slots = []
+    slots: list[TaskSlot] = []
     for _ in range(req.count):
-        name = next((n for n in order if req.per_task.fits_in(trial[n][0])), None)
-        if name is None:
+        fits = [n for n in order if req.per_task.fits_in(trial[n][0])]
+        if not fits:
             return None
+        name = fits[0]
+        if req.spread:  # the node holding the fewest of this gang's tasks so far
+            name = min(fits, key=lambda n: sum(1 for s in slots if s.node == n))
         free, gpu_ids = trial[name]
         taken = tuple(gpu_ids[: req.per_task.gpu])
         trial[name] = (free - req.per_task, gpu_ids[req.per_task.gpu:])

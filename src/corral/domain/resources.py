@@ -112,6 +112,22 @@ def default_flavors(node: Node) -> list[Flavor]:
             *_gpu_flavors(node, whole_gb)]
 
 
+def cluster_flavors(nodes: Sequence[Node]) -> list[Flavor]:
+    """The default flavors of every node shape in a cluster, largest node first.
+
+    A flavor id names the same shape on every node (`corral.cpu.2u` is always 2 cores), so
+    the first node offering it defines it; its `max_num` counts what all nodes hold at once.
+    """
+    ordered = sorted(nodes, key=lambda n: (len(n.gpus), n.cpu, n.memory_mb), reverse=True)
+    out: dict[str, Flavor] = {}
+    for node in ordered:
+        for f in default_flavors(node):
+            out.setdefault(f.flavor_id, f)
+    return [dataclasses.replace(f, max_num=max(1, sum(_how_many(f.resources, n.capacity)
+                                                      for n in ordered)))
+            for f in out.values()]
+
+
 def _cpu_flavors(node: Node, total_gb: int) -> list[Flavor]:
     per_core_gb = max(1, total_gb // max(1, node.cpu))
     out: list[Flavor] = []

@@ -245,6 +245,7 @@ class Metadata(Model):
         return int(self.annotations.get(jobs_mod.RETRY_ANNOTATION, "0"))
 
 
+
 class Resource(Model):
     policy: str | None = None
     flavor_id: str | None = None
@@ -263,8 +264,13 @@ class SchedulePolicy(Model):
     priority: int | None = Field(default=None, ge=1, le=3)
     #: a higher-priority job may stop this one (SIGTERM, grace period) and requeue it
     preemptible: bool | None = None
-    #: corral: a gang's tasks one per node where possible, or packed onto as few as fit
+    #: corral: a gang's tasks one per node where possible (spread, the default), or
+    #: packed onto as few nodes as fit (pack)
     placement: Literal["pack", "spread"] | None = None
+
+    @property
+    def strategy(self) -> str:
+        return self.placement or "spread"
 
 
 class Spec(Model):

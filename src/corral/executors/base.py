@@ -35,6 +35,13 @@ class LaunchSpec:
     shell: bool = False
     #: (uid, gid) to run the task as; None: the server's own user
     run_as: tuple[int, int] | None = None
+    # What an executor running the task on another machine needs besides (the local one
+    # ignores them): what to reserve, what to ship, and where the gang's other tasks run.
+    demand: resources.Resources = resources.ZERO  #: what one task of the job was given
+    code_dir: str = ""  #: the attempt's code snapshot that argv and cwd refer to
+    output_dirs: tuple[str, ...] = ()  #: created on the task's node before it starts
+    gang: tuple[str, ...] = ()  #: the node of every task of the attempt, by rank
+    strategy: str = "spread"  #: how the gang is placed (jobs.PLACEMENT_STRATEGIES)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -47,6 +54,10 @@ class Handle:
     start_time: float  #: clock ticks since boot, as /proc/PID/stat has it (0: unknown)
     control_dir: str
     launch_id: str
+    # A task on a Ray cluster is found by its actor's name (pid 0: the server cannot see it).
+    actor: str = ""  #: the named, detached actor that runs it
+    node_id: str = ""  #: the Ray node id it was placed on
+    group: str = ""  #: the placement group of its gang ("" for a single task)
 
     @property
     def prefix(self) -> str:
@@ -65,6 +76,7 @@ class State(enum.StrEnum):
     RUNNING = "running"  #: the process is alive
     EXITED = "exited"  #: it ended; exit_code is its code
     LOST = "lost"  #: it is gone and its exit code cannot be known
+    NODE_LOST = "node_lost"  #: its node left the cluster (an infrastructure fault)
     NOT_STARTED = "not_started"  #: (recover only) it never ran and never will
 
 

@@ -38,7 +38,7 @@ class Catalog:
                 gpu_product=nodes[0].gpus[0].name if f.gpu and nodes and nodes[0].gpus else "",
             ) for f in settings.flavors]
         else:
-            flavors = resources.default_flavors(nodes[0]) if nodes else []
+            flavors = resources.cluster_flavors(nodes)
         default = settings.default_flavor
         if flavors and default not in {f.flavor_id for f in flavors}:
             default = flavors[0].flavor_id

@@ -17,7 +17,7 @@ import socket
 from collections.abc import Mapping, Sequence
 
 from corral import settings as settings_mod
-from corral.domain import errors, metrics, specs
+from corral.domain import errors, metrics, resources, specs
 from corral.executors import base
 from corral.scheduler import catalog as catalog_mod
 from corral.storage import local as storage
@@ -194,6 +194,7 @@ def launch_spec(
     environ: Mapping[str, str] | None = None,
     env_deny: Sequence[str] = settings_mod.JOB_ENV_DENY,
     run_as: tuple[int, int] | None = None,
+    demand: resources.Resources = resources.ZERO, gang: Sequence[str] = (),
 ) -> base.LaunchSpec:
     alg = spec.algorithm
     engine = cat.engine(alg.engine)
@@ -213,4 +214,7 @@ def launch_spec(
         argv=argv, shell=shell, cwd=str(cwd), env=env,
         log_path=str(paths.log_path(attempt, task)),
         control_dir=str(paths.control_dir(attempt)), node=node, gpu_ids=tuple(gpu_ids),
-        run_as=run_as)
+        run_as=run_as,
+        demand=demand, code_dir=str(code) if code else "",
+        output_dirs=tuple(out.local_dir or out.url for out in alg.outputs), gang=tuple(gang),
+        strategy=(spec.spec.schedule_policy or specs.SchedulePolicy()).strategy)

@@ -68,6 +68,8 @@ class Reconciler:
     environ: Mapping[str, str] | None = None
     #: (uid, gid) tasks run as (launching.task_user); None: the server's user
     run_as: tuple[int, int] | None = None
+    #: told of every new catalog when the executor's nodes change (the API's view)
+    on_catalog: Callable[[catalog_mod.Catalog], None] | None = None
     _known: set[str] = dataclasses.field(default_factory=set)
     _specs: dict[str, specs.JobCreate] = dataclasses.field(default_factory=dict)
 
@@ -91,11 +93,24 @@ class Reconciler:
             active = repo.active_with_tasks(conn)
             holding = [(job, tasks) for job, tasks in active
                        if self._settle(conn, p, job, tasks)]
+            # After settling: a job put back in the queue is served in its old place, on
+            # the nodes there are now (observing may just have seen one leave).
             queue = repo.queued(conn, limit=QUEUE_WINDOW)
+            self._refresh_nodes()
             more = self._place(conn, p, queue, holding)
             self._purge(conn, p)
         self._after(p)
         return more
+
+    def _refresh_nodes(self) -> None:
+        """Follow the executor's nodes (a cluster's nodes join and leave)."""
+        nodes = tuple(self.executor.nodes())
+        if nodes == self.catalog.nodes:
+            return
+        log.info("nodes now: %s", ", ".join(n.name for n in nodes) or "none")
+        self.catalog = catalog_mod.Catalog.build(self.settings, list(nodes))
+        if self.on_catalog:
+            self.on_catalog(self.catalog)
 
     def _after(self, p: _Pass) -> None:
         for row, status in p.ended:
@@ -172,6 +187,12 @@ class Reconciler:
                              handle=handle, ended_at=now)
             repo.add_event(conn, row.job_id, now, f"Task {row.name} exited with code {code}",
                            level="Info" if code == 0 else "Warning", source="Task")
+        elif status.state is base.State.NODE_LOST:
+            repo.update_task(conn, row.job_id, row.attempt, row.name, expect=LIVE,
+                             state=J.TaskState.NODE_LOST.value, message=status.message,
+                             handle=handle, ended_at=now)
+            repo.add_event(conn, row.job_id, now, f"Task {row.name} lost with its node "
+                           f"{row.node}: {status.message}", level="Warning", source="Task")
         else:
             repo.update_task(conn, row.job_id, row.attempt, row.name, expect=LIVE,
                              state=J.TaskState.LOST.value, message=status.message,
@@ -206,6 +227,10 @@ class Reconciler:
             if failed:  # one task of the gang failed: the others stop before any restart
                 self._signal(conn, live)
             return True
+        lost = [t for t in failed if t.state == J.TaskState.NODE_LOST.value]
+        if lost:  # not the job's fault: place it again, its retries untouched
+            return not self._requeue(conn, p, job, self.now(), end_reason="node lost",
+                                     related_task=lost[0].name)
         if failed:
             return self._attempt_failed(conn, p, job, tasks, failed)
         return not self._finish(conn, p, job, J.Phase.COMPLETED, J.SecondaryPhase.COMPLETED,
@@ -433,21 +458,23 @@ class Reconciler:
         """Start the tasks of an attempt still in state launching (after a crash)."""
         with self.store.read() as conn:
             job = repo.job_by_id(conn, job_id)
-            tasks = [t for t in repo.tasks_of(conn, job_id, attempt)
-                     if t.state == J.TaskState.LAUNCHING.value]
+            every = repo.tasks_of(conn, job_id, attempt)
+        tasks = [t for t in every if t.state == J.TaskState.LAUNCHING.value]
         if job is None or not tasks:
             return []
-        return self._launch_tasks(job, attempt, tasks)
+        return self._launch_tasks(job, attempt, tasks, gang=[t.node for t in every])
 
-    def _launch_tasks(self, job: Any, attempt: int,
-                      tasks: Sequence[Any]) -> list[tuple[Any, base.Handle | None, str]]:
+    def _launch_tasks(self, job: Any, attempt: int, tasks: Sequence[Any],
+                      gang: Sequence[str] | None = None,
+                      ) -> list[tuple[Any, base.Handle | None, str]]:
         spec = self._spec(job)
+        gang = [t.node for t in sorted(tasks, key=lambda t: t.rank)] if gang is None else gang
         paths = storage.RunPaths(self.settings.runs_dir, job.id)
         try:
             code, cwd = launching.prepare_attempt(paths, attempt, spec.algorithm, self.run_as)
         except (errors.CorralError, OSError) as exc:
             return [(t, None, getattr(exc, "message", str(exc))) for t in tasks]
-        return [self._launch_one(job, spec, paths, t, code, cwd) for t in tasks]
+        return [self._launch_one(job, spec, paths, t, code, cwd, gang) for t in tasks]
 
     def _spec(self, job: Any) -> specs.JobCreate:
         """A job's parsed spec; specs never change once submitted, so they are kept."""
@@ -459,13 +486,15 @@ class Reconciler:
         return spec
 
     def _launch_one(self, job: Any, spec: Any, paths: storage.RunPaths, t: Any,
-                    code: Any, cwd: Any) -> tuple[Any, base.Handle | None, str]:
+                    code: Any, cwd: Any,
+                    gang: Sequence[str]) -> tuple[Any, base.Handle | None, str]:
         ls = launching.launch_spec(
             paths=paths, cat=self.catalog, spec=spec, job_id=job.id, attempt=t.attempt,
             task=t.name, rank=t.rank, launch_id=t.launch_id, node=t.node,
             gpu_ids=[int(g) for g in t.gpu_ids.split(",") if g],
             master_port=job.master_port or 29500, code=code, cwd=cwd, environ=self.environ,
-            env_deny=self.settings.job_env_deny, run_as=self.run_as)
+            env_deny=self.settings.job_env_deny, run_as=self.run_as,
+            demand=resources.Resources(job.cpu, job.memory_mb, job.gpu), gang=gang)
         try:
             handle = self.executor.launch(ls)
         except errors.CorralError as exc:
@@ -509,7 +538,8 @@ def _ended_badly(row: Any, status: base.Status) -> bool:
 def _failed(t: Any) -> bool:
     if t.state == J.TaskState.EXITED.value:
         return bool(t.exit_code != 0)
-    return t.state in (J.TaskState.LOST.value, J.TaskState.FAILED_TO_START.value)
+    return t.state in (J.TaskState.LOST.value, J.TaskState.NODE_LOST.value,
+                       J.TaskState.FAILED_TO_START.value)
 
 
 def _failure_of(t: Any) -> tuple[J.FailureClass, str]:

@@ -94,7 +94,7 @@ def create_job(conn: sa.Connection, cat: catalog_mod.Catalog, body: specs.JobCre
         "memory_mb": demand.memory_mb, "gpu": demand.gpu,
         "retry_limit": body.metadata.retry_limit, "create_time": now, "updated_at": now,
         "pool_id": pool, "priority": sched.priority or 1,
-        "preemptible": bool(sched.preemptible), "spread": sched.placement == "spread",
+        "preemptible": bool(sched.preemptible), "spread": sched.strategy == "spread",
         "gpu_type": gpu_type,
         "family_id": version.family_id if version else job_id,
         "version": version.number if version else 1,

@@ -1,0 +1,233 @@
+"""The small Ray actor that runs tasks' processes on one node of a Ray cluster.
+
+One agent per node, named after the node and detached (it outlives a server restart, and
+the next server finds it by name). For each task it waits until the task's placement group
+holds the flavor's resources on its node, unpacks the attempt's code (shipped through the
+object store), starts the process with its output in a file on the node, and answers the
+server's questions (has it ended, what did it print, how busy is it) until the server
+retires the task. A long-lived agent instead of an actor per task: starting an actor
+starts a Python worker process (about half a second here), which a trivial job should
+not pay for.
+
+This module uses only the standard library (and psutil, which Ray itself depends on): the
+executor ships it to the nodes by value, so a node needs Ray but not corral.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import dataclasses
+import io
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tarfile
+import tempfile
+import threading
+import time
+from typing import Any
+
+#: argv[0] placeholder: the node's own Python (the one running the actor)
+NODE_PYTHON = "{node-python}"
+#: path prefix placeholders: the unpacked code snapshot, and the task's own directory
+CODE = "{code}"
+ROOT = "{root}"
+LAUNCH_ENV = "CORRAL_LAUNCH_ID"
+NODE_ENV = "CORRAL_RAY_NODE_ID"
+PR_SET_PDEATHSIG = 1
+
+
+def _death_signal() -> Any:
+    """A pre-exec hook making the task die with its actor (and so with its node, as on a
+    real machine). Resolved before the fork: the child must only make the call."""
+    if not sys.platform.startswith("linux"):
+        return None
+    prctl = ctypes.CDLL(None, use_errno=True).prctl
+    return lambda: prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+@dataclasses.dataclass
+class _Proc:
+    root: str
+    log_path: str
+    proc: subprocess.Popen[bytes] | None = None
+    exit_code: int | None = None
+    ended: threading.Event = dataclasses.field(default_factory=threading.Event)
+    cpu_prev: tuple[float, float] | None = None
+
+
+class NodeAgent:
+    """Starts tasks' processes on this node; the server then polls and retires them."""
+
+    def __init__(self) -> None:
+        import ray
+
+        self.node_id: str = ray.get_runtime_context().get_node_id()
+        self._lock = threading.Condition()
+        self._tasks: dict[str, _Proc] = {}
+        self._abandoned: set[str] = set()
+
+    def start(self, launch_id: str, payload: dict[str, Any], code: bytes | None) -> bool:
+        """Start a task once its resources are reserved; False if it was abandoned first."""
+        with self._lock:
+            if launch_id in self._abandoned or launch_id in self._tasks:
+                return launch_id in self._tasks
+            root = tempfile.mkdtemp(prefix=f"corral-{payload['task']}-{launch_id}-")
+            p = self._tasks[launch_id] = _Proc(root, os.path.join(root, "task.log"))
+            self._lock.notify_all()
+        try:
+            group = payload.get("group")
+            while group is not None and not group.wait(60):
+                pass  # the placement group is not placed yet: the task waits for it
+            self._spawn(launch_id, p, payload, code)
+        except (OSError, tarfile.TarError, ValueError) as exc:
+            # Reported as a shell reports a command it cannot run: in the log, code 127.
+            with open(p.log_path, "ab") as fh:
+                fh.write(f"corral: cannot start {payload['task']}: {exc}\n".encode())
+            p.exit_code = 127
+            p.ended.set()
+        return True
+
+    def _spawn(self, launch_id: str, p: _Proc, payload: dict[str, Any],
+               code: bytes | None) -> None:
+        code_dir = os.path.join(p.root, "code")
+        if code is not None:
+            with tarfile.open(fileobj=io.BytesIO(code)) as tar:
+                tar.extractall(code_dir, filter="data")
+
+        def local(value: str) -> str:
+            return value.replace(CODE, code_dir).replace(ROOT, p.root)
+
+        argv = [local(a) for a in payload["argv"]]
+        if argv and argv[0] == NODE_PYTHON:
+            argv[0] = sys.executable
+        for out in payload["outputs"]:
+            os.makedirs(out, exist_ok=True)
+        env = {k: local(v) for k, v in payload["env"].items()}
+        env.update({LAUNCH_ENV: launch_id, NODE_ENV: self.node_id})
+        cwd = local(payload["cwd"])
+        os.makedirs(cwd, exist_ok=True)
+        if payload["shell"]:
+            # The command line, then its arguments as "$@" (what the local wrapper does).
+            argv = ["/bin/sh", "-c", argv[0] + ' "$@"', "sh", *argv[1:]]
+        with open(p.log_path, "ab") as log:
+            p.proc = subprocess.Popen(
+                argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=log,
+                stderr=subprocess.STDOUT, start_new_session=True, close_fds=True,
+                preexec_fn=_death_signal())
+        threading.Thread(target=self._reap, args=(p,), daemon=True).start()
+
+    @staticmethod
+    def _reap(p: _Proc) -> None:
+        assert p.proc is not None
+        rc = p.proc.wait()
+        p.exit_code = 128 - rc if rc < 0 else rc
+        # Whatever the task left in its group goes with it.
+        with contextlib.suppress(OSError):
+            os.killpg(p.proc.pid, signal.SIGKILL)
+        p.ended.set()
+
+    # --- what the server asks -----------------------------------------------------------
+
+    def _task(self, launch_id: str) -> _Proc:
+        with self._lock:
+            # A `wait` may overtake its `start` (whose code argument is still on its way).
+            while launch_id not in self._tasks and launch_id not in self._abandoned:
+                self._lock.wait()
+            if launch_id not in self._tasks:
+                raise KeyError(f"task {launch_id} was never started on this node")
+            return self._tasks[launch_id]
+
+    def state(self, launch_id: str) -> str:
+        """"unknown", "running" or "ended", without waiting."""
+        with self._lock:
+            p = self._tasks.get(launch_id)
+        return "unknown" if p is None else "ended" if p.ended.is_set() else "running"
+
+    def abandon(self, launch_id: str) -> bool:
+        """Make sure a launch never starts; True if it had not (it never will now)."""
+        with self._lock:
+            if launch_id in self._tasks:
+                return False
+            self._abandoned.add(launch_id)
+            self._lock.notify_all()
+            return True
+
+    def wait(self, launch_id: str) -> int:
+        """The exit code, once the process has ended (the server keeps one call pending)."""
+        p = self._task(launch_id)
+        p.ended.wait()
+        assert p.exit_code is not None
+        return p.exit_code
+
+    def read_log(self, launch_id: str, offset: int, max_bytes: int) -> bytes:
+        try:
+            with open(self._task(launch_id).log_path, "rb") as fh:
+                fh.seek(offset)
+                return fh.read(max_bytes)
+        except FileNotFoundError:
+            return b""
+
+    def signal(self, launch_id: str, force: bool) -> None:
+        """SIGTERM the task's group, or SIGKILL it and every process carrying its marker."""
+        with self._lock:
+            p = self._tasks.get(launch_id)
+        if p is not None and p.proc is not None:
+            with contextlib.suppress(OSError):
+                os.killpg(p.proc.pid, signal.SIGKILL if force else signal.SIGTERM)
+        if force:
+            _kill_marked(launch_id)
+
+    def sample(self, launch_id: str) -> tuple[float, float] | None:
+        """(CPU percent of one core, resident MiB) of the task's whole process tree."""
+        import psutil
+
+        with self._lock:
+            p = self._tasks.get(launch_id)
+        if p is None or p.proc is None or p.ended.is_set():
+            return None
+        try:
+            top = psutil.Process(p.proc.pid)
+            tree = [top, *top.children(recursive=True)]
+        except psutil.Error:
+            return None
+        cpu = rss = 0.0
+        for q in tree:
+            with contextlib.suppress(psutil.Error):
+                t = q.cpu_times()
+                cpu += t.user + t.system
+                rss += q.memory_info().rss
+        now = time.time()
+        prev = p.cpu_prev or (top.create_time(), 0.0)
+        p.cpu_prev = (now, cpu)
+        pct = max(0.0, (cpu - prev[1]) / (now - prev[0]) * 100.0) if now > prev[0] else 0.0
+        return pct, rss / 2**20
+
+    def finish(self, launch_id: str) -> None:
+        """The server is done with the task: nothing of it and its files stays."""
+        self.signal(launch_id, force=True)
+        with self._lock:
+            p = self._tasks.pop(launch_id, None)
+            if p is None:  # retired before it started: a late `start` must not run it
+                self._abandoned.add(launch_id)
+                self._lock.notify_all()
+        if p is not None:
+            shutil.rmtree(p.root, ignore_errors=True)
+
+
+def _kill_marked(launch_id: str) -> None:
+    marker = f"{LAUNCH_ENV}={launch_id}".encode()
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/environ", "rb") as fh:
+                env = fh.read()
+        except OSError:
+            continue
+        if marker in env.split(b"\0"):
+            with contextlib.suppress(OSError):
+                os.kill(int(entry.name), signal.SIGKILL)

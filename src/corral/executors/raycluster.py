@@ -1,0 +1,490 @@
+"""Runs tasks on the nodes of a Ray cluster, behind the same protocol as the local executor.
+
+Every task is a process started on its node by a small actor, the node's agent
+(`rayactor.NodeAgent`, one per node, started on first use), once the task's placement
+group holds the flavor's resources (CPUs, GPUs, memory) there. A placement group's bundles
+are pinned to the nodes corral chose, so a gang's tasks are all reserved at once. Agents
+and placement groups are named and detached: a restarted server finds them by name.
+
+The server keeps one `wait` call pending on each actor; a background thread wakes the
+scheduler the moment one returns (the process ended, or the actor died with its node) and
+pulls the tasks' output into their usual log files, so logs, previews and `logs -f` work as
+they do locally.
+
+Ray is imported only when this executor is built (`CORRAL_RAY_ADDRESS`, `--ray`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import io
+import logging
+import os
+import sys
+import tarfile
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from corral.domain import errors, resources
+from corral.executors import base, rayactor
+
+log = logging.getLogger(__name__)
+
+NAMESPACE = "corral"
+#: how often running tasks' output is pulled to the server
+LOG_INTERVAL = 0.5
+LOG_CHUNK = 1 << 20
+#: how long nodes read from Ray are trusted before they are read again
+NODES_TTL = 1.0
+#: how long an actor that died on a node Ray still calls alive may wait for Ray to notice
+#: that the node is gone (Ray's own health checks take up to about 30 s)
+NODE_DEATH_GRACE = 30.0
+
+
+def agent_name(node_id: str) -> str:
+    return f"corral-node-{node_id}"
+
+
+def task_group_name(launch_id: str) -> str:
+    return f"corral-task-{launch_id}"
+
+
+def group_name(job_id: str, attempt: int) -> str:
+    return f"corral-gang-{job_id}-{attempt}"
+
+
+def node_name(node_id: str) -> str:
+    return f"ray-{node_id[:12]}"
+
+
+@dataclasses.dataclass
+class _Task:
+    """A task this server watches: its actor, the pending wait, how much log it copied."""
+
+    handle: base.Handle
+    actor: Any
+    log_path: str
+    offset: int
+    wait_ref: Any
+    launch_id: str = ""
+    announced: bool = False  #: the scheduler was woken for its wait's answer
+    died_at: float | None = None  #: its actor was seen dead on a node Ray calls alive
+    result: base.Status | None = None
+    lock: threading.Lock = dataclasses.field(default_factory=threading.Lock)
+
+
+class RayExecutor:
+    """Tasks are processes on a Ray cluster's nodes, one small detached actor each."""
+
+    def __init__(self, address: str, *, namespace: str = NAMESPACE) -> None:
+        import ray
+        from ray import cloudpickle
+
+        # The actor's module travels by value: a node needs Ray, not corral.
+        cloudpickle.register_pickle_by_value(rayactor)
+        self._ray = ray
+        self._ns = namespace
+        self._owns = not ray.is_initialized()
+        if self._owns:
+            ray.init(address=address, namespace=namespace, log_to_driver=False,
+                     logging_level=logging.WARNING)
+        self._agent_cls = ray.remote(rayactor.NodeAgent)
+        self._agents: dict[str, Any] = {}  #: node id -> its agent's actor handle
+        self._lock = threading.Lock()
+        self._tasks: dict[str, _Task] = {}
+        self._code: dict[str, Any] = {}
+        self._alive: dict[str, dict[str, Any]] = {}  #: node id -> Ray's node record
+        self._nodes_at = 0.0
+        self._wake: Callable[[], None] = lambda: None
+        self._stop = threading.Event()
+        self._refresh(force=True)
+        self._thread = threading.Thread(target=self._run, name="corral-ray", daemon=True)
+        self._thread.start()
+
+    # --- the cluster's nodes -------------------------------------------------------------
+
+    def nodes(self) -> list[resources.Node]:
+        self._refresh()
+        out = [_as_node(i) for i in self._alive.values()]
+        return sorted((n for n in out if n.cpu or n.gpus), key=lambda n: n.name)
+
+    def _refresh(self, force: bool = False) -> None:
+        now = time.monotonic()
+        if not force and now - self._nodes_at < NODES_TTL:
+            return
+        try:
+            listed = self._ray.nodes()
+        except Exception as exc:  # the GCS briefly unreachable: keep the last view
+            log.warning("cannot read the Ray cluster's nodes: %s", exc)
+            return
+        self._alive = {n["NodeID"]: n for n in listed if n.get("Alive")}
+        self._nodes_at = now
+
+    def _node_id(self, name: str) -> str | None:
+        return next((i for i in self._alive if node_name(i) == name), None)
+
+    def _ip(self, node_id: str) -> str:
+        info = self._alive.get(node_id)
+        return str(info["NodeManagerAddress"]) if info else "127.0.0.1"
+
+    def _node_alive(self, node_id: str, *, force: bool = False) -> bool:
+        self._refresh(force=force)
+        return node_id in self._alive
+
+    # --- the protocol --------------------------------------------------------------------
+
+    def set_waker(self, wake: Callable[[], None]) -> None:
+        self._wake = wake
+
+    def launch(self, spec: base.LaunchSpec) -> base.Handle:
+        node_id = self._node_id(spec.node)
+        if node_id is None:  # it left between placement and launch: place the job again
+            return self._lost_before_start(spec)
+        master = self._ip(node_id)
+        if len(spec.gang) > 1:
+            group = group_name(spec.job_id, spec.attempt)
+            master = self._ip(self._node_id(spec.gang[0]) or node_id)
+        else:
+            group = task_group_name(spec.launch_id)
+        try:
+            pg = self._placement_group(group, spec)
+            agent = self._agent(node_id)
+            payload = {**_payload(spec, master), "group": pg}
+            agent.start.remote(spec.launch_id, payload, self._code_ref(spec.code_dir))
+        except (ValueError, self._ray.exceptions.RayError) as exc:
+            raise errors.LaunchError(f"cannot start {spec.task} on Ray: {exc}") from None
+        handle = base.Handle(node=spec.node, task=spec.task, pid=0, start_time=0.0,
+                             control_dir=spec.control_dir, launch_id=spec.launch_id,
+                             actor=agent_name(node_id), node_id=node_id, group=group)
+        self._watch(handle, agent, offset=0)
+        return handle
+
+    def _agent(self, node_id: str) -> Any:
+        """The node's agent, started on first use (detached: it outlives this server)."""
+        from ray.util import scheduling_strategies as ss
+
+        agent = self._agents.get(node_id)
+        if agent is None:
+            agent = self._agents[node_id] = self._agent_cls.options(
+                name=agent_name(node_id), namespace=self._ns, lifetime="detached",
+                get_if_exists=True, num_cpus=0, max_restarts=0, max_task_retries=0,
+                max_concurrency=1000,
+                scheduling_strategy=ss.NodeAffinitySchedulingStrategy(node_id, soft=False),
+            ).remote()
+        return agent
+
+    def _lost_before_start(self, spec: base.LaunchSpec) -> base.Handle:
+        handle = base.Handle(node=spec.node, task=spec.task, pid=0, start_time=0.0,
+                             control_dir=spec.control_dir, launch_id=spec.launch_id)
+        task = _Task(handle=handle, actor=None, log_path=_log_path(handle), offset=0,
+                     wait_ref=None, launch_id=spec.launch_id, result=self._node_lost(handle))
+        with self._lock:
+            self._tasks[spec.launch_id] = task
+        self._wake()
+        return handle
+
+    def poll(self, handle: base.Handle) -> base.Status:
+        with self._lock:
+            task = self._tasks.get(handle.launch_id)
+        if task is None:
+            return self.adopt(handle)
+        return self._check(task)
+
+    def cancel(self, handle: base.Handle, *, force: bool) -> None:
+        actor = self._actor(handle)
+        if actor is not None:
+            with contextlib.suppress(self._ray.exceptions.RayError):
+                actor.signal.remote(handle.launch_id, force)
+
+    def adopt(self, handle: base.Handle) -> base.Status:
+        actor = self._actor(handle)
+        if actor is None:
+            return self._gone(handle, "the node's corral agent is gone")
+        try:
+            state = self._ray.get(actor.state.remote(handle.launch_id), timeout=30)
+        except self._ray.exceptions.RayError as exc:
+            return self._gone(handle, f"the node's corral agent does not answer: {exc}")
+        if state == "unknown":
+            return self._gone(handle, "the node's corral agent does not know it (it was "
+                                      "restarted, and the task with it)")
+        try:
+            offset = os.path.getsize(_log_path(handle))
+        except OSError:
+            offset = 0
+        return self._check(self._watch(handle, actor, offset=offset))
+
+    def recover(self, spec: base.LaunchSpec) -> base.Status:
+        # The agent refuses a start it was told to abandon, so NOT_STARTED is final; no
+        # agent at all means nothing was ever started on that node by this launch.
+        node_id = self._node_id(spec.node) or ""
+        try:
+            agent = self._ray.get_actor(agent_name(node_id), namespace=self._ns)
+            never = bool(self._ray.get(agent.abandon.remote(spec.launch_id), timeout=30))
+        except (ValueError, self._ray.exceptions.RayError):
+            never = True
+        if never:
+            return base.Status(base.State.NOT_STARTED)
+        group = (group_name(spec.job_id, spec.attempt) if len(spec.gang) > 1
+                 else task_group_name(spec.launch_id))
+        handle = base.Handle(node=spec.node, task=spec.task, pid=0, start_time=0.0,
+                             control_dir=spec.control_dir, launch_id=spec.launch_id,
+                             actor=agent_name(node_id), node_id=node_id, group=group)
+        return self.adopt(handle)
+
+    def sample(self, handle: base.Handle) -> base.Sample | None:
+        with self._lock:
+            task = self._tasks.get(handle.launch_id)
+        if task is None or task.result is not None:
+            return None
+        try:
+            got = self._ray.get(task.actor.sample.remote(handle.launch_id), timeout=5)
+        except self._ray.exceptions.RayError:
+            return None
+        if got is None:
+            return None
+        return base.Sample(cpu_percent=got[0], rss_mb=got[1])
+
+    def clean_up(self, handle: base.Handle) -> None:
+        self.cancel(handle, force=True)
+
+    def release(self, handle: base.Handle) -> None:
+        """Forget the task: its agent cleans up after it, its reservation is given back."""
+        with self._lock:
+            task = self._tasks.pop(handle.launch_id, None)
+        actor = task.actor if task else self._actor(handle)
+        if actor is not None:
+            with contextlib.suppress(self._ray.exceptions.RayError):
+                actor.finish.remote(handle.launch_id)
+        self._drop_group_if_unused(handle.group)
+
+    def close(self) -> None:
+        """Stop watching; the tasks go on running on the cluster for the next server."""
+        self._stop.set()
+        self._thread.join(timeout=10)
+        if self._owns:
+            self._ray.shutdown()
+
+    # --- watching ------------------------------------------------------------------------
+
+    def _watch(self, handle: base.Handle, actor: Any, *, offset: int) -> _Task:
+        task = _Task(handle=handle, actor=actor, log_path=_log_path(handle), offset=offset,
+                     wait_ref=actor.wait.remote(handle.launch_id), launch_id=handle.launch_id)
+        os.makedirs(os.path.dirname(task.log_path), exist_ok=True)
+        with self._lock:
+            self._tasks[handle.launch_id] = task
+        return task
+
+    def _check(self, task: _Task) -> base.Status:
+        if task.result is not None:
+            return task.result
+        ray = self._ray
+        handle = task.handle
+        ready, _ = ray.wait([task.wait_ref], timeout=0)
+        if ready:
+            try:
+                code = ray.get(task.wait_ref, timeout=10)
+            except ray.exceptions.ActorUnavailableError:  # a hiccup: ask again
+                task.wait_ref, task.announced = task.actor.wait.remote(task.launch_id), False
+                return base.Status(base.State.RUNNING, handle=handle)
+            except ray.exceptions.RayActorError as exc:
+                return self._died(task, exc)
+            except ray.exceptions.RayError as exc:  # the agent does not know the task
+                task.result = self._gone(handle, f"the node's corral agent lost it: {exc}")
+                return task.result
+            self._pull(task)
+            task.result = base.Status(base.State.EXITED, exit_code=int(code), handle=handle)
+            return task.result
+        if handle.node_id and not self._node_alive(handle.node_id):
+            task.result = self._node_lost(handle)
+            return task.result
+        return base.Status(base.State.RUNNING, handle=handle)
+
+    def _died(self, task: _Task, exc: Exception) -> base.Status:
+        """The actor died: with its node (reschedule), or by itself (the task is lost)."""
+        handle = task.handle
+        self._agents.pop(handle.node_id, None)  # a dead agent is started anew on next use
+        detail = [ln for ln in str(exc).strip().splitlines() if ln.strip()]
+        if getattr(exc, "actor_init_failed", False):
+            task.result = base.Status(base.State.LOST, handle=handle, message=(
+                f"its Ray actor could not start: {detail[-1] if detail else exc!r}"))
+            return task.result
+        if not handle.node_id or not self._node_alive(handle.node_id, force=True):
+            task.result = self._node_lost(handle)
+            return task.result
+        now = time.monotonic()
+        task.died_at = task.died_at or now
+        if now - task.died_at < NODE_DEATH_GRACE:
+            return base.Status(base.State.RUNNING, handle=handle)  # Ray may not know yet
+        task.result = base.Status(base.State.LOST, handle=handle, message=(
+            f"its Ray actor died: {detail[-1] if detail else type(exc).__name__}"))
+        return task.result
+
+    def _gone(self, handle: base.Handle, why: str) -> base.Status:
+        if not handle.node_id or not self._node_alive(handle.node_id, force=True):
+            return self._node_lost(handle)
+        return base.Status(base.State.LOST, handle=handle, message=why)
+
+    def _node_lost(self, handle: base.Handle) -> base.Status:
+        return base.Status(base.State.NODE_LOST, handle=handle,
+                           message=f"Ray node {handle.node_id or handle.node} left the cluster")
+
+    def _actor(self, handle: base.Handle) -> Any:
+        with self._lock:
+            task = self._tasks.get(handle.launch_id)
+        if task is not None:
+            return task.actor
+        if not handle.actor:
+            return None
+        try:
+            return self._ray.get_actor(handle.actor, namespace=self._ns)
+        except ValueError:
+            return None
+
+    def _pull(self, task: _Task) -> None:
+        """Copy what the task printed since the last pull into its log file on the server."""
+        with task.lock:
+            while True:
+                try:
+                    chunk = self._ray.get(task.actor.read_log.remote(
+                        task.launch_id, task.offset, LOG_CHUNK), timeout=10)
+                except self._ray.exceptions.RayError:
+                    return
+                if chunk:
+                    with open(task.log_path, "ab") as fh:
+                        fh.write(chunk)
+                    task.offset += len(chunk)
+                if len(chunk) < LOG_CHUNK:
+                    return
+
+    # --- the background thread: wake-ups, logs, retiring actors --------------------------
+
+    def _run(self) -> None:
+        next_logs = 0.0
+        while not self._stop.is_set():
+            try:
+                self._wait_for_exits(0.2)
+                if time.monotonic() >= next_logs:
+                    next_logs = time.monotonic() + LOG_INTERVAL
+                    self._pull_all()
+            except Exception:
+                log.exception("Ray watcher pass failed")
+                self._stop.wait(1.0)
+
+    def _wait_for_exits(self, timeout: float) -> None:
+        with self._lock:
+            pending = {t.wait_ref: t for t in self._tasks.values()
+                       if not t.announced and t.result is None}
+        if not pending:
+            self._stop.wait(timeout)
+            return
+        ready, _ = self._ray.wait(list(pending), num_returns=1, timeout=timeout)
+        for ref in ready:
+            pending[ref].announced = True
+        if ready:
+            self._wake()
+
+    def _pull_all(self) -> None:
+        with self._lock:
+            running = [t for t in self._tasks.values() if t.result is None]
+        asks = []
+        for t in running:
+            with contextlib.suppress(self._ray.exceptions.RayError):
+                asks.append((t, t.offset,
+                             t.actor.read_log.remote(t.launch_id, t.offset, LOG_CHUNK)))
+        if not asks:
+            return
+        self._ray.wait([a[2] for a in asks], num_returns=len(asks), timeout=2)
+        for task, offset, ref in asks:
+            try:
+                chunk = self._ray.get(ref, timeout=0)
+            except self._ray.exceptions.RayError:
+                continue
+            with task.lock:
+                if chunk and task.offset == offset:
+                    with open(task.log_path, "ab") as fh:
+                        fh.write(chunk)
+                    task.offset += len(chunk)
+
+    # --- gangs and code ------------------------------------------------------------------
+
+    def _placement_group(self, name: str, spec: base.LaunchSpec) -> Any:
+        """The task's resources, or its gang's, each bundle pinned to its node, at once."""
+        from ray.util.placement_group import get_placement_group, placement_group
+
+        with contextlib.suppress(ValueError):
+            return get_placement_group(name)
+        d = spec.demand
+        bundle = {k: v for k, v in (("CPU", d.cpu), ("GPU", float(d.gpu)),
+                                    ("memory", float(d.memory_mb * 2**20))) if v}
+        nodes = spec.gang if len(spec.gang) > 1 else (spec.node,)
+        labels = [{"ray.io/node-id": self._node_id(n) or ""} for n in nodes]
+        try:
+            return placement_group(
+                [dict(bundle) for _ in nodes], strategy=spec.strategy.upper(), name=name,
+                lifetime="detached", bundle_label_selector=labels)
+        except (ValueError, self._ray.exceptions.RayError) as exc:
+            raise errors.LaunchError(f"cannot reserve the gang on Ray: {exc}") from None
+
+    def _drop_group_if_unused(self, group: str) -> None:
+        if not group:
+            return
+        with self._lock:
+            used = any(t.handle.group == group for t in self._tasks.values())
+        if used:
+            return
+        from ray.util.placement_group import get_placement_group, remove_placement_group
+
+        with contextlib.suppress(ValueError, self._ray.exceptions.RayError):
+            remove_placement_group(get_placement_group(group))
+
+    def _code_ref(self, code_dir: str) -> Any:
+        """The attempt's code snapshot as a tar in the object store (one put per attempt)."""
+        if not code_dir:
+            return None
+        ref = self._code.get(code_dir)
+        if ref is None:
+            buf = io.BytesIO()
+            with tarfile.open(fileobj=buf, mode="w") as tar:
+                tar.add(code_dir, arcname=".")
+            if len(self._code) > 32:
+                self._code.clear()
+            ref = self._code[code_dir] = self._ray.put(buf.getvalue())
+        return ref
+
+
+def _payload(spec: base.LaunchSpec, master_addr: str) -> dict[str, Any]:
+    """The launch in the node's terms: server paths become placeholders the actor fills."""
+    attempt_dir = os.path.dirname(spec.control_dir)
+
+    def portable(value: str) -> str:
+        if spec.code_dir and (value == spec.code_dir or value.startswith(spec.code_dir + "/")):
+            return rayactor.CODE + value[len(spec.code_dir):]
+        if value == attempt_dir or value.startswith(attempt_dir + "/"):
+            return rayactor.ROOT + value[len(attempt_dir):]
+        return value
+
+    argv = [portable(a) for a in spec.argv]
+    if not spec.shell and argv and argv[0] == sys.executable:
+        argv[0] = rayactor.NODE_PYTHON  # the server's own Python: the node's instead
+    env = {**spec.env, "MASTER_ADDR": master_addr}
+    return {"launch_id": spec.launch_id, "task": spec.task, "argv": argv, "shell": spec.shell,
+            "cwd": portable(spec.cwd), "env": env, "outputs": list(spec.output_dirs)}
+
+
+def _log_path(handle: base.Handle) -> str:
+    # The run directory's layout (storage.RunPaths): attempt-N/ctl beside attempt-N/logs.
+    return os.path.join(os.path.dirname(handle.control_dir), "logs", f"{handle.task}.log")
+
+
+def _as_node(info: dict[str, Any]) -> resources.Node:
+    res = info.get("Resources", {})
+    n_gpu = int(res.get("GPU", 0))
+    product = next((k.split(":", 1)[1] for k in res if k.startswith("accelerator_type:")),
+                   "GPU")
+    return resources.Node(
+        name=node_name(info["NodeID"]), cpu=int(res.get("CPU", 0)),
+        memory_mb=int(res.get("memory", 0) // 2**20),
+        gpus=tuple(resources.Gpu(i, product, 0) for i in range(n_gpu)))

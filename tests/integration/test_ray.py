@@ -1,0 +1,282 @@
+"""corral on a real multi-node Ray cluster started on this machine for this module.
+
+The cluster (`ray.cluster_utils.Cluster`) has a head and two workers of different shapes;
+its processes, temp dir and address file are this module's own and go when it ends. Every
+test starts its own corral server (its own state) against that one cluster.
+
+Nodes of a simulated cluster share the host's address, so "another node" is checked by
+Ray node id, which every task finds in CORRAL_RAY_NODE_ID.
+"""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import shutil
+import tempfile
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from tests import factories
+from tests.conftest import Live, start_live, stop_live
+
+ray = pytest.importorskip("ray")
+from ray import cluster_utils  # noqa: E402
+
+pytestmark = [pytest.mark.ray, pytest.mark.timeout(300)]
+
+GiB = 2**30
+FLAVORS = [
+    {"flavor_id": "cpu1", "cpu": 1, "memory_gb": 1},
+    {"flavor_id": "cpu2", "cpu": 2, "memory_gb": 1},
+    {"flavor_id": "gpu1", "cpu": 1, "memory_gb": 1, "gpu": 1},
+]
+#: what a task tells about where it runs (one KEY=VALUE line each)
+SHOW_ENV = """
+import os, sys
+for key in ("CORRAL_RAY_NODE_ID", "CUDA_VISIBLE_DEVICES", "RANK", "WORLD_SIZE",
+            "MASTER_ADDR", "MASTER_PORT", "CORRAL_ATTEMPT"):
+    print(f"{key}={os.environ.get(key, '')}")
+print(f"CWD={os.getcwd()}")
+"""
+
+
+class RayCluster:
+    def __init__(self) -> None:
+        # Short: Ray's unix sockets live under it and their paths are limited to 107 bytes.
+        self.tmp = tempfile.mkdtemp(prefix="cr-", dir="/tmp")
+        self._env = {k: os.environ.get(k) for k in ("RAY_TMPDIR", "RAY_AUTH_MODE")}
+        os.environ["RAY_TMPDIR"] = self.tmp  # the address file goes here, not /tmp/ray
+        os.environ["RAY_AUTH_MODE"] = "disabled"
+        os.makedirs(os.path.join(self.tmp, "ray"))
+        self.cluster = cluster_utils.Cluster(
+            initialize_head=True, shutdown_at_exit=True,
+            head_node_args={"num_cpus": 1, "memory": 2 * GiB, "include_dashboard": False,
+                            "temp_dir": self.tmp, "object_store_memory": 80 * 2**20})
+        self.cpu_node = self.add(num_cpus=2)
+        self.gpu_node = self.add(num_cpus=1, num_gpus=1)
+
+    def add(self, **args: Any) -> Any:
+        return self.cluster.add_node(memory=2 * GiB, object_store_memory=80 * 2**20, **args)
+
+    @property
+    def address(self) -> str:
+        return str(self.cluster.address)
+
+    def shutdown(self) -> None:
+        if ray.is_initialized():
+            ray.shutdown()
+        self.cluster.shutdown()
+        for key, value in self._env.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[RayCluster]:
+    c = RayCluster()
+    yield c
+    c.shutdown()
+
+
+def start(home: pathlib.Path, c: RayCluster) -> Live:
+    return start_live(home, ray_address=c.address, flavors=FLAVORS, metrics_interval=0.5)
+
+
+@pytest.fixture
+def live(tmp_path: pathlib.Path, cluster: RayCluster) -> Iterator[Live]:
+    lv = start(tmp_path / "home", cluster)
+    yield lv
+    stop_live(lv)
+
+
+def log_of(live: Live, job_id: str, task: str = "worker-0", attempt: int | None = None) -> str:
+    q = f"?offset=0&attempt={attempt}" if attempt else "?offset=0"
+    r = live.http.get(live.path(f"/training-jobs/{job_id}/tasks/{task}/logs{q}"))
+    assert r.status_code == 200, r.text
+    return str(r.json()["content"])
+
+
+def env_of(text: str) -> dict[str, str]:
+    return dict(line.split("=", 1) for line in text.splitlines() if "=" in line)
+
+
+def wait_log(live: Live, job_id: str, needle: str, task: str = "worker-0",
+             timeout: float = 90) -> str:
+    def has() -> str | None:
+        text = log_of(live, job_id, task)
+        return text if needle in text else None
+
+    return str(factories.wait_for(has, timeout=timeout, what=f"{needle!r} in the log"))
+
+
+def test_jobs_land_on_the_node_whose_resources_they_need(
+        live: Live, cluster: RayCluster, tmp_path: pathlib.Path) -> None:
+    flavors = {f["flavor_id"] for f in live.http.get(live.path("/training-job-flavors"))
+               .json()["flavors"]}
+    assert flavors == {"cpu1", "cpu2", "gpu1"}
+    code = factories.write_code(tmp_path, SHOW_ENV + """
+import pathlib, sys, time
+out = pathlib.Path(sys.argv[1].split("=", 1)[1])
+(out / "model.txt").write_text("trained")
+time.sleep(1.5)  # long enough for a resource sample
+""")
+    out = tmp_path / "out"
+    gpu = live.submit(factories.make_job(code_dir=code, flavor_id="gpu1",
+                                         outputs={"train_url": str(out / "gpu")}))
+    two = live.submit(factories.make_job(code_dir=code, flavor_id="cpu2",
+                                         outputs={"train_url": str(out / "two")}))
+
+    for job, node, gpus in ((gpu, cluster.gpu_node, "0"), (two, cluster.cpu_node, "")):
+        done = live.wait(job["metadata"]["id"], timeout=120)
+        assert done["status"]["phase"] == "Completed", done["status"]
+        env = env_of(log_of(live, job["metadata"]["id"]))
+        assert env["CORRAL_RAY_NODE_ID"] == node.node_id
+        assert env["CUDA_VISIBLE_DEVICES"] == gpus
+        # The code came through the object store: it ran from the actor's own copy.
+        assert not env["CWD"].startswith(str(live.settings.home))
+    assert (out / "gpu" / "model.txt").read_text() == "trained"
+    metrics = live.http.get(live.path(f"/training-jobs/{two['metadata']['id']}/metrics/"
+                                      "worker-0")).json()
+    mem = next(m["value"] for m in metrics["metrics"] if m["metric"] == "memUsedMB")
+    assert mem and max(mem) > 1  # sampled on the node, from the task's own processes
+
+
+def test_a_gang_gets_its_ranks_on_two_nodes_and_meets_at_the_master(
+        live: Live, cluster: RayCluster, tmp_path: pathlib.Path) -> None:
+    # Rank 0 listens on MASTER_ADDR:MASTER_PORT, rank 1 connects there and says hello: the
+    # rank environment is right only if that works.
+    code = factories.write_code(tmp_path, SHOW_ENV + """
+import os, socket, time
+addr, port = os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"])
+if os.environ["RANK"] == "0":
+    with socket.create_server(("", port)) as srv:
+        srv.settimeout(60)
+        conn, _ = srv.accept()
+        print("GOT=" + conn.recv(64).decode())
+else:
+    deadline = time.time() + 60
+    while True:
+        try:
+            with socket.create_connection((addr, port), timeout=5) as s:
+                s.sendall(b"hello from rank 1")
+                break
+        except OSError:
+            if time.time() > deadline:
+                raise
+            time.sleep(0.1)
+""")
+    job = live.submit(factories.make_job(code_dir=code, flavor_id="cpu1", node_count=2))
+    done = live.wait(job["metadata"]["id"], timeout=120)
+    assert done["status"]["phase"] == "Completed", done["status"]
+    envs = [env_of(log_of(live, job["metadata"]["id"], f"worker-{r}")) for r in (0, 1)]
+    assert [e["RANK"] for e in envs] == ["0", "1"]
+    assert {e["WORLD_SIZE"] for e in envs} == {"2"}
+    assert envs[0]["CORRAL_RAY_NODE_ID"] != envs[1]["CORRAL_RAY_NODE_ID"]  # spread
+    master = next(n for n in ray.nodes() if n["NodeID"] == envs[0]["CORRAL_RAY_NODE_ID"])
+    assert {e["MASTER_ADDR"] for e in envs} == {master["NodeManagerAddress"]}
+    assert envs[0]["GOT"] == "hello from rank 1"
+
+
+def test_terminate_leaves_no_process_behind(live: Live, tmp_path: pathlib.Path) -> None:
+    # The task starts a child and a daemonised grandchild that leaves its process group.
+    job = live.submit(factories.make_job(
+        command="sleep 300 & setsid sleep 301 & echo PIDS $$ $!; wait", flavor_id="cpu1"))
+    job_id = job["metadata"]["id"]
+    text = wait_log(live, job_id, "PIDS")
+    pids = [int(p) for p in text.split("PIDS", 1)[1].split()[:2]]
+    marked = factories.wait_for(lambda: _marked(job_id) if len(_marked(job_id)) >= 3 else None,
+                                what="the task's three processes")
+    r = live.http.post(live.path(f"/training-jobs/{job_id}/actions"),
+                       json={"action_type": "terminate"})
+    assert r.status_code == 202, r.text
+    assert live.wait(job_id, timeout=60)["status"]["phase"] == "Terminated"
+    factories.wait_for(lambda: not any(factories.alive(p) for p in [*pids, *marked]),
+                       timeout=30, what="every process of the task to be gone")
+    assert not _marked(job_id)
+
+
+def test_a_restarted_server_adopts_a_job_running_on_ray(
+        cluster: RayCluster, tmp_path: pathlib.Path) -> None:
+    gate = tmp_path / "gate"
+    code = factories.write_code(tmp_path, f"""
+import os, pathlib, time
+print("started pid", os.getpid(), flush=True)
+while not pathlib.Path({str(gate)!r}).exists():
+    time.sleep(0.05)
+print("finished")
+""")
+    home = tmp_path / "home"
+    first = start(home, cluster)
+    job_id = first.submit(factories.make_job(code_dir=code, flavor_id="cpu1"))["metadata"]["id"]
+    text = wait_log(first, job_id, "started pid")
+    pid = int(text.split("started pid", 1)[1].split()[0])
+    first.http.close()
+    first.embedded.stop()  # the server goes; its job must not
+    assert factories.alive(pid)
+
+    second = start(home, cluster)
+    try:
+        gate.touch()
+        done = second.wait(job_id, timeout=60)
+        assert done["status"]["phase"] == "Completed", done["status"]
+        assert len(done["status"]["running_records"]) == 1  # adopted, not started again
+        text = log_of(second, job_id)
+        assert text.count("started pid") == 1 and "finished" in text
+    finally:
+        stop_live(second)
+
+
+def test_a_job_whose_node_dies_is_placed_again_and_completes(
+        live: Live, cluster: RayCluster, tmp_path: pathlib.Path) -> None:
+    # Its first attempt waits to be killed; once placed again it simply ends.
+    code = factories.write_code(tmp_path, SHOW_ENV + """
+import os, time
+if os.environ["CORRAL_ATTEMPT"] == "1":
+    print("pid", os.getpid(), flush=True)
+    time.sleep(600)
+""")
+    job = live.submit(factories.make_job(code_dir=code, flavor_id="cpu2", retries=0))
+    job_id = job["metadata"]["id"]
+    text = wait_log(live, job_id, "pid ")
+    assert env_of(text)["CORRAL_RAY_NODE_ID"] == cluster.cpu_node.node_id
+    pid = int(text.split("pid ", 1)[1].split()[0])
+
+    cluster.cluster.remove_node(cluster.cpu_node, allow_graceful=False)
+    factories.wait_for(lambda: live.job(job_id)["status"]["phase"] == "Pending", timeout=90,
+                       what="the job to be queued again")
+    factories.wait_for(lambda: not factories.alive(pid), timeout=30,
+                       what="the task to die with its node")
+    cluster.cpu_node = cluster.add(num_cpus=2)  # the only place cpu2 fits again
+
+    done = live.wait(job_id, timeout=120)
+    assert done["status"]["phase"] == "Completed", done["status"]
+    lost, rerun = done["status"]["running_records"]
+    assert lost["end_reason"] == "node lost"
+    assert lost["end_related_task"] == "worker-0"
+    assert lost["end_recover"] == "job_reschedule"
+    assert rerun["start_type"] == "init_or_rescheduled"
+    assert rerun["end_reason"] == "job completed"
+    env = env_of(log_of(live, job_id, attempt=2))
+    assert env["CORRAL_RAY_NODE_ID"] == cluster.cpu_node.node_id
+
+
+def _marked(job_id: str) -> list[int]:
+    """Processes on this machine that carry a launch marker of the job's tasks."""
+    out = []
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            env = pathlib.Path(f"/proc/{entry.name}/environ").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if f"CORRAL_JOB_ID={job_id}".encode() in env:
+            out.append(int(entry.name))
+    return out
+
