@@ -6,8 +6,6 @@ from __future__ import annotations
 from typing import Any
 
 import sqlalchemy as sa
-from alembic import command
-from alembic.config import Config
 
 from corral.scheduler import catalog as catalog_mod
 from corral.store import db, repo, schema
@@ -57,12 +55,9 @@ def test_quotas_and_usage_round_trip(store: db.Store, project: str) -> None:  # 
 
 def test_migration_0003_fills_scheduling_fields_of_existing_jobs(db_url: str) -> None:
     engine = db.make_engine(db_url)
-    cfg = Config()
-    cfg.set_main_option("script_location", str(db.MIGRATIONS))
     try:
+        db.upgrade(engine, "0001")
         with engine.begin() as conn:
-            cfg.attributes["connection"] = conn
-            command.upgrade(cfg, "0001")
             conn.execute(sa.text("INSERT INTO projects (id, name, created_at) "
                                  "VALUES ('p', 'p', 0)"))
             conn.execute(sa.text(
@@ -75,9 +70,7 @@ def test_migration_0003_fills_scheduling_fields_of_existing_jobs(db_url: str) ->
             row = conn.execute(sa.select(schema.jobs)).one()
         assert (row.pool_id, row.priority, row.preemptible, row.borrowed, row.wait_code) == (
             "default", 1, False, False, None)
-        with engine.begin() as conn:
-            cfg.attributes["connection"] = conn
-            command.downgrade(cfg, "0001")
-            command.upgrade(cfg, "head")
+        db.downgrade(engine, "0001")  # and back down, and up again
+        db.upgrade(engine)
     finally:
         engine.dispose()

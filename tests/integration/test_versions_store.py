@@ -8,9 +8,7 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
-from alembic import command
 from alembic.autogenerate import compare_metadata
-from alembic.config import Config
 from alembic.migration import MigrationContext
 
 from corral.domain import errors, specs, versions
@@ -31,12 +29,9 @@ def test_the_migrated_schema_is_the_one_the_code_declares(store: db.Store) -> No
 
 def test_upgrading_keeps_old_jobs_and_registers_none_of_them(db_url: str) -> None:
     engine = db.make_engine(db_url)
-    cfg = Config()
-    cfg.set_main_option("script_location", str(db.MIGRATIONS))
     try:
+        db.upgrade(engine, "0001")
         with engine.begin() as conn:
-            cfg.attributes["connection"] = conn
-            command.upgrade(cfg, "0001")
             conn.execute(schema.projects.insert().values(id="p", name="default", created_at=1))
             for job_id, phase in (("done", "Completed"), ("busy", "Running")):
                 conn.exec_driver_sql(
@@ -47,19 +42,15 @@ def test_upgrading_keeps_old_jobs_and_registers_none_of_them(db_url: str) -> Non
                     f" '{phase}', '{{}}', 'f', 1, 1, 1, 0, 0, 1, 5)")
             conn.exec_driver_sql("INSERT INTO attempts (job_id, seq, start_at, start_type) "
                                  "VALUES ('done', 1, 1, 'x')")
-        with engine.begin() as conn:
-            cfg.attributes["connection"] = conn
-            command.upgrade(cfg, "head")
+        db.upgrade(engine)
         with engine.begin() as conn:
             rows = {r.id: r for r in conn.execute(sa.select(schema.jobs))}
             assert rows["done"].finalized_at == 5 and rows["busy"].finalized_at is None
             assert rows["done"].version is None
             assert conn.execute(sa.select(sa.func.count()).select_from(schema.attempts)
                                 ).scalar_one() == 1
-        with engine.begin() as conn:  # and back down, and up again
-            cfg.attributes["connection"] = conn
-            command.downgrade(cfg, "0001")
-            command.upgrade(cfg, "head")
+        db.downgrade(engine, "0001")  # and back down, and up again
+        db.upgrade(engine)
     finally:
         engine.dispose()
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from corral.domain import errors, placement, resources, specs
+from corral.domain import errors, resources, specs
 from tests import factories
 from tests.unit.test_reconciler import World, world  # noqa: F401 - the fixture
 
@@ -106,16 +106,6 @@ def test_nodes_joining_change_the_catalog_the_api_sees(world: World) -> None:
     assert seen and seen[-1] is world.rec.catalog
     flavors = {f.flavor_id: f for f in world.rec.catalog.flavors}
     assert flavors["corral.cpu.2u"].max_num == 3  # one on small, two on big
-
-
-def test_a_packed_gang_fills_one_node_first() -> None:
-    free = [placement.NodeFree("a", resources.Resources(4, 16384)),
-            placement.NodeFree("b", resources.Resources(4, 16384))]
-    one = resources.Resources(1, 1024)
-    [packed], _ = placement.place_fifo([placement.Request("j", one, 3)], free)
-    assert [s.node for s in packed.slots] == ["a", "a", "a"]
-    [spread], _ = placement.place_fifo([placement.Request("j", one, 3, spread=True)], free)
-    assert [s.node for s in spread.slots] == ["a", "b", "a"]
 
 
 def test_a_gang_spreads_unless_the_job_asks_to_pack() -> None:

@@ -97,8 +97,6 @@ TASK_DONE: frozenset[TaskState] = frozenset(
 
 RETRY_ANNOTATION = "fault-tolerance/job-retry-num"
 MAX_RETRIES = 100
-#: how a gang's tasks are spread over nodes: "spread" (the default) or "pack"
-PLACEMENT_STRATEGIES = ("spread", "pack")
 
 
 def task_names(node_count: int) -> list[str]:

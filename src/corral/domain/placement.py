@@ -18,8 +18,6 @@ class Request:
     job_id: str
     per_task: resources.Resources
     count: int
-    #: a gang's tasks go to as many different nodes as fit (else: fill the first node)
-    spread: bool = False
 
 
 @dataclasses.dataclass(frozen=True)
@@ -69,8 +67,6 @@ def _gang(req: Request, trial: dict[str, tuple[resources.Resources, list[int]]],
         if not fits:
             return None
         name = fits[0]
-        if req.spread:  # the node holding the fewest of this gang's tasks so far
-            name = min(fits, key=lambda n: sum(1 for s in slots if s.node == n))
         free, gpu_ids = trial[name]
         taken = tuple(gpu_ids[: req.per_task.gpu])
         trial[name] = (free - req.per_task, gpu_ids[req.per_task.gpu:])

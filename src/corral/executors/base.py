@@ -41,7 +41,7 @@ class LaunchSpec:
     code_dir: str = ""  #: the attempt's code snapshot that argv and cwd refer to
     output_dirs: tuple[str, ...] = ()  #: created on the task's node before it starts
     gang: tuple[str, ...] = ()  #: the node of every task of the attempt, by rank
-    strategy: str = "spread"  #: how the gang is placed (jobs.PLACEMENT_STRATEGIES)
+    strategy: str = "spread"  #: how the gang is placed: spread or pack (SchedulePolicy)
 
 
 @dataclasses.dataclass(frozen=True)

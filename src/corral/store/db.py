@@ -83,13 +83,26 @@ def _sqlite_setup(engine: sa.Engine) -> None:
         conn.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
 
 
-def upgrade(engine: sa.Engine) -> None:
-    """Apply every Alembic migration not yet applied."""
+def upgrade(engine: sa.Engine, revision: str = "head") -> None:
+    """Apply every Alembic migration not yet applied (up to `revision`)."""
     from alembic import command
+
+    with engine.begin() as conn:
+        command.upgrade(_alembic(conn), revision)
+
+
+def downgrade(engine: sa.Engine, revision: str) -> None:
+    """Undo the migrations after `revision` (tests of the migrations use it)."""
+    from alembic import command
+
+    with engine.begin() as conn:
+        command.downgrade(_alembic(conn), revision)
+
+
+def _alembic(conn: sa.Connection) -> Any:
     from alembic.config import Config
 
     cfg = Config()
     cfg.set_main_option("script_location", str(MIGRATIONS))
-    with engine.begin() as conn:
-        cfg.attributes["connection"] = conn
-        command.upgrade(cfg, "head")
+    cfg.attributes["connection"] = conn
+    return cfg
