@@ -18,7 +18,6 @@ its own (`raybridge`).
 
 from __future__ import annotations
 
-import concurrent.futures
 import contextlib
 import dataclasses
 import io
@@ -111,8 +110,6 @@ class RayExecutor:
         self._tasks: dict[str, _Task] = {}
         self._code: dict[str, Any] = {}
         self._seeds: dict[tuple[str, int], Any] = {}
-        self._files = concurrent.futures.ThreadPoolExecutor(
-            4, thread_name_prefix="corral-ray-files")
         self._alive: dict[str, dict[str, Any]] = {}  #: node id -> Ray's node record
         self._nodes_at = 0.0
         self._wake: Callable[[], None] = lambda: None
@@ -120,9 +117,7 @@ class RayExecutor:
         self._refresh(force=True)
         self._thread = threading.Thread(target=self._run, name="corral-ray", daemon=True)
         self._thread.start()
-        self._copier = threading.Thread(target=self._copy_running, name="corral-ray-copy",
-                                        daemon=True)
-        self._copier.start()
+        self._copier = rayfiles.Copier(ray, self._running, lambda: self._wake())
 
     def probe_address(self) -> str:
         """The address that answers while the cluster is up (its GCS, or its client port)."""
@@ -304,8 +299,7 @@ class RayExecutor:
         """Stop watching; the tasks go on running on the cluster for the next server."""
         self._stop.set()
         self._thread.join(timeout=10)
-        self._copier.join(timeout=10)
-        self._files.shutdown(wait=False, cancel_futures=True)
+        self._copier.close()
         if self._owns:
             self._ray.shutdown()
 
@@ -338,7 +332,7 @@ class RayExecutor:
             except ray.exceptions.RayError as exc:  # the agent does not know the task
                 task.result = self._gone(handle, f"the node's corral agent lost it: {exc}")
                 return task.result
-            if not self._collected(task):  # its last files first, then its end
+            if not self._copier.done(task):  # its last files first, then its end
                 return base.Status(base.State.RUNNING, handle=handle)
             self._pull(task)
             task.result = base.Status(base.State.EXITED, exit_code=int(code), handle=handle)
@@ -429,53 +423,11 @@ class RayExecutor:
         ready, _ = self._ray.wait(list(pending), num_returns=1, timeout=timeout)
         for ref in ready:
             pending[ref].announced = True
-            self._collected(pending[ref])  # the scheduler is woken once they are copied
+            self._copier.done(pending[ref])  # the scheduler is woken once they are copied
 
-    # --- files: output channels and the metrics file -------------------------------------
-
-    def _collected(self, task: _Task) -> bool:
-        """Whether an ended task's last files are copied; starts copying them if not."""
-        with task.lock:
-            if task.collected:
-                return True
-            start, task.collecting = not task.collecting, True
-        if start:
-            try:
-                self._files.submit(self._collect_last, task)
-            except RuntimeError:  # closing
-                task.collected = True
-                return True
-        return False
-
-    def _collect_last(self, task: _Task) -> None:
-        try:
-            self._ray.get(task.wait_ref, timeout=10)  # it ended by itself, not with its node
-            if task.outputs is not None:
-                rayfiles.sync(self._ray, task.actor, task.launch_id, task.outputs)
-        except (self._ray.exceptions.RayError, AttributeError):
-            pass  # the agent is gone: what is said about the task says why
-        except (OSError, ValueError) as exc:
-            with contextlib.suppress(OSError), open(task.log_path, "ab") as fh:
-                fh.write(f"corral: could not copy the task's files back: {exc}\n".encode())
-        finally:
-            task.collected = True
-            self._wake()
-
-    def _copy_running(self) -> None:
-        while not self._stop.wait(rayfiles.INTERVAL):
-            with self._lock:
-                running = [t for t in self._tasks.values()
-                           if t.result is None and not t.collecting and t.outputs is not None]
-            for t in running:
-                if self._stop.is_set():
-                    return
-                assert t.outputs is not None
-                try:
-                    rayfiles.sync(self._ray, t.actor, t.launch_id, t.outputs)
-                except (self._ray.exceptions.RayError, AttributeError):
-                    pass  # the agent is busy or gone: the next pass, or the end, will tell
-                except (OSError, ValueError) as exc:
-                    log.warning("copying the files of %s back failed: %s", t.launch_id, exc)
+    def _running(self) -> list[_Task]:
+        with self._lock:
+            return [t for t in self._tasks.values() if t.result is None]
 
     def _pull_all(self) -> None:
         with self._lock:

@@ -15,20 +15,24 @@ restarted server goes on copying them for the tasks it adopts.
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import dataclasses
 import io
 import json
+import logging
 import os
 import shutil
 import tarfile
 import tempfile
 import threading
+from collections.abc import Callable
 from typing import Any
 
 from corral.domain import metrics
 from corral.executors import base
 
+log = logging.getLogger(__name__)
 #: bytes per read from an agent
 CHUNK = 1 << 20
 #: seconds between copies of running tasks' files
@@ -45,6 +49,74 @@ class Outputs:
     metrics_offset: int = 0
     seen: dict[tuple[int, str], tuple[int, int]] = dataclasses.field(default_factory=dict)
     lock: threading.Lock = dataclasses.field(default_factory=threading.Lock)
+
+
+class Copier:
+    """Copies running tasks' files every INTERVAL, and an ended task's last files as soon
+    as it is known to have ended (`done`), then wakes the scheduler.
+
+    A task here is the executor's record of it: its actor, launch id, log path, pending
+    `wait` (its exit code), its `Outputs`, and the flags `collecting` and `collected`."""
+
+    def __init__(self, ray: Any, running: Callable[[], list[Any]],
+                 wake: Callable[[], None]) -> None:
+        self._ray = ray
+        self._running = running
+        self._wake = wake
+        self._pool = concurrent.futures.ThreadPoolExecutor(
+            4, thread_name_prefix="corral-ray-files")
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="corral-ray-copy",
+                                        daemon=True)
+        self._thread.start()
+
+    def done(self, task: Any) -> bool:
+        """Whether an ended task's last files are here; starts copying them if not."""
+        with task.lock:
+            if task.collected:
+                return True
+            start, task.collecting = not task.collecting, True
+        if start:
+            try:
+                self._pool.submit(self._last, task)
+            except RuntimeError:  # closing
+                task.collected = True
+                return True
+        return False
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=10)
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
+    def _last(self, task: Any) -> None:
+        ray = self._ray
+        try:
+            ray.get(task.wait_ref, timeout=10)  # it ended by itself, not with its node
+            if task.outputs is not None:
+                sync(ray, task.actor, task.launch_id, task.outputs)
+        except (ray.exceptions.RayError, AttributeError):
+            pass  # the agent is gone: what is said about the task says why
+        except (OSError, ValueError) as exc:
+            with contextlib.suppress(OSError), open(task.log_path, "ab") as fh:
+                fh.write(f"corral: could not copy the task's files back: {exc}\n".encode())
+        finally:
+            task.collected = True
+            self._wake()
+
+    def _loop(self) -> None:
+        while not self._stop.wait(INTERVAL):
+            for t in self._running():
+                if self._stop.is_set():
+                    return
+                if t.collecting or t.outputs is None:
+                    continue
+                try:
+                    sync(self._ray, t.actor, t.launch_id, t.outputs)
+                except (self._ray.exceptions.RayError, AttributeError):
+                    pass  # the agent is busy or gone: the next pass, or the end, will tell
+                except (OSError, ValueError) as exc:
+                    log.warning("copying the files of %s back failed: %s", t.launch_id, exc)
 
 
 def record(spec: base.LaunchSpec) -> Outputs:
