@@ -279,10 +279,13 @@ class _Child:
 
     def __init__(self, opts: Options, wake: Callable[[], None]) -> None:
         ours, theirs = socket.socketpair()
+        # It gets its options over the socket: corral's own settings (the server key among
+        # them) stay out of its environment.
+        env = {k: v for k, v in os.environ.items() if not k.startswith("CORRAL_")}
         with theirs:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", __name__, str(theirs.fileno())],
-                pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL,
+                pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL, env=env,
                 start_new_session=True)  # the terminal's ^C is the server's to handle
         self.conn = mpc.Connection(ours.detach())
         self.alive = True
