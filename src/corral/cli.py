@@ -110,7 +110,8 @@ def _settings_problem(exc: Exception) -> str:
 @click.option("--host", help="address to listen on (default: the CORRAL_HOST setting)")
 @click.option("--port", type=int, help="port to listen on (default: the CORRAL_PORT setting)")
 @click.option("--ray", "ray_address", metavar="ADDRESS",
-              help="run jobs on this Ray cluster: auto, HOST:PORT or ray://HOST:PORT "
+              help="run the default pool's jobs on this Ray cluster: auto, HOST:PORT or "
+                   "ray://HOST:PORT "
                    "(default: the CORRAL_RAY_ADDRESS setting)")
 @pass_state
 def server(state: State, host: str | None, port: int | None, ray_address: str | None) -> None:

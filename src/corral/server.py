@@ -1,4 +1,4 @@
-"""The embedded platform in one process: API, reconciler and local executor.
+"""The embedded platform in one process: API, reconciler and executors.
 
 Only one server may drive a given state at a time (two reconcilers would both launch the
 same queued job), so the server holds an exclusive lock on its CORRAL_HOME and, on
@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import fcntl
+import importlib.util
 import json
 import logging
 import os
@@ -26,7 +27,7 @@ from corral import settings as settings_mod
 from corral.api import app as app_mod
 from corral.api import deps
 from corral.domain import errors
-from corral.executors import base, local
+from corral.executors import base, local, routing
 from corral.scheduler import catalog as catalog_mod
 from corral.scheduler import launching, metrics, reconciler, sync
 from corral.storage import objects
@@ -105,7 +106,9 @@ def build(settings: settings_mod.Settings) -> Platform:
     store = db.Store(settings.db_url)
     try:
         box = secretbox.load(settings)
-        run_as = launching.task_user(settings)
+        # Tasks on a Ray cluster are started by its agents, as their own user allows.
+        run_as = (launching.task_user(settings)
+                  if settings_mod.LOCAL in settings.pool_executors().values() else None)
         if not store.is_sqlite:
             locks.append(_lock_database(store))
         store.migrate()
@@ -134,7 +137,7 @@ def build(settings: settings_mod.Settings) -> Platform:
             lock.close()
         store.dispose()
         raise
-    cat = catalog_mod.Catalog.build(settings, executor.nodes())
+    cat = catalog_mod.Catalog.build(settings, executor.nodes(), routing.origin(executor))
     stores = objects.Stores(settings)
     ctx = deps.Context(store=store, catalog=cat, settings=settings,
                        default_project_id=project_id, box=box, stores=stores)
@@ -160,22 +163,37 @@ def _private(path: Any) -> None:
 
 
 def make_executor(settings: settings_mod.Settings) -> base.Executor:
-    """This machine's processes, or a Ray cluster's nodes when an address is set."""
-    if settings.ray_address:
-        try:
-            from corral.executors import raycluster
-        except ImportError as exc:
-            raise errors.CorralError(
-                f"CORRAL_RAY_ADDRESS is set but Ray is not installed ({exc}); "
-                "install corral[ray]") from None
-        try:
-            return raycluster.RayExecutor(settings.ray_address,
-                                          namespace=settings.ray_namespace)
-        except (ConnectionError, RuntimeError, ValueError) as exc:
-            raise errors.CorralError(
-                f"cannot reach the Ray cluster at {settings.ray_address}: {exc}") from None
-    return local.LocalExecutor(local.detect_node(cpus=settings.cpus,
-                                                 memory_gb=settings.memory_gb))
+    """What runs the pools: this machine's processes, a Ray cluster's nodes, or several
+    of them (each pool on its own, from `pools` and `ray_address`)."""
+    problem = settings.pool_conflict()
+    if problem:
+        raise errors.CorralError(problem)
+    members: dict[str, base.Executor] = {}
+    try:
+        for key in dict.fromkeys(settings.pool_executors().values()):
+            members[key] = _executor(settings, key)
+    except BaseException:
+        for member in members.values():
+            member.close()
+        raise
+    if len(members) == 1:
+        return next(iter(members.values()))
+    return routing.Routed(members)
+
+
+def _executor(settings: settings_mod.Settings, key: str) -> base.Executor:
+    address = settings_mod.ray_address_of(key)
+    if address is None:
+        return local.LocalExecutor(local.detect_node(cpus=settings.cpus,
+                                                     memory_gb=settings.memory_gb))
+    if importlib.util.find_spec("ray") is None:
+        raise errors.CorralError(f"a pool runs on the Ray cluster at {address} but Ray is "
+                                 "not installed; install corral[ray]")
+    from corral.executors import raybridge
+
+    return raybridge.RayBridge(raybridge.Options(
+        address=address, namespace=settings.ray_namespace, run_as=settings.run_as,
+        connect_timeout=settings.ray_connect_timeout, lost_after=settings.ray_lost_after))
 
 
 def _lock_home(settings: settings_mod.Settings) -> IO[str]:

@@ -11,7 +11,7 @@ import pathlib
 import sys
 from typing import Any
 
-from pydantic import BaseModel, Field, SecretStr, field_validator
+from pydantic import BaseModel, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 
@@ -60,14 +60,53 @@ JOB_ENV_DENY = ("AWS_", "HUAWEICLOUD_", "HWCLOUD_", "OBS_", "S3_", "PGPASSWORD",
                 "GOOGLE_APPLICATION_CREDENTIALS", "AZURE_")
 
 
+#: what can run a pool's jobs: this machine's processes, or a Ray cluster's nodes
+EXECUTORS = ("local", "ray")
+#: the executor key of this machine (a Ray cluster's is "ray:<address>")
+LOCAL = "local"
+
+
 class PoolConfig(BaseModel):
     """A named group of nodes that jobs ask for with spec.resource.pool_id."""
 
     pool_id: str = Field(pattern=r"^[A-Za-z0-9_.-]{1,64}$")
-    #: node names, or shell-style patterns ("gpu-*"); a node belongs to the first pool
-    #: that names it, and to the default pool when none does
+    #: node names, or shell-style patterns ("gpu-*"); a node belongs to the first pool of
+    #: its executor that names it, else to the default pool when that runs on the same
+    #: executor, else to the first pool there that names no nodes
     nodes: list[str] = Field(default_factory=list)
     description: str = ""
+    #: what runs the pool's jobs: "local" (this machine) or "ray" (the cluster at
+    #: `address`); unset: whatever runs the default pool
+    executor: str | None = None
+    #: the Ray cluster of an executor "ray" pool: "auto", "HOST:PORT" or "ray://HOST:PORT"
+    #: (an address alone means executor "ray")
+    address: str | None = None
+
+    @field_validator("executor")
+    @classmethod
+    def _known_executor(cls, v: str | None) -> str | None:
+        if v is not None and v not in EXECUTORS:
+            raise ValueError(f"unknown executor '{v}'; use one of: {', '.join(EXECUTORS)}")
+        return v
+
+    @model_validator(mode="after")
+    def _address_fits(self) -> PoolConfig:
+        if self.address is not None and not self.address.strip():
+            raise ValueError(f"pool '{self.pool_id}': address is empty")
+        if self.executor == LOCAL and self.address:
+            raise ValueError(f"pool '{self.pool_id}': executor 'local' runs on this machine "
+                             f"and takes no address (got '{self.address}')")
+        if self.executor == "ray" and not self.address:
+            raise ValueError(f"pool '{self.pool_id}': executor 'ray' needs the cluster's "
+                             "address: auto, HOST:PORT or ray://HOST:PORT")
+        return self
+
+    @property
+    def executor_key(self) -> str | None:
+        """LOCAL, "ray:<address>", or None when the pool names no executor."""
+        if self.address:
+            return f"ray:{self.address}"
+        return self.executor
 
 
 class S3Config(BaseModel):
@@ -143,11 +182,50 @@ class Settings(BaseSettings):
     ray_address: str | None = None
     #: the Ray namespace corral's actors and placement groups are named in
     ray_namespace: str = "corral"
+    #: seconds to reach a Ray cluster at start before giving up (the server exits)
+    ray_connect_timeout: float = Field(default=15.0, gt=0)
+    #: seconds a Ray cluster may be unreachable before the tasks on it count as lost with
+    #: their nodes (and their jobs are queued again); a cluster's own nodes give up on a
+    #: head they cannot reach after 60 s
+    ray_lost_after: float = Field(default=60.0, ge=0)
 
     @field_validator("home", mode="after")
     @classmethod
     def _abs_home(cls, v: pathlib.Path) -> pathlib.Path:
         return v.expanduser().resolve()
+
+    @model_validator(mode="after")
+    def _pools_fit(self) -> Settings:
+        seen: set[str] = set()
+        for p in self.pools:
+            if p.pool_id in seen:
+                raise ValueError(f"pools: two pools are named '{p.pool_id}'")
+            seen.add(p.pool_id)
+        problem = self.pool_conflict()
+        if problem:
+            raise ValueError(problem)
+        return self
+
+    def pool_conflict(self) -> str | None:
+        """Why the default pool's executor is ambiguous, if it is (also for settings
+        updated after validation, as `corral server --ray` does)."""
+        own = next((p for p in self.pools if p.pool_id == self.default_pool), None)
+        if (self.ray_address and own is not None and own.executor_key is not None
+                and own.executor_key != f"ray:{self.ray_address}"):
+            return (f"pools: ray_address ({self.ray_address}) puts the default pool "
+                    f"'{self.default_pool}' on that Ray cluster, but its [[pools]] entry "
+                    f"puts it on {_executor_words(own.executor_key)}; say it in one place")
+        return None
+
+    def pool_executors(self) -> dict[str, str]:
+        """Each pool's executor key: LOCAL or "ray:<address>" (the default pool's first)."""
+        own = next((p for p in self.pools if p.pool_id == self.default_pool), None)
+        default = (f"ray:{self.ray_address}" if self.ray_address
+                   else (own.executor_key if own is not None else None) or LOCAL)
+        out = {self.default_pool: default}
+        for p in self.pools:
+            out.setdefault(p.pool_id, p.executor_key or default)
+        return out
 
     @classmethod
     def settings_customise_sources(
@@ -213,6 +291,16 @@ class _TomlSource(PydanticBaseSettingsSource):
 
         with p.open("rb") as fh:
             return tomllib.load(fh)
+
+
+def ray_address_of(key: str) -> str | None:
+    """The Ray address of an executor key, None for this machine."""
+    return key.removeprefix("ray:") if key.startswith("ray:") else None
+
+
+def _executor_words(key: str) -> str:
+    address = ray_address_of(key)
+    return "this machine" if address is None else f"the Ray cluster at {address}"
 
 
 def load(**overrides: Any) -> Settings:

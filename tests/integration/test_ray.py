@@ -10,8 +10,10 @@ Ray node id, which every task finds in CORRAL_RAY_NODE_ID.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import pathlib
+import pwd
 import shutil
 import tempfile
 from collections.abc import Iterator
@@ -178,8 +180,9 @@ else:
     assert [e["RANK"] for e in envs] == ["0", "1"]
     assert {e["WORLD_SIZE"] for e in envs} == {"2"}
     assert envs[0]["CORRAL_RAY_NODE_ID"] != envs[1]["CORRAL_RAY_NODE_ID"]  # spread
-    master = next(n for n in ray.nodes() if n["NodeID"] == envs[0]["CORRAL_RAY_NODE_ID"])
-    assert {e["MASTER_ADDR"] for e in envs} == {master["NodeManagerAddress"]}
+    master = next(n for n in cluster.cluster.list_all_nodes()
+                  if n.node_id == envs[0]["CORRAL_RAY_NODE_ID"])
+    assert {e["MASTER_ADDR"] for e in envs} == {master.node_ip_address}
     assert envs[0]["GOT"] == "hello from rank 1"
 
 
@@ -264,6 +267,105 @@ if os.environ["CORRAL_ATTEMPT"] == "1":
     assert rerun["end_reason"] == "job completed"
     env = env_of(log_of(live, job_id, attempt=2))
     assert env["CORRAL_RAY_NODE_ID"] == cluster.cpu_node.node_id
+
+
+# --- pools on executors of their own, and files copied back ---------------------------------
+
+WRITER = """
+import hashlib, json, os, pathlib, sys
+args = dict(a[2:].split("=", 1) for a in sys.argv[1:])
+out = pathlib.Path(args["train_url"])
+print("OUT=" + str(out))
+print("METRICS=" + os.environ["CORRAL_METRICS_FILE"])
+print("SEED=" + (out / "seed.txt").read_text())  # what the channel held before the job
+(out / "model.txt").write_text("trained on ray")
+(out / "ckpt").mkdir()
+blob = os.urandom(3 * 2**20 // 2)  # more than one chunk of the copy
+(out / "ckpt" / "weights.bin").write_bytes(blob)
+print("SHA=" + hashlib.sha256(blob).hexdigest())
+with open(os.environ["CORRAL_METRICS_FILE"], "a") as fh:
+    for step, loss in ((1, 0.5), (2, 0.25)):
+        fh.write(json.dumps({"step": step, "loss": loss}) + "\\n")
+"""
+
+
+def in_pool(body: dict[str, Any], pool_id: str) -> dict[str, Any]:
+    body["spec"]["resource"]["pool_id"] = pool_id
+    return body
+
+
+def test_a_local_pool_and_a_ray_pool_side_by_side_and_outputs_come_back_from_ray(
+        cluster: RayCluster, tmp_path: pathlib.Path) -> None:
+    live = start_live(tmp_path / "home", flavors=FLAVORS, metrics_interval=0.5,
+                      pools=[{"pool_id": "cpu", "executor": "local"},
+                             {"pool_id": "ray", "address": cluster.address}])
+    try:
+        pools = {p["pool_id"]: sorted(n["name"] for n in p["nodes"]) for p in
+                 live.http.get(live.path("/training-pools")).json()["pools"]}
+        assert pools["cpu"] == ["local"] and pools["default"] == []
+        assert len(pools["ray"]) == 3 and all(n.startswith("ray-") for n in pools["ray"])
+
+        here = live.submit(in_pool(factories.make_job(
+            command="echo node=${CORRAL_RAY_NODE_ID:-none}", flavor_id="cpu1"), "cpu"))
+        out = tmp_path / "out"
+        out.mkdir()
+        (out / "seed.txt").write_text("from before")
+        code = factories.write_code(tmp_path, SHOW_ENV + WRITER)
+        there = live.submit(in_pool(factories.make_job(
+            name="raymodel", code_dir=code, flavor_id="cpu2",
+            outputs={"train_url": str(out)}), "ray"))
+
+        done = live.wait(here["metadata"]["id"], timeout=60)
+        assert done["status"]["phase"] == "Completed", done["status"]
+        assert "node=none" in log_of(live, here["metadata"]["id"])  # on this machine
+        job_id = there["metadata"]["id"]
+        done = live.wait(job_id, timeout=120)
+        assert done["status"]["phase"] == "Completed", done["status"]
+        env = env_of(log_of(live, job_id))
+        assert env["CORRAL_RAY_NODE_ID"] == cluster.cpu_node.node_id
+        # The task wrote into a scratch folder of its node, not into the server's paths ...
+        assert env["OUT"] != str(out) and not env["OUT"].startswith(str(tmp_path))
+        assert not env["METRICS"].startswith(str(live.settings.home))
+        assert env["SEED"] == "from before"
+        # ... and its files are where the job's channel says, once it has completed.
+        assert (out / "model.txt").read_text() == "trained on ray"
+        blob = (out / "ckpt" / "weights.bin").read_bytes()
+        assert hashlib.sha256(blob).hexdigest() == env["SHA"]
+        # Its metrics file came back too, and the ended job registered its model.
+        model = factories.wait_for(lambda: _json(live, "/models/raymodel/versions/1"),
+                                   timeout=30, what="the model to be registered")
+        assert model["file_count"] == 3 and model["metrics"] == {"loss": 0.25}
+        metrics = _json(live, f"/training-jobs/{job_id}/training-metrics")
+        assert [m["value"] for m in metrics["metrics"] if m["metric"] == "loss"] == [[0.5, 0.25]]
+    finally:
+        stop_live(live)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs Ray (and so its agents) running as root")
+def test_run_as_starts_ray_tasks_as_that_user(cluster: RayCluster) -> None:
+    nobody = pwd.getpwnam("nobody")
+    top = pathlib.Path(tempfile.mkdtemp(prefix="corral-ray-run-as-"))
+    live = start_live(top / "home", ray_address=cluster.address, flavors=FLAVORS,
+                      run_as="nobody")
+    try:
+        key = live.settings.key_file
+        script = (f"id -u; cat {key} >/dev/null 2>&1 && echo READ-THE-KEY || echo key-denied; "
+                  'echo made > "${1#--o=}"/result.txt')
+        job = live.submit(factories.make_job(command=f"sh -c '{script}' task",
+                                             flavor_id="cpu1", outputs={"o": str(top / "o")}))
+        done = live.wait(job["metadata"]["id"], timeout=60)
+        text = log_of(live, job["metadata"]["id"])
+        assert done["status"]["phase"] == "Completed", text
+        assert text.split()[:2] == [str(nobody.pw_uid), "key-denied"]
+        assert (top / "o" / "result.txt").read_text() == "made\n"
+    finally:
+        stop_live(live)
+        shutil.rmtree(top, ignore_errors=True)
+
+
+def _json(live: Live, path: str) -> Any:
+    r = live.http.get(live.path(path))
+    return r.json() if r.status_code == 200 else None
 
 
 def _marked(job_id: str) -> list[int]:

@@ -58,6 +58,8 @@ class Handle:
     actor: str = ""  #: the named, detached actor that runs it
     node_id: str = ""  #: the Ray node id it was placed on
     group: str = ""  #: the placement group of its gang ("" for a single task)
+    #: the executor that launched it, when several run the pools (routing.Routed)
+    executor: str = ""
 
     @property
     def prefix(self) -> str:

@@ -4,10 +4,12 @@ One agent per node, named after the node and detached (it outlives a server rest
 the next server finds it by name). For each task it waits until the task's placement group
 holds the flavor's resources on its node, unpacks the attempt's code (shipped through the
 object store), starts the process with its output in a file on the node, and answers the
-server's questions (has it ended, what did it print, how busy is it) until the server
-retires the task. A long-lived agent instead of an actor per task: starting an actor
-starts a Python worker process (about half a second here), which a trivial job should
-not pay for.
+server's questions (has it ended, what did it print, how busy is it, which files has it
+written) until the server retires the task. Everything of a task lives in a scratch
+directory of its own on the node: its code, its output channels and its metrics file,
+which the server copies back to where the job's channels say. A long-lived agent instead
+of an actor per task: starting an actor starts a Python worker process (about half a
+second here), which a trivial job should not pay for.
 
 This module uses only the standard library (and psutil, which Ray itself depends on): the
 executor ships it to the nodes by value, so a node needs Ray but not corral.
@@ -20,8 +22,10 @@ import ctypes
 import dataclasses
 import io
 import os
+import pwd
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import tarfile
@@ -35,6 +39,8 @@ NODE_PYTHON = "{node-python}"
 #: path prefix placeholders: the unpacked code snapshot, and the task's own directory
 CODE = "{code}"
 ROOT = "{root}"
+#: the placeholder of output channel i: "{output:i}"
+OUTPUT = "{output:%d}"
 LAUNCH_ENV = "CORRAL_LAUNCH_ID"
 NODE_ENV = "CORRAL_RAY_NODE_ID"
 PR_SET_PDEATHSIG = 1
@@ -53,6 +59,8 @@ def _death_signal() -> Any:
 class _Proc:
     root: str
     log_path: str
+    outputs: list[str] = dataclasses.field(default_factory=list)  #: by channel index
+    metrics: str = ""  #: the file the task reports metrics to
     proc: subprocess.Popen[bytes] | None = None
     exit_code: int | None = None
     ended: threading.Event = dataclasses.field(default_factory=threading.Event)
@@ -70,8 +78,11 @@ class NodeAgent:
         self._tasks: dict[str, _Proc] = {}
         self._abandoned: set[str] = set()
 
-    def start(self, launch_id: str, payload: dict[str, Any], code: bytes | None) -> bool:
-        """Start a task once its resources are reserved; False if it was abandoned first."""
+    def start(self, launch_id: str, payload: dict[str, Any], code: bytes | None,
+              seed: bytes | None = None) -> bool:
+        """Start a task once its resources are reserved; False if it was abandoned first.
+
+        `seed` is a tar of what its output channels already hold (output i under "i/")."""
         with self._lock:
             if launch_id in self._abandoned or launch_id in self._tasks:
                 return launch_id in self._tasks
@@ -82,8 +93,8 @@ class NodeAgent:
             group = payload.get("group")
             while group is not None and not group.wait(60):
                 pass  # the placement group is not placed yet: the task waits for it
-            self._spawn(launch_id, p, payload, code)
-        except (OSError, tarfile.TarError, ValueError) as exc:
+            self._spawn(launch_id, p, payload, code, seed)
+        except (OSError, tarfile.TarError, ValueError, KeyError) as exc:
             # Reported as a shell reports a command it cannot run: in the log, code 127.
             with open(p.log_path, "ab") as fh:
                 fh.write(f"corral: cannot start {payload['task']}: {exc}\n".encode())
@@ -92,20 +103,31 @@ class NodeAgent:
         return True
 
     def _spawn(self, launch_id: str, p: _Proc, payload: dict[str, Any],
-               code: bytes | None) -> None:
+               code: bytes | None, seed: bytes | None) -> None:
+        user = _task_user(payload.get("run_as"))
         code_dir = os.path.join(p.root, "code")
         if code is not None:
             with tarfile.open(fileobj=io.BytesIO(code)) as tar:
                 tar.extractall(code_dir, filter="data")
+        p.outputs = [os.path.join(p.root, "outputs", str(i))
+                     for i in range(len(payload["outputs"]))]
+        if seed is not None:
+            with tarfile.open(fileobj=io.BytesIO(seed)) as tar:
+                tar.extractall(os.path.join(p.root, "outputs"), filter="data")
 
         def local(value: str) -> str:
+            for i, out in enumerate(p.outputs):
+                value = value.replace(OUTPUT % i, out)
             return value.replace(CODE, code_dir).replace(ROOT, p.root)
 
         argv = [local(a) for a in payload["argv"]]
         if argv and argv[0] == NODE_PYTHON:
             argv[0] = sys.executable
-        for out in payload["outputs"]:
+        for out in p.outputs:
             os.makedirs(out, exist_ok=True)
+        p.metrics = local(payload.get("metrics", ""))
+        if p.metrics:
+            os.makedirs(os.path.dirname(p.metrics), exist_ok=True)
         env = {k: local(v) for k, v in payload["env"].items()}
         env.update({LAUNCH_ENV: launch_id, NODE_ENV: self.node_id})
         cwd = local(payload["cwd"])
@@ -113,11 +135,15 @@ class NodeAgent:
         if payload["shell"]:
             # The command line, then its arguments as "$@" (what the local wrapper does).
             argv = ["/bin/sh", "-c", argv[0] + ' "$@"', "sh", *argv[1:]]
+        if user is not None:  # what the task writes to must be its user's
+            _give(p.root, user)
+        uid, gid = user or (None, None)
         with open(p.log_path, "ab") as log:
             p.proc = subprocess.Popen(
                 argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=log,
                 stderr=subprocess.STDOUT, start_new_session=True, close_fds=True,
-                preexec_fn=_death_signal())
+                preexec_fn=_death_signal(), user=uid, group=gid,
+                extra_groups=[] if user is not None else None)
         threading.Thread(target=self._reap, args=(p,), daemon=True).start()
 
     @staticmethod
@@ -171,6 +197,48 @@ class NodeAgent:
         except FileNotFoundError:
             return b""
 
+    def listing(self, launch_id: str) -> dict[str, Any]:
+        """What the task has written: its metrics file's size, and every regular file of its
+        output channels as [channel, path in it, size, mtime_ns] (links are not followed:
+        the agent must not read for a task what the task itself could not)."""
+        p = self._task(launch_id)
+        files = []
+        for i, top in enumerate(p.outputs):
+            for root, dirs, names in os.walk(top):
+                dirs[:] = [d for d in dirs if not os.path.islink(os.path.join(root, d))]
+                for name in names:
+                    full = os.path.join(root, name)
+                    with contextlib.suppress(OSError):
+                        st = os.lstat(full)
+                        if stat.S_ISREG(st.st_mode):
+                            files.append([i, os.path.relpath(full, top), st.st_size,
+                                          st.st_mtime_ns])
+        size = 0
+        if p.metrics:
+            with contextlib.suppress(OSError):
+                st = os.lstat(p.metrics)
+                size = st.st_size if stat.S_ISREG(st.st_mode) else 0
+        return {"metrics": size, "files": files}
+
+    def read_file(self, launch_id: str, channel: int, rel: str, offset: int,
+                  max_bytes: int) -> bytes:
+        """Bytes of an output file (channel -1: the metrics file) from `offset`."""
+        p = self._task(launch_id)
+        if channel < 0:
+            path = p.metrics
+        else:
+            top = os.path.realpath(p.outputs[channel])
+            path = os.path.join(top, rel)
+            if not os.path.realpath(path).startswith(top + os.sep):
+                raise ValueError(f"{rel!r} is not inside output channel {channel}")
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+        except FileNotFoundError:
+            return b""
+        with os.fdopen(fd, "rb") as fh:
+            fh.seek(offset)
+            return fh.read(max_bytes)
+
     def signal(self, launch_id: str, force: bool) -> None:
         """SIGTERM the task's group, or SIGKILL it and every process carrying its marker."""
         with self._lock:
@@ -216,6 +284,29 @@ class NodeAgent:
                 self._lock.notify_all()
         if p is not None:
             shutil.rmtree(p.root, ignore_errors=True)
+
+
+def _task_user(name: str | None) -> tuple[int, int] | None:
+    """(uid, gid) to start a task as: the `run_as` user when this agent runs as root; the
+    rules of the local executor, checked on the node (whose users are its own)."""
+    if name is None:
+        return None
+    try:
+        pw = pwd.getpwnam(name)
+    except KeyError:
+        raise ValueError(f"run_as: there is no user '{name}' on this node") from None
+    if pw.pw_uid == os.geteuid():
+        return None
+    if os.geteuid() != 0:
+        raise ValueError(f"run_as '{name}' needs Ray to run as root on this node")
+    return pw.pw_uid, pw.pw_gid
+
+
+def _give(top: str, owner: tuple[int, int]) -> None:
+    os.lchown(top, *owner)
+    for root, dirs, files in os.walk(top):
+        for name in (*dirs, *files):
+            os.lchown(os.path.join(root, name), *owner)
 
 
 def _kill_marked(launch_id: str) -> None:

@@ -9,9 +9,11 @@ and placement groups are named and detached: a restarted server finds them by na
 The server keeps one `wait` call pending on each actor; a background thread wakes the
 scheduler the moment one returns (the process ended, or the actor died with its node) and
 pulls the tasks' output into their usual log files, so logs, previews and `logs -f` work as
-they do locally.
+they do locally. What tasks write to their output channels and metrics file is copied back
+likewise (`rayfiles`); a task counts as ended once its last files are here.
 
-Ray is imported only when this executor is built (`CORRAL_RAY_ADDRESS`, `--ray`).
+Ray is imported only when this executor is built, which the server does in a process of
+its own (`raybridge`).
 """
 
 from __future__ import annotations
@@ -28,8 +30,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from corral.domain import errors, resources
-from corral.executors import base, rayactor
+from corral.domain import errors, metrics, resources
+from corral.executors import base, rayactor, rayfiles
 
 log = logging.getLogger(__name__)
 
@@ -44,8 +46,13 @@ NODES_TTL = 1.0
 NODE_DEATH_GRACE = 30.0
 
 
+#: part of the agents' names: a server that speaks to agents differently starts new ones
+#: (tasks already running keep the agent their handle names)
+AGENT_VERSION = 2
+
+
 def agent_name(node_id: str) -> str:
-    return f"corral-node-{node_id}"
+    return f"corral-node-v{AGENT_VERSION}-{node_id}"
 
 
 def task_group_name(launch_id: str) -> str:
@@ -73,13 +80,17 @@ class _Task:
     announced: bool = False  #: the scheduler was woken for its wait's answer
     died_at: float | None = None  #: its actor was seen dead on a node Ray calls alive
     result: base.Status | None = None
+    outputs: rayfiles.Outputs | None = None  #: where its files are copied to
+    collecting: bool = False  #: its last files are being copied
+    collected: bool = False  #: ... and have been
     lock: threading.Lock = dataclasses.field(default_factory=threading.Lock)
 
 
 class RayExecutor:
     """Tasks are processes on a Ray cluster's nodes, one small detached actor each."""
 
-    def __init__(self, address: str, *, namespace: str = NAMESPACE) -> None:
+    def __init__(self, address: str, *, namespace: str = NAMESPACE,
+                 run_as: str | None = None) -> None:
         import ray
         from ray import cloudpickle
 
@@ -87,6 +98,8 @@ class RayExecutor:
         cloudpickle.register_pickle_by_value(rayactor)
         self._ray = ray
         self._ns = namespace
+        self._address = address
+        self._run_as = run_as  #: the user the agents start tasks as (when they are root)
         self._owns = not ray.is_initialized()
         if self._owns:
             ray.init(address=address, namespace=namespace, log_to_driver=False,
@@ -96,6 +109,7 @@ class RayExecutor:
         self._lock = threading.Lock()
         self._tasks: dict[str, _Task] = {}
         self._code: dict[str, Any] = {}
+        self._seeds: dict[tuple[str, int], Any] = {}
         self._alive: dict[str, dict[str, Any]] = {}  #: node id -> Ray's node record
         self._nodes_at = 0.0
         self._wake: Callable[[], None] = lambda: None
@@ -103,6 +117,13 @@ class RayExecutor:
         self._refresh(force=True)
         self._thread = threading.Thread(target=self._run, name="corral-ray", daemon=True)
         self._thread.start()
+        self._copier = rayfiles.Copier(ray, self._running, lambda: self._wake())
+
+    def probe_address(self) -> str:
+        """The address that answers while the cluster is up (its GCS, or its client port)."""
+        if self._address.startswith("ray://"):
+            return self._address
+        return str(self._ray.get_runtime_context().gcs_address)
 
     # --- the cluster's nodes -------------------------------------------------------------
 
@@ -152,14 +173,16 @@ class RayExecutor:
         try:
             pg = self._placement_group(group, spec)
             agent = self._agent(node_id)
-            payload = {**_payload(spec, master), "group": pg}
-            agent.start.remote(spec.launch_id, payload, self._code_ref(spec.code_dir))
-        except (ValueError, self._ray.exceptions.RayError) as exc:
+            payload = {**_payload(spec, master), "group": pg, "run_as": self._run_as}
+            outputs = rayfiles.record(spec)
+            agent.start.remote(spec.launch_id, payload, self._code_ref(spec.code_dir),
+                               self._seed_ref(spec))
+        except (ValueError, OSError, self._ray.exceptions.RayError) as exc:
             raise errors.LaunchError(f"cannot start {spec.task} on Ray: {exc}") from None
         handle = base.Handle(node=spec.node, task=spec.task, pid=0, start_time=0.0,
                              control_dir=spec.control_dir, launch_id=spec.launch_id,
                              actor=agent_name(node_id), node_id=node_id, group=group)
-        self._watch(handle, agent, offset=0)
+        self._watch(handle, agent, offset=0, outputs=outputs)
         return handle
 
     def _agent(self, node_id: str) -> Any:
@@ -214,7 +237,8 @@ class RayExecutor:
             offset = os.path.getsize(_log_path(handle))
         except OSError:
             offset = 0
-        return self._check(self._watch(handle, actor, offset=offset))
+        return self._check(self._watch(handle, actor, offset=offset,
+                                       outputs=rayfiles.load(handle)))
 
     def recover(self, spec: base.LaunchSpec) -> base.Status:
         # The agent refuses a start it was told to abandon, so NOT_STARTED is final; no
@@ -233,6 +257,17 @@ class RayExecutor:
                              control_dir=spec.control_dir, launch_id=spec.launch_id,
                              actor=agent_name(node_id), node_id=node_id, group=group)
         return self.adopt(handle)
+
+    def forget(self, spec: base.LaunchSpec) -> None:
+        """Retire a launch whose outcome the server never learnt: stop it if it started,
+        make sure it never starts, give back its reservation."""
+        node_id = self._node_id(spec.node)
+        if node_id is None:
+            return
+        with contextlib.suppress(ValueError, self._ray.exceptions.RayError):
+            agent = self._ray.get_actor(agent_name(node_id), namespace=self._ns)
+            self._ray.get(agent.finish.remote(spec.launch_id), timeout=30)
+        self._drop_group_if_unused(task_group_name(spec.launch_id))
 
     def sample(self, handle: base.Handle) -> base.Sample | None:
         with self._lock:
@@ -264,14 +299,17 @@ class RayExecutor:
         """Stop watching; the tasks go on running on the cluster for the next server."""
         self._stop.set()
         self._thread.join(timeout=10)
+        self._copier.close()
         if self._owns:
             self._ray.shutdown()
 
     # --- watching ------------------------------------------------------------------------
 
-    def _watch(self, handle: base.Handle, actor: Any, *, offset: int) -> _Task:
+    def _watch(self, handle: base.Handle, actor: Any, *, offset: int,
+               outputs: rayfiles.Outputs) -> _Task:
         task = _Task(handle=handle, actor=actor, log_path=_log_path(handle), offset=offset,
-                     wait_ref=actor.wait.remote(handle.launch_id), launch_id=handle.launch_id)
+                     wait_ref=actor.wait.remote(handle.launch_id), launch_id=handle.launch_id,
+                     outputs=outputs)
         os.makedirs(os.path.dirname(task.log_path), exist_ok=True)
         with self._lock:
             self._tasks[handle.launch_id] = task
@@ -294,6 +332,8 @@ class RayExecutor:
             except ray.exceptions.RayError as exc:  # the agent does not know the task
                 task.result = self._gone(handle, f"the node's corral agent lost it: {exc}")
                 return task.result
+            if not self._copier.done(task):  # its last files first, then its end
+                return base.Status(base.State.RUNNING, handle=handle)
             self._pull(task)
             task.result = base.Status(base.State.EXITED, exit_code=int(code), handle=handle)
             return task.result
@@ -383,8 +423,11 @@ class RayExecutor:
         ready, _ = self._ray.wait(list(pending), num_returns=1, timeout=timeout)
         for ref in ready:
             pending[ref].announced = True
-        if ready:
-            self._wake()
+            self._copier.done(pending[ref])  # the scheduler is woken once they are copied
+
+    def _running(self) -> list[_Task]:
+        with self._lock:
+            return [t for t in self._tasks.values() if t.result is None]
 
     def _pull_all(self) -> None:
         with self._lock:
@@ -440,6 +483,17 @@ class RayExecutor:
         with contextlib.suppress(ValueError, self._ray.exceptions.RayError):
             remove_placement_group(get_placement_group(group))
 
+    def _seed_ref(self, spec: base.LaunchSpec) -> Any:
+        """What the output channels hold already, for the attempt's tasks to start from (as
+        they would on the server's own disk): one put per attempt."""
+        key = (spec.job_id, spec.attempt)
+        if key not in self._seeds:
+            if len(self._seeds) > 32:
+                self._seeds.clear()
+            data = rayfiles.seed(spec.output_dirs)
+            self._seeds[key] = self._ray.put(data) if data is not None else None
+        return self._seeds[key]
+
     def _code_ref(self, code_dir: str) -> Any:
         """The attempt's code snapshot as a tar in the object store (one put per attempt)."""
         if not code_dir:
@@ -456,10 +510,17 @@ class RayExecutor:
 
 
 def _payload(spec: base.LaunchSpec, master_addr: str) -> dict[str, Any]:
-    """The launch in the node's terms: server paths become placeholders the actor fills."""
+    """The launch in the node's terms: server paths become placeholders the actor fills
+    (the code, the output channels and the attempt's own folder: all on the node)."""
     attempt_dir = os.path.dirname(spec.control_dir)
+    outputs = sorted(enumerate(spec.output_dirs), key=lambda o: -len(o[1]))
 
     def portable(value: str) -> str:
+        for i, out in outputs:
+            if value == out or value.startswith(out + "/"):
+                return rayactor.OUTPUT % i + value[len(out):]
+            if value.endswith("=" + out):  # --channel=<dir>, as channels are passed
+                return value[:-len(out)] + rayactor.OUTPUT % i
         if spec.code_dir and (value == spec.code_dir or value.startswith(spec.code_dir + "/")):
             return rayactor.CODE + value[len(spec.code_dir):]
         if value == attempt_dir or value.startswith(attempt_dir + "/"):
@@ -471,7 +532,9 @@ def _payload(spec: base.LaunchSpec, master_addr: str) -> dict[str, Any]:
         argv[0] = rayactor.NODE_PYTHON  # the server's own Python: the node's instead
     env = {**spec.env, "MASTER_ADDR": master_addr}
     return {"launch_id": spec.launch_id, "task": spec.task, "argv": argv, "shell": spec.shell,
-            "cwd": portable(spec.cwd), "env": env, "outputs": list(spec.output_dirs)}
+            "cwd": portable(spec.cwd), "env": {k: portable(v) for k, v in env.items()},
+            "outputs": [rayactor.OUTPUT % i for i in range(len(spec.output_dirs))],
+            "metrics": portable(env.get(metrics.FILE_ENV, ""))}
 
 
 def _log_path(handle: base.Handle) -> str:

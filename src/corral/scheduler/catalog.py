@@ -2,13 +2,17 @@
 and executor.
 
 Flavors come from configuration when it names any, otherwise from what the machine has.
-Pools come from configuration too; every node no pool names is in the default pool.
+Pools come from configuration too, each on one executor (this machine or a Ray cluster): a
+node is in the first pool of its executor that names it, else in its executor's catch-all
+pool: the first pool that names that executor and no nodes, else the default pool when it
+runs there.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import fnmatch
+from collections.abc import Mapping
 
 from corral import settings as settings_mod
 from corral.domain import errors, resources, scheduling
@@ -28,8 +32,9 @@ class Catalog:
     pool_ids: tuple[str, ...] = ("default",)
 
     @classmethod
-    def build(cls, settings: settings_mod.Settings,
-              nodes: list[resources.Node]) -> Catalog:
+    def build(cls, settings: settings_mod.Settings, nodes: list[resources.Node],
+              origin: Mapping[str, str] | None = None) -> Catalog:
+        """`origin`: the executor key each node comes from (default: the default pool's)."""
         if settings.flavors:
             arch = nodes[0].arch if nodes else "x86_64"
             flavors = [resources.Flavor(
@@ -44,7 +49,8 @@ class Catalog:
             default = flavors[0].flavor_id
         return cls(nodes=tuple(nodes), flavors=tuple(flavors),
                    engines=tuple(settings.all_engines()), default_flavor=default,
-                   pool_of=assign_pools(settings, nodes), default_pool=settings.default_pool,
+                   pool_of=assign_pools(settings, nodes, origin),
+                   default_pool=settings.default_pool,
                    pool_ids=tuple(dict.fromkeys(
                        [settings.default_pool, *(p.pool_id for p in settings.pools)])))
 
@@ -83,12 +89,21 @@ class Catalog:
         raise errors.BadEngine(f"engine '{asked}' does not exist; known engines: {known}")
 
 
-def assign_pools(settings: settings_mod.Settings,
-                 nodes: list[resources.Node]) -> dict[str, str]:
-    """Each node's pool: the first configured pool naming it, else the default pool."""
+def assign_pools(settings: settings_mod.Settings, nodes: list[resources.Node],
+                 origin: Mapping[str, str] | None = None) -> dict[str, str]:
+    """Each node's pool: the first pool on its executor naming it, else that executor's
+    catch-all pool; "" (no pool: it runs nothing) when its executor has none."""
+    on = settings.pool_executors()
+    default_key = on[settings.default_pool]
+    rest: dict[str, str] = {}
+    for key in set(on.values()):
+        rest[key] = next((p.pool_id for p in settings.pools
+                          if p.executor_key == key and not p.nodes),
+                         settings.default_pool if key == default_key else "")
     out = {}
     for n in nodes:
-        out[n.name] = next((p.pool_id for p in settings.pools
-                            if any(fnmatch.fnmatchcase(n.name, pat) for pat in p.nodes)),
-                           settings.default_pool)
+        key = (origin or {}).get(n.name, default_key)
+        out[n.name] = next((p.pool_id for p in settings.pools if on[p.pool_id] == key
+                            and any(fnmatch.fnmatchcase(n.name, pat) for pat in p.nodes)),
+                           rest.get(key, ""))
     return out

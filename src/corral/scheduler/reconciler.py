@@ -23,7 +23,7 @@ import sqlalchemy as sa
 from corral import settings as settings_mod
 from corral.domain import errors, resources, scheduling, specs
 from corral.domain import jobs as J
-from corral.executors import base
+from corral.executors import base, routing
 from corral.scheduler import catalog as catalog_mod
 from corral.scheduler import launching
 from corral.storage import local as storage
@@ -108,7 +108,8 @@ class Reconciler:
         if nodes == self.catalog.nodes:
             return
         log.info("nodes now: %s", ", ".join(n.name for n in nodes) or "none")
-        self.catalog = catalog_mod.Catalog.build(self.settings, list(nodes))
+        self.catalog = catalog_mod.Catalog.build(self.settings, list(nodes),
+                                                 routing.origin(self.executor))
         if self.on_catalog:
             self.on_catalog(self.catalog)
 
