@@ -21,18 +21,21 @@ Nothing here does I/O or reads a clock; equal inputs give equal decisions.
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import enum
 import functools
 import heapq
 import operator
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import NamedTuple
 
 from corral.domain import resources
 
 R = resources.Resources
 EPS = 1e-9
+#: (cpu, memory_mb, gpu, count, spread, gpu_type) of a queued job
+Shape = tuple[float, int, int, int, bool, str]
 
 
 class WaitCode(enum.StrEnum):
@@ -76,8 +79,7 @@ class Queued:
     was_head: bool = False  #: it was its pool's head on the last pass
     #: what placement depends on, as plain values (cheap to hash: a long queue is mostly
     #: the same few shapes, and each is tried once per pass)
-    shape: tuple[float, int, int, int, bool, str] = dataclasses.field(
-        init=False, repr=False, compare=False)
+    shape: Shape = dataclasses.field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         d = self.per_task
@@ -157,6 +159,18 @@ def decide(queue: Sequence[Queued], nodes: Sequence[Node], running: Sequence[Run
            ) -> Decisions:
     """What to do now. `usage` is each (project, pool)'s recent mean dominant share."""
     out = Decisions()
+    pools = _pools(nodes, running)
+    by_pool, heads = _group(queue)
+    quota_of = {(q.project, q.pool): q for q in quotas}
+    for name in sorted(by_pool):
+        pool = pools.get(name)
+        if pool is None:
+            pool = _Pool(name)
+        _Pass(pool, quota_of, usage or {}, out).run(by_pool[name], heads)
+    return out
+
+
+def _pools(nodes: Sequence[Node], running: Sequence[Running]) -> dict[str, _Pool]:
     pools: dict[str, _Pool] = {}
     for n in nodes:
         pools.setdefault(n.pool, _Pool(n.pool)).add(n)
@@ -164,8 +178,18 @@ def decide(queue: Sequence[Queued], nodes: Sequence[Node], running: Sequence[Run
         pool = pools.get(r.pool)
         if pool is not None:
             pool.hold(r)
-    # One pass of grouping: pool -> priority -> project -> jobs.
+    return pools
+
+
+#: pool -> priority -> project -> its waiting jobs
+_Levels = dict[str, dict[int, dict[str, list[Queued]]]]
+
+
+def _group(queue: Iterable[Queued]) -> tuple[_Levels, dict[tuple[str, int], Queued]]:
+    """The queue by pool, priority and project, in one pass; and each (pool, priority)'s
+    last head (the oldest, should there be several)."""
     streams: dict[tuple[str, int, str], list[Queued]] = {}
+    heads: dict[tuple[str, int], Queued] = {}
     for q in queue:
         key = (q.pool, q.priority, q.project)
         js = streams.get(key)
@@ -173,16 +197,14 @@ def decide(queue: Sequence[Queued], nodes: Sequence[Node], running: Sequence[Run
             streams[key] = [q]
         else:
             js.append(q)
-    by_pool: dict[str, dict[int, dict[str, list[Queued]]]] = {}
+        if q.was_head:
+            h = heads.get(key[:2])
+            if h is None or (q.seq, q.job_id) < (h.seq, h.job_id):
+                heads[key[:2]] = q
+    by_pool: _Levels = {}
     for (pool_id, prio, project), js in streams.items():
         by_pool.setdefault(pool_id, {}).setdefault(prio, {})[project] = js
-    quota_of = {(q.project, q.pool): q for q in quotas}
-    for name in sorted(by_pool):
-        pool = pools.get(name)
-        if pool is None:
-            pool = _Pool(name)
-        _Pass(pool, quota_of, usage or {}, out).run(by_pool[name])
-    return out
+    return by_pool, heads
 
 
 # --- one pool's state ---------------------------------------------------------------------
@@ -227,8 +249,9 @@ class _Pool:
                 continue
             self.cpu[i] -= r.per_task.cpu
             self.mem[i] -= r.per_task.memory_mb
-            busy = set(slot.gpu_ids)
-            self.gpus[i] = [g for g in self.gpus[i] if g not in busy]
+            if slot.gpu_ids:
+                busy = set(slot.gpu_ids)
+                self.gpus[i] = [g for g in self.gpus[i] if g not in busy]
 
     def share(self, r: resources.Resources) -> float:
         """Dominant share of `r` in this pool (0 for a pool without capacity)."""
@@ -259,10 +282,7 @@ def _fit(pool: _Pool, q: Queued, room: _Room, order: Iterable[int] | None = None
         idx: Iterable[int] = order
     elif q.spread:
         idx = range(len(pool.names))
-    else:
-        # Best fit: the node with the fewest free GPUs, then the fewest free cores, that
-        # holds it, so that small jobs fill gaps and whole nodes stay free for big gangs
-        # (and CPU-only jobs do not strand the GPUs of an idle GPU node).
+    else:  # best fit (see _Pass._room)
         idx = sorted(range(len(pool.names)), key=lambda i: (room.gpu[i], room.cpu[i], i))
     ok = [i for i in idx if not (d.gpu and q.gpu_type and pool.gpu_type[i] != q.gpu_type)]
     out: list[int] = []
@@ -300,6 +320,34 @@ def _use(room: _Room, i: int, d: resources.Resources) -> None:
 _SEQ = operator.attrgetter("seq")
 
 
+def _held(running: Iterable[Running]) -> dict[str, resources.Resources]:
+    """What each project holds (plain sums: a big cluster runs thousands of jobs)."""
+    sums: dict[str, list[float]] = {}
+    for r in running:
+        n, d = len(r.slots), r.per_task
+        s = sums.get(r.project)
+        if s is None:
+            s = sums[r.project] = [0.0, 0, 0]
+        s[0] += d.cpu * n
+        s[1] += d.memory_mb * n
+        s[2] += d.gpu * n
+    return {p: R(s[0], int(s[1]), int(s[2])) for p, s in sums.items()}
+
+
+def _turn_ends(key: float, project: str, js: list[Queued], i: int,
+               heap: list[tuple[float, int, str, int]]) -> int:
+    """The first index of `js[i:]` at which the project on top of `heap` comes first
+    (the order is key, then submission, then project name)."""
+    if not heap:
+        return len(js)
+    other, seq, name, _ = heap[0]
+    if key != other:
+        return len(js) if key < other else i
+    if project < name:
+        return bisect.bisect_right(js, seq, i, key=_SEQ)
+    return bisect.bisect_left(js, seq, i, key=_SEQ)
+
+
 # --- one pass over one pool ---------------------------------------------------------------
 
 
@@ -311,91 +359,127 @@ class _Pass:
                          if pool_id == pool.name}
         self.usage = usage
         self.out = out
-        self.used: dict[str, resources.Resources] = {}
-        for r in pool.running:
-            self.used[r.project] = (self.used.get(r.project, resources.ZERO)
-                                    + r.per_task.times(len(r.slots)))
+        self.used = _held(pool.running)
         self.head: Queued | None = None
         self.ahead = 0
         #: gang shapes that did not fit: room only shrinks during a pass, so they never will
-        self.no_room: set[tuple[float, int, int, int, bool, str]] = set()
+        self.no_room: set[Shape] = set()
         self.behind_msg: dict[WaitCode, str] = {}
         # Both only change when a project starts a job (then its entries are dropped): a
         # long queue asks the same questions thousands of times.
         self.keys: dict[str, float] = {}
-        self.verdicts: dict[tuple[str, tuple[float, int, int, int, bool, str]], str] = {}
+        #: per project, its quota verdict per shape ("" when within its quota)
+        self.verdicts: dict[str, dict[Shape, str]] = {}
+        #: what is free and not reserved, the nodes in best-fit order, and the most any
+        #: node has free of each resource, until a start or a reservation changes them
+        self.free: tuple[_Room, list[int], tuple[float, int, int]] | None = None
 
-    def run(self, levels: dict[int, dict[str, list[Queued]]]) -> None:
+    def run(self, levels: dict[int, dict[str, list[Queued]]],
+            heads: Mapping[tuple[str, int], Queued]) -> None:
         if not self.pool.names:
-            jobs = [q for per in levels.values() for js in per.values() for q in js]
-            for q in sorted(jobs, key=lambda j: (-j.priority, j.seq)):
+            for q in self.considered(levels, heads):
                 self._wait(q, WaitCode.NO_NODE, f"pool '{self.pool.name}' has no nodes")
             return
-        # The hot loop: most of a long queue is jobs whose shape already failed to fit,
-        # waiting behind the head; they are answered here without the general path.
-        no_room, quota_of, verdicts = self.no_room, self.quota_of, self.verdicts
-        append, name = self.out.waits.append, self.pool.name
-        for q in self._order(levels):
-            quota = quota_of.get(q.project)
-            if quota is not None:
-                verdict = verdicts.get((q.project, q.shape))
-                if verdict is None or (verdict and quota.borrowing
-                                       and q.shape not in no_room):
-                    self._one(q)
-                    continue
-                if verdict:
-                    append(_new_wait((q.job_id, WaitCode.QUOTA, verdict, name, self.ahead)))
-                    self.ahead += 1
-                    continue
-            head = self.head
-            if head is not None and q.shape in no_room:
-                code = WaitCode.PRIORITY if head.priority > q.priority else WaitCode.QUEUED
-                msg = self.behind_msg.get(code) or self._behind(code)
-                append(_new_wait((q.job_id, code, msg, name, self.ahead)))
-                self.ahead += 1
-                continue
-            self._one(q)
-
-    def _behind(self, code: WaitCode) -> str:
-        h = self.head
-        assert h is not None
-        msg = self.behind_msg[code] = (
-            f"waiting behind higher priority: job {h.job_id} (priority {h.priority}) "
-            f"is next to start in pool {self.pool.name}" if code is WaitCode.PRIORITY
-            else f"queued: behind job {h.job_id}, next to start in pool {self.pool.name}")
-        return msg
-
-    def _order(self, levels: dict[int, dict[str, list[Queued]]]) -> Iterable[Queued]:
-        """Priority first; inside a priority the last head, then fair share by project."""
         for prio in sorted(levels, reverse=True):
             per_project = levels[prio]
-            heads = sorted((q for js in per_project.values() for q in js if q.was_head),
-                           key=lambda q: q.seq)
-            first = heads[0] if heads else None
-            if first is not None:
-                yield first
+            first = heads.get((self.pool.name, prio))
+            if first is not None:  # the last head keeps its place against fair share
+                self._one(first)
             heap = []
             for project, js in per_project.items():
                 js.sort(key=_SEQ)
-                heap.append((self._key(project), js[0].seq, project, 0))
+                if first is not None and first.project == project:
+                    js = per_project[project] = [q for q in js if q is not first]
+                if js:
+                    heap.append((self._key(project), js[0].seq, project, 0))
             heapq.heapify(heap)
             while heap:
                 _, _, project, i = heapq.heappop(heap)
-                js = per_project[project]
-                n = len(js)
-                # Keep serving this project while it stays first: its key only changes
-                # when it starts a job, so most of a long queue needs no heap operation.
-                while True:
-                    q = js[i]
-                    if q is not first:
-                        yield q
-                    i += 1
-                    if i == n:
-                        break
-                    nxt = (self._key(project), js[i].seq)
-                    if heap and nxt > heap[0][:2]:
-                        heapq.heappush(heap, (*nxt, project, i))
-                        break
+                self._serve(project, per_project[project], i, heap)
+
+    def considered(self, levels: dict[int, dict[str, list[Queued]]],
+                   heads: Mapping[tuple[str, int], Queued]) -> Iterator[Queued]:
+        """The jobs in the order a pass considers them when none of them starts: priority,
+        the last head, fair share (projects' keys are then fixed), submission."""
+        for prio in sorted(levels, reverse=True):
+            first = heads.get((self.pool.name, prio))
+            if first is not None:
+                yield first
+            keys = {project: self._key(project) for project in levels[prio]}
+            yield from sorted((q for js in levels[prio].values() for q in js if q is not first),
+                              key=lambda q: (keys[q.project], q.seq, q.project))
+
+    # --- fair share: serve the project with the lowest key, in runs ----------------------
+
+    def _serve(self, project: str, js: list[Queued], i: int,
+               heap: list[tuple[float, int, str, int]]) -> None:
+        """Serve `project`'s jobs from `js[i]` until another project's turn comes (then it
+        goes back on the heap). Its key changes only when it starts a job, so most of a
+        long queue is answered in runs, without a heap operation per job."""
+        n = len(js)
+        key = self._key(project)
+        stop = _turn_ends(key, project, js, i, heap)
+        while i < n:
+            if i >= stop:
+                heapq.heappush(heap, (key, js[i].seq, project, i))
+                return
+            i = self._drain(project, js, i, stop)
+            if i < stop:  # a job the short path cannot answer
+                self._one(js[i])
+                i += 1
+                if project not in self.keys:  # it started a job: its key moved
+                    key = self._key(project)
+                    stop = _turn_ends(key, project, js, i, heap)
+
+    def _drain(self, project: str, js: list[Queued], i: int, stop: int) -> int:
+        """The hot loop: answer jobs `js[i:stop]` whose shape is known not to fit now, or
+        whose quota verdict is known; returns where it stopped (a job that needs more)."""
+        if self.head is None and project not in self.quota_of:
+            return i
+        name, append, new, wait = self.pool.name, self.out.waits.append, tuple.__new__, Wait
+        start = ahead = self.ahead
+        #: per shape, (code, message) of its wait, or () when the general path must decide
+        answers: dict[Shape, tuple[WaitCode, str] | tuple[()]] = {}
+        for q in js[i:stop]:
+            shape = q.shape
+            answer = answers.get(shape)
+            if answer is None:
+                answer = answers[shape] = self._known(q)
+            if not answer:
+                break
+            append(new(wait, (q.job_id, answer[0], answer[1], name, ahead)))
+            ahead += 1
+        self.ahead = ahead
+        return i + ahead - start
+
+    def _known(self, q: Queued) -> tuple[WaitCode, str] | tuple[()]:
+        """Why `q` waits, if that follows from what this pass already knows (its shape did
+        not fit, or its quota verdict); () if it needs the general path."""
+        quota = self.quota_of.get(q.project)
+        if quota is not None:
+            verdict = self.verdicts.get(q.project, {}).get(q.shape)
+            if verdict is None:
+                return ()
+            if verdict:
+                if quota.borrowing and q.shape not in self.no_room:
+                    return ()
+                return WaitCode.QUOTA, verdict
+        if self.head is not None and q.shape in self.no_room:
+            return self._behind(q)
+        return ()
+
+    def _behind(self, q: Queued) -> tuple[WaitCode, str]:
+        """Why `q` waits behind the head (one message per kind, for thousands of jobs)."""
+        h = self.head
+        assert h is not None
+        code = WaitCode.PRIORITY if h.priority > q.priority else WaitCode.QUEUED
+        msg = self.behind_msg.get(code)
+        if msg is None:
+            msg = self.behind_msg[code] = (
+                f"waiting behind higher priority: job {h.job_id} (priority {h.priority}) "
+                f"is next to start in pool {self.pool.name}" if code is WaitCode.PRIORITY
+                else f"queued: behind job {h.job_id}, next to start in pool {self.pool.name}")
+        return code, msg
 
     def _key(self, project: str) -> float:
         key = self.keys.get(project)
@@ -414,21 +498,22 @@ class _Pass:
         shape = q.shape
         over = ""
         if quota is not None:
-            vkey = (q.project, shape)
-            over = self.verdicts.get(vkey)  # type: ignore[assignment]
-            if over is None:
+            verdicts = self.verdicts.setdefault(q.project, {})
+            known = verdicts.get(shape)
+            if known is None:
                 over = self._over_quota(q, q.per_task.times(q.count))
                 if over:
                     over = (f"quota exceeded: {over}; it may borrow idle capacity, but not "
                             "enough is free" if quota.borrowing else f"quota exceeded: {over}")
-                self.verdicts[vkey] = over
+                verdicts[shape] = over
+            else:
+                over = known
         borrowed = bool(over)
         if over and not (quota and quota.borrowing):
             self._wait(q, WaitCode.QUOTA, over)
             return
         if shape not in self.no_room:
-            room = _avail(self.pool)
-            placed = _fit(self.pool, q, room)
+            placed = self._place(q)
             if placed is not None:
                 self._start(q, placed, borrowed)
                 return
@@ -438,8 +523,24 @@ class _Pass:
         elif self.head is None:
             self._become_head(q)
         else:
-            code = WaitCode.PRIORITY if self.head.priority > q.priority else WaitCode.QUEUED
-            self._wait(q, code, self.behind_msg.get(code) or self._behind(code))
+            self._wait(q, *self._behind(q))
+
+    def _place(self, q: Queued) -> list[int] | None:
+        """Where `q` starts now (outside the head's reservation), or None."""
+        if self.free is None:
+            room = _avail(self.pool)
+            # Best fit: the fewest free GPUs, then the fewest free cores, first, so that
+            # small jobs fill gaps and whole nodes stay free for big gangs (and CPU-only
+            # jobs do not strand the GPUs of an idle GPU node).
+            order = sorted(range(len(self.pool.names)),
+                           key=lambda i: (room.gpu[i], room.cpu[i], i))
+            self.free = room, order, (max(room.cpu), max(room.mem), max(room.gpu))
+        room, order, most = self.free
+        d = q.per_task
+        if d.cpu > most[0] + EPS or d.memory_mb > most[1] or d.gpu > most[2]:
+            return None  # no node has room for one task: most of a full cluster's queue
+        return _fit(self.pool, q, _Room(list(room.cpu), list(room.mem), list(room.gpu)),
+                    None if q.spread else order)
 
     def _over_quota(self, q: Queued, need: resources.Resources) -> str:
         quota = self.quota_of.get(q.project)
@@ -459,6 +560,7 @@ class _Pass:
 
     def _start(self, q: Queued, placed: list[int], borrowed: bool) -> None:
         pool, d = self.pool, q.per_task
+        self.free = None
         slots = []
         for i in placed:
             pool.cpu[i] -= d.cpu
@@ -467,8 +569,7 @@ class _Pass:
             slots.append(TaskSlot(pool.names[i], ids))
         self.used[q.project] = self.used.get(q.project, resources.ZERO) + d.times(q.count)
         self.keys.pop(q.project, None)
-        for k in [k for k in self.verdicts if k[0] == q.project]:
-            del self.verdicts[k]  # in place: the hot loop holds this dict
+        self.verdicts.get(q.project, {}).clear()  # in place: the hot loop holds it
         self.out.starts.append(Start(q.job_id, tuple(slots), borrowed, self.head is not None))
 
     def _wait(self, q: Queued, code: WaitCode, message: str) -> None:
@@ -543,6 +644,7 @@ class _Pass:
 
     def _reserve(self, q: Queued, placed: list[int]) -> None:
         d = q.per_task
+        self.free = None
         for i in placed:
             self.pool.res_cpu[i] += d.cpu
             self.pool.res_mem[i] += d.memory_mb
