@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import collections
 import random
+import re
 from collections.abc import Sequence
 
 from hypothesis import given, settings
@@ -402,3 +403,66 @@ def dataclasses_replace(q: S.Queued, **kw: object) -> S.Queued:
     import dataclasses
 
     return dataclasses.replace(q, **kw)  # type: ignore[arg-type]
+
+
+# --- what a project may see of others ------------------------------------------------------
+
+
+def test_reasons_name_only_jobs_of_the_same_project() -> None:
+    # b's head is next to start; a's jobs wait behind it without learning its id.
+    run = [running("r0", ["n0"], cpu=4, project="a", priority=1, preemptible=True)]
+    queue = [job("h1", 4, project="b", priority=3), job("a2", 1, project="a"),
+             job("b3", 1, project="b")]
+    d = S.decide(queue, [node(cpu=4)], run)
+    w = waits(d)
+    assert w["h1"].code is W.PREEMPTING
+    assert w["h1"].message.endswith("starts once these job(s) have stopped: "
+                                    "1 job(s) of other projects")
+    assert w["a2"].message == ("waiting behind higher priority: a job of another project "
+                               "(priority 3) is next to start in pool p")
+    assert "job h1 (priority 3)" in w["b3"].message  # its own project's head, by id
+
+
+@PROPS
+@given(worlds())
+def test_no_reason_names_a_job_of_another_project(world: tuple) -> None:  # type: ignore[type-arg]
+    queue, nodes, run, quotas, usage = world
+    d = S.decide(queue, nodes, run, quotas, usage)
+    project = {q.job_id: q.project for q in queue} | {r.job_id: r.project for r in run}
+    for w in d.waits:
+        foreign = [j for j, p in project.items() if p != project[w.job_id]]
+        assert not [j for j in foreign if re.search(rf"\b{j}\b", w.message)], w
+
+
+# --- the place in the queue users are shown ------------------------------------------------
+
+
+def test_the_place_shown_follows_fair_share_not_submission() -> None:
+    queue = [job("j1", 4, project="busy"), job("j2", 4, project="busy"),
+             job("j3", 4, project="idle")]
+    run = [running("r0", ["n0"], cpu=4, project="busy")]
+    d = S.decide(queue, [node(cpu=4)], run)
+    order = S.queue_order(queue, [node(cpu=4)], {("busy", "p"): R(4, 1024)})
+    assert [q.job_id for q in order["p"]] == ["j3", "j1", "j2"]
+    assert [(w.job_id, w.ahead) for w in d.waits] == [("j3", 0), ("j1", 1), ("j2", 2)]
+
+
+@PROPS
+@given(worlds())
+def test_the_place_shown_is_the_order_decide_considers_jobs_in(world: tuple) -> None:  # type: ignore[type-arg]
+    """Where nothing starts, `decide` answers jobs in `queue_order`'s order, and a job's
+    `ahead` is its index there."""
+    queue, nodes, run, quotas, usage = world
+    d = S.decide(queue, nodes, run, quotas, usage)
+    held: dict[tuple[str, str], resources.Resources] = collections.defaultdict(
+        lambda: resources.ZERO)
+    for r in run:
+        held[r.project, r.pool] = held[r.project, r.pool] + r.per_task.times(len(r.slots))
+    order = S.queue_order(queue, nodes, held, quotas, usage)
+    pool_of = {q.job_id: q.pool for q in queue}
+    busy = {pool_of[s.job_id] for s in d.starts}
+    for pool, jobs in order.items():
+        if pool in busy:
+            continue
+        answered = [(w.job_id, w.ahead) for w in d.waits if w.pool == pool]
+        assert answered == [(q.job_id, i) for i, q in enumerate(jobs)]

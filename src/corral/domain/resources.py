@@ -51,6 +51,14 @@ class Resources:
 ZERO = Resources()
 
 
+def dominant_share(r: Resources, total: Resources) -> float:
+    """The largest fraction of `total` that `r` takes of any one resource (0 for a total
+    without capacity): what fair share compares projects by."""
+    return max(r.cpu / total.cpu if total.cpu else 0.0,
+               r.memory_mb / total.memory_mb if total.memory_mb else 0.0,
+               r.gpu / total.gpu if total.gpu else 0.0)
+
+
 @dataclasses.dataclass(frozen=True)
 class Gpu:
     index: int

@@ -170,6 +170,32 @@ def decide(queue: Sequence[Queued], nodes: Sequence[Node], running: Sequence[Run
     return out
 
 
+def queue_order(queue: Sequence[Queued], nodes: Sequence[Node],
+                held: Mapping[tuple[str, str], resources.Resources] | None = None,
+                quotas: Sequence[Quota] = (),
+                usage: Mapping[tuple[str, str], float] | None = None,
+                ) -> dict[str, list[Queued]]:
+    """Each pool's waiting jobs in the order `decide` considers them while none of them
+    starts: priority, then the pool's last head at its priority, then fair share between
+    projects (`fair_share`, lowest first), then submission. `held` is what each
+    (project, pool) holds now. This is the place in the queue users are shown."""
+    pools = _pools(nodes, ())
+    by_pool, heads = _group(queue)
+    quota_of = {(q.project, q.pool): q for q in quotas}
+    out = {}
+    for name in sorted(by_pool):
+        used = {p: r for (p, pool), r in (held or {}).items() if pool == name}
+        p = _Pass(pools.get(name) or _Pool(name), quota_of, usage or {}, Decisions(), used)
+        out[name] = list(p.considered(by_pool[name], heads))
+    return out
+
+
+def fair_share(usage: float, held: float, weight: float) -> float:
+    """A project's fair-share key in a pool: its recent mean dominant share plus the
+    dominant share it holds now, over its quota's weight. Lower goes first."""
+    return (usage + held) / (weight if weight > 0 else 1.0)
+
+
 def _pools(nodes: Sequence[Node], running: Sequence[Running]) -> dict[str, _Pool]:
     pools: dict[str, _Pool] = {}
     for n in nodes:
@@ -255,9 +281,7 @@ class _Pool:
 
     def share(self, r: resources.Resources) -> float:
         """Dominant share of `r` in this pool (0 for a pool without capacity)."""
-        t = self.total
-        return max(r.cpu / t.cpu if t.cpu else 0.0, r.memory_mb / t.memory_mb
-                   if t.memory_mb else 0.0, r.gpu / t.gpu if t.gpu else 0.0)
+        return resources.dominant_share(r, self.total)
 
 
 class _Room:
@@ -334,6 +358,13 @@ def _held(running: Iterable[Running]) -> dict[str, resources.Resources]:
     return {p: R(s[0], int(s[1]), int(s[2])) for p, s in sums.items()}
 
 
+def _jobs(jobs: Sequence[Running], seen_by: Queued) -> str:
+    """Jobs as `seen_by`'s project may see them: its own by id, others only counted."""
+    own = [r.job_id for r in jobs if r.project == seen_by.project]
+    others = len(jobs) - len(own)
+    return ", ".join([*own, *([f"{others} job(s) of other projects"] if others else [])])
+
+
 def _turn_ends(key: float, project: str, js: list[Queued], i: int,
                heap: list[tuple[float, int, str, int]]) -> int:
     """The first index of `js[i:]` at which the project on top of `heap` comes first
@@ -353,18 +384,19 @@ def _turn_ends(key: float, project: str, js: list[Queued], i: int,
 
 class _Pass:
     def __init__(self, pool: _Pool, quota_of: Mapping[tuple[str, str], Quota],
-                 usage: Mapping[tuple[str, str], float], out: Decisions) -> None:
+                 usage: Mapping[tuple[str, str], float], out: Decisions,
+                 used: dict[str, resources.Resources] | None = None) -> None:
         self.pool = pool
         self.quota_of = {proj: q for (proj, pool_id), q in quota_of.items()
                          if pool_id == pool.name}
         self.usage = usage
         self.out = out
-        self.used = _held(pool.running)
+        self.used = _held(pool.running) if used is None else used
         self.head: Queued | None = None
         self.ahead = 0
         #: gang shapes that did not fit: room only shrinks during a pass, so they never will
         self.no_room: set[Shape] = set()
-        self.behind_msg: dict[WaitCode, str] = {}
+        self.behind_msg: dict[tuple[WaitCode, bool], str] = {}
         # Both only change when a project starts a job (then its entries are dropped): a
         # long queue asks the same questions thousands of times.
         self.keys: dict[str, float] = {}
@@ -399,8 +431,8 @@ class _Pass:
 
     def considered(self, levels: dict[int, dict[str, list[Queued]]],
                    heads: Mapping[tuple[str, int], Queued]) -> Iterator[Queued]:
-        """The jobs in the order a pass considers them when none of them starts: priority,
-        the last head, fair share (projects' keys are then fixed), submission."""
+        """The jobs in the order `run` considers them when none of them starts (projects'
+        keys then stay as they are)."""
         for prio in sorted(levels, reverse=True):
             first = heads.get((self.pool.name, prio))
             if first is not None:
@@ -469,16 +501,19 @@ class _Pass:
         return ()
 
     def _behind(self, q: Queued) -> tuple[WaitCode, str]:
-        """Why `q` waits behind the head (one message per kind, for thousands of jobs)."""
+        """Why `q` waits behind the head (a few messages for thousands of jobs). The head
+        is named only to its own project's jobs: others learn its priority, not its id."""
         h = self.head
         assert h is not None
         code = WaitCode.PRIORITY if h.priority > q.priority else WaitCode.QUEUED
-        msg = self.behind_msg.get(code)
+        same = h.project == q.project
+        msg = self.behind_msg.get((code, same))
         if msg is None:
-            msg = self.behind_msg[code] = (
-                f"waiting behind higher priority: job {h.job_id} (priority {h.priority}) "
-                f"is next to start in pool {self.pool.name}" if code is WaitCode.PRIORITY
-                else f"queued: behind job {h.job_id}, next to start in pool {self.pool.name}")
+            who = f"job {h.job_id}" if same else "a job of another project"
+            msg = self.behind_msg[code, same] = (
+                f"waiting behind higher priority: {who} (priority {h.priority}) is next "
+                f"to start in pool {self.pool.name}" if code is WaitCode.PRIORITY
+                else f"queued: behind {who}, next to start in pool {self.pool.name}")
         return code, msg
 
     def _key(self, project: str) -> float:
@@ -489,9 +524,9 @@ class _Pass:
 
     def _fair_share(self, project: str) -> float:
         quota = self.quota_of.get(project)
-        weight = quota.weight if quota and quota.weight > 0 else 1.0
-        held = self.pool.share(self.used.get(project, resources.ZERO))
-        return (self.usage.get((project, self.pool.name), 0.0) + held) / weight
+        return fair_share(self.usage.get((project, self.pool.name), 0.0),
+                          self.pool.share(self.used.get(project, resources.ZERO)),
+                          quota.weight if quota else 1.0)
 
     def _one(self, q: Queued) -> None:
         quota = self.quota_of.get(q.project)
@@ -603,10 +638,9 @@ class _Pass:
         for v in victims:
             reclaim = v.borrowed and not (v.preemptible and v.priority < q.priority)
             self.out.preempts.append(Preempt(v.job_id, q.job_id, reclaim))
-        names = ", ".join(r.job_id for r in stopping + victims)
         self._wait(q, WaitCode.PREEMPTING,
                    f"waiting for resources: preempting to make room in pool {pool.name}; "
-                   f"starts once these job(s) have stopped: {names}")
+                   f"starts once these job(s) have stopped: {_jobs(stopping + victims, q)}")
 
     def _victims(self, q: Queued, stopping: list[Running]) -> list[Running] | None:
         """The fewest running jobs to stop so that `q` fits; None if none can do it."""
