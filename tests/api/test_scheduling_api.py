@@ -146,3 +146,31 @@ def test_pools_show_capacity_use_and_quota_per_project(live: conftest.Live) -> N
     assert shown[0]["limits"] == {"gpu": 1} and shown[0]["borrowing"] is True
     bad = corral(live, "quota", "--pool", "nope", "--cpu", "1")
     assert bad.exit_code == 1 and "pool_id 'nope' does not exist" in bad.stderr
+
+
+def test_the_queue_never_shows_a_project_another_projects_job_ids(live: conftest.Live) -> None:
+    other = live.new_project("theirs")
+    bob = live.new_user("bob", project_id=other, key=False)
+    blocker = live.submit(factories.make_job(command="sleep 30", flavor_id="corral.cpu.full"))
+    wait_running(live, blocker["metadata"]["id"])
+    body = factories.make_job(name="their-secret", command="true", flavor_id="corral.cpu.full")
+    body["spec"]["schedule_policy"] = {"priority": 3}
+    r = bob.http.post(live.path("/training-jobs", other), json=body)
+    assert r.status_code == 201, r.text
+    theirs = r.json()["metadata"]["id"]
+    mine = live.submit(factories.make_job(name="my-secret", command="true"))["metadata"]["id"]
+
+    job = factories.wait_for(lambda: (j := live.job(mine))["status"]["queue"]["wait_code"]
+                             == "behind_priority" and j, what="mine to wait behind theirs")
+    assert "a job of another project (priority 3)" in job["status"]["reason"]
+    assert job["status"]["queue"]["jobs_ahead"] == 1
+    seen = live.http.get(live.path("/training-queue")).json()
+    assert [(j["id"], j["project_id"]) for j in seen["pools"][0]["jobs"]] == [
+        (None, other), (mine, live.project_id)]
+    assert theirs not in json.dumps(seen) and "their-secret" not in json.dumps(seen)
+    assert theirs not in json.dumps(job)
+    theirs_seen = bob.http.get(live.path("/training-queue", other)).json()
+    assert [(j["id"], j["reason"]) for j in theirs_seen["pools"][0]["jobs"]][1] == (
+        None, "waiting behind higher priority")
+    for secret in (mine, blocker["metadata"]["id"], "my-secret"):
+        assert secret not in json.dumps(theirs_seen)

@@ -251,6 +251,64 @@ def test_fair_share_serves_the_project_that_used_less(world: World) -> None:
     assert world.phase(mine)[0] == "Pending"
 
 
+# --- what one project sees of another's jobs --------------------------------------------
+
+
+def test_another_projects_jobs_are_never_named_to_a_project(world: World) -> None:
+    """A victim's preemption event, the reasons of jobs waiting behind another project's
+    head, and the queue a project is shown describe other projects' jobs, never name
+    them."""
+    other = add_project(world, "other")
+    victim = world.submit(spec=policy(1, True, flavor_id="corral.cpu.full"), name="mine-1")
+    world.tick()
+    urgent = submit_to(world, other, spec=policy(3, flavor_id="corral.cpu.full"),
+                       name="secret-name")
+    mine = world.submit(spec=policy(1, flavor_id="corral.cpu.full"), name="mine-2")
+    world.fake.ignore_sigterm = True
+    world.tick()
+    assert world.job(urgent).wait_code == "preempting"
+    assert world.job(mine).wait_code == "behind_priority"
+    assert world.job(mine).wait_reason == (
+        "waiting behind higher priority: a job of another project (priority 3) is next "
+        "to start in pool default")
+    assert any(e.startswith("Preempted for a priority-3 job of another project (priority 3 "
+                            "over its 1)") for e in world.events(victim))
+    with world.store.read() as conn:
+        [pool] = pools.queue(conn, world.catalog, world.project_id)
+        seen_by_them = pools.queue(conn, world.catalog, other)
+    shown = str(pool) + "".join(world.events(victim)) + "".join(world.events(mine))
+    assert urgent not in shown and "secret-name" not in shown
+    assert [(j["id"], j["wait_code"]) for j in pool["jobs"]] == [
+        (None, "preempting"), (mine, "behind_priority")]
+    assert victim not in str(seen_by_them) and mine not in str(seen_by_them)
+    assert seen_by_them[0]["jobs"][1]["reason"] == "waiting behind higher priority"
+
+
+# --- the place in the queue ---------------------------------------------------------------
+
+
+def test_the_place_shown_is_the_schedulers_order_with_fair_share(world: World) -> None:
+    """The default project has held the machine for a while: a later job of an idle
+    project is ahead of its waiting jobs, in the queue and in each job's position."""
+    other = add_project(world, "other")
+    busy = world.submit(flavor_id="corral.cpu.full")
+    world.tick()
+    world.clock.advance(600)
+    world.tick()
+    mine = [world.submit(flavor_id="corral.cpu.full") for _ in range(2)]
+    theirs = submit_to(world, other, flavor_id="corral.cpu.full")
+    world.tick(2)
+    with world.store.read() as conn:
+        ahead = pools.jobs_ahead(conn, world.catalog, [*mine, theirs])
+        [pool] = pools.queue(conn, world.catalog, other)
+    assert ahead == {theirs: 0, mine[0]: 1, mine[1]: 2}
+    assert [j["position"] for j in pool["jobs"]] == [1, 2, 3]
+    assert pool["jobs"][0]["id"] == theirs
+    world.fake.exit(busy)
+    world.tick()
+    assert world.phase(theirs)[0] == "Running"  # the order shown is the order served
+
+
 # --- pools --------------------------------------------------------------------------------
 
 

@@ -10,6 +10,7 @@ import sqlalchemy as sa
 from corral.domain import jobs as J
 from corral.domain import resources
 from corral.scheduler import catalog as catalog_mod
+from corral.scheduler import pools
 from corral.store import repo
 
 
@@ -19,7 +20,7 @@ def job(conn: sa.Connection, row: Any, cat: catalog_mod.Catalog, now: int,
     without it a waiting job's position is looked up here."""
     spec = json.loads(row.spec)
     if ahead is None and row.phase == J.Phase.PENDING.value:
-        ahead = repo.queue_positions(conn, [row.id])
+        ahead = pools.jobs_ahead(conn, cat, [row.id])
     attempts = repo.attempts_of(conn, row.id)
     tasks = repo.tasks_of(conn, row.id, attempts[-1].seq) if attempts else []
     out = {

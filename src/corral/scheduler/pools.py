@@ -6,12 +6,12 @@ Read-only views over the store and the catalog, for the API (`training-quotas`,
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import sqlalchemy as sa
 
-from corral.domain import resources
+from corral.domain import resources, scheduling
 from corral.scheduler import catalog as catalog_mod
 from corral.store import repo
 
@@ -56,9 +56,7 @@ def pools(conn: sa.Connection, cat: catalog_mod.Catalog) -> list[dict[str, Any]]
     quotas = {(q.project_id, q.pool_id): q for q in repo.quotas(conn)}
     shares = {(u.project_id, u.pool_id): u.share for u in repo.usage(conn)}
     names = {p.id: p.name for p in repo.projects(conn)}
-    waiting: dict[str, int] = {}
-    for j in repo.pending_jobs(conn):
-        waiting[j.pool_id] = waiting.get(j.pool_id, 0) + 1
+    waiting = repo.pending_counts(conn)
     out = []
     for pool_id in cat.pool_ids:
         nodes = cat.pool_nodes(pool_id)
@@ -88,21 +86,66 @@ def _project_row(project_id: str, names: Mapping[str, str], used: resources.Reso
     return row
 
 
+def fair_share_keys(conn: sa.Connection, cat: catalog_mod.Catalog,
+                    ) -> dict[tuple[str, str], float]:
+    """Each (project, pool)'s fair-share key as the scheduler's next pass will see it
+    (projects missing here have 0)."""
+    usage = {(u.project_id, u.pool_id): u.share for u in repo.usage(conn)}
+    weights = {(q.project_id, q.pool_id): q.weight for q in repo.quotas(conn)}
+    held = {(h.project_id, h.pool_id): R(float(h.cpu), int(h.memory_mb), int(h.gpu))
+            for h in repo.held_totals(conn)}
+    totals = {pool: sum((n.capacity for n in cat.pool_nodes(pool)), resources.ZERO)
+              for pool in cat.pool_ids}
+    return {key: scheduling.fair_share(
+                usage.get(key, 0.0),
+                resources.dominant_share(held.get(key, resources.ZERO),
+                                         totals.get(key[1], resources.ZERO)),
+                weights.get(key, 1.0))
+            for key in set(usage) | set(held)}
+
+
+def queue_order(conn: sa.Connection, cat: catalog_mod.Catalog) -> list[Any]:
+    """ORDER BY terms for the queue in the order the scheduler considers it."""
+    return repo.queue_order(fair_share_keys(conn, cat),
+                            repo.queue_heads(conn, [c.value for c in scheduling.HEAD_CODES]))
+
+
+def jobs_ahead(conn: sa.Connection, cat: catalog_mod.Catalog,
+               job_ids: Sequence[str]) -> dict[str, int]:
+    """How many queued jobs each of these has ahead of it in its pool, in the order the
+    scheduler considers them (priority, fair share, submission)."""
+    if not job_ids:
+        return {}
+    return repo.queue_positions(conn, job_ids, queue_order(conn, cat))
+
+
+#: how a waiting job of another project is described when its own reason may name jobs
+#: of its project (a project never sees another's job ids or names)
+PUBLIC_REASONS = {
+    scheduling.WaitCode.QUEUED.value: "queued",
+    scheduling.WaitCode.PRIORITY.value: "waiting behind higher priority",
+    scheduling.WaitCode.PREEMPTING.value:
+        "waiting for resources: preempted jobs are stopping to make room",
+}
+
+
 def queue(conn: sa.Connection, cat: catalog_mod.Catalog, project_id: str,
           pool_id: str | None = None) -> list[dict[str, Any]]:
-    """Every pending job per pool, by priority then submission, with why it waits. Jobs of
-    other projects show only their project, size and reason, not their name."""
+    """Every pending job per pool, in the order the scheduler considers them, with why it
+    waits. Jobs of other projects show only their project, size and reason, never their
+    id or name, nor those of other jobs."""
     by_pool: dict[str, list[dict[str, Any]]] = {p: [] for p in cat.pool_ids
                                                  if pool_id in (None, p)}
-    for j in repo.pending_jobs(conn, pool_id):
+    for j in repo.pending_jobs(conn, pool_id, queue_order(conn, cat)):
         own = j.project_id == project_id
+        code = j.wait_code or "queued"
+        reason = j.wait_reason or "queued"
         by_pool.setdefault(j.pool_id, []).append({
             "position": len(by_pool.get(j.pool_id, [])) + 1,
             "id": j.id if own else None, "name": j.name if own else None,
             "project_id": j.project_id, "priority": j.priority,
             "node_count": j.node_count, "flavor_id": j.flavor_id,
-            "create_time": j.create_time, "phase": j.phase,
-            "wait_code": j.wait_code or "queued",
-            "reason": j.wait_reason or "queued",
+            "create_time": j.create_time, "phase": j.phase, "wait_code": code,
+            "reason": reason if own else PUBLIC_REASONS.get(code, reason),
         })
     return [{"pool_id": p, "jobs": jobs} for p, jobs in by_pool.items()]

@@ -379,7 +379,10 @@ class Reconciler:
             return
         why = ("reclaiming capacity it borrowed beyond its project's quota" if v.reclaim
                else f"priority {for_job.priority} over its {job.priority}")
-        repo.add_event(conn, job.id, now, f"Preempted for job {for_job.id} ({why}): "
+        # Another project's job is described, never named: events are the victim's.
+        who = (f"job {for_job.id}" if for_job.project_id == job.project_id
+               else f"a priority-{for_job.priority} job of another project")
+        repo.add_event(conn, job.id, now, f"Preempted for {who} ({why}): "
                        f"stopping it with a grace period of {self.settings.grace_period:g} s; "
                        "it is requeued and keeps its place", level="Warning")
         self._signal(conn, [t for t in tasks if t.state in LIVE])
@@ -421,7 +424,9 @@ class Reconciler:
         keep = math.exp(-(now - last) / 1000 / self.settings.fair_share_window) if last else 1.0
         out = {}
         for key in set(usage) | set(held):
-            share = _dominant(held.get(key, resources.ZERO), totals.get(key[1]))
+            total = totals.get(key[1])
+            share = resources.dominant_share(held.get(key, resources.ZERO), total) if total \
+                else 0.0
             value = usage.get(key, 0.0) * keep + share * (1 - keep)
             if value > 1e-6 or key in held:
                 out[key] = value
@@ -580,14 +585,6 @@ def _running(job: Any, tasks: Sequence[Any]) -> scheduling.Running:
 def _quota(q: Any) -> scheduling.Quota:
     return scheduling.Quota(q.project_id, q.pool_id, q.cpu, q.memory_mb, q.gpu,
                             bool(q.borrowing), q.weight)
-
-
-def _dominant(held: resources.Resources, total: resources.Resources | None) -> float:
-    if total is None:
-        return 0.0
-    return max(held.cpu / total.cpu if total.cpu else 0.0,
-               held.memory_mb / total.memory_mb if total.memory_mb else 0.0,
-               held.gpu / total.gpu if total.gpu else 0.0)
 
 
 def run_forever(rec: Reconciler, wake_event: Any, stop_event: Any, interval: float) -> None:
