@@ -18,26 +18,29 @@ W = S.WaitCode
 
 
 def node(name: str = "n0", cpu: float = 4, mem: int = 16384, gpus: int = 0, pool: str = "p",
-         gpu_type: str = "") -> S.Node:
-    return S.Node(name, pool, R(cpu, mem, gpus), tuple(range(gpus)), gpu_type)
+         gpu_type: str = "", npu: int = 0) -> S.Node:
+    return S.Node(name, pool, R(cpu, mem, gpus, resources.accels({"npu": npu})),
+                  tuple(range(gpus)), gpu_type)
 
 
 def job(job_id: str, cpu: float = 1, mem: int = 1024, gpu: int = 0, count: int = 1, *,
         project: str = "a", pool: str = "p", priority: int = 1, seq: int | None = None,
-        **kw: object) -> S.Queued:
-    return S.Queued(job_id, project, pool, R(cpu, mem, gpu), count, priority,
+        npu: int = 0, **kw: object) -> S.Queued:
+    return S.Queued(job_id, project, pool, R(cpu, mem, gpu, resources.accels({"npu": npu})),
+                    count, priority,
                     seq if seq is not None else int(job_id.strip("abcdefghijklmnopqrstuvwxyz")
                                                     or 0), **kw)  # type: ignore[arg-type]
 
 
 def running(job_id: str, nodes: Sequence[str], cpu: float = 1, mem: int = 1024, *,
             gpu_ids: Sequence[tuple[int, ...]] | None = None, project: str = "a",
-            pool: str = "p", **kw: object) -> S.Running:
+            pool: str = "p", npu_ids: tuple[int, ...] = (), **kw: object) -> S.Running:
     ids = gpu_ids or [()] * len(nodes)
     gpu = len(ids[0])
-    slots = tuple(S.TaskSlot(n, g) for n, g in zip(nodes, ids, strict=True))
-    return S.Running(job_id, project, pool, R(cpu, mem, gpu), slots,
-                     **kw)  # type: ignore[arg-type]
+    npus = (("npu", npu_ids),) if npu_ids else ()
+    slots = tuple(S.TaskSlot(n, g, npus) for n, g in zip(nodes, ids, strict=True))
+    return S.Running(job_id, project, pool, R(cpu, mem, gpu, resources.accels(npus and {
+        "npu": len(npu_ids)})), slots, **kw)  # type: ignore[arg-type]
 
 
 def started(d: S.Decisions) -> list[str]:
@@ -104,6 +107,32 @@ def test_gpus_by_type_and_distinct_ids() -> None:
     assert [(s.slots[0].node, s.slots[0].gpu_ids) for s in d.starts] == [
         ("a100", (0,)), ("a100", (1,))]
     assert waits(d)["j3"].code is W.NO_CAPACITY
+
+
+def test_accelerators_by_name_go_only_where_they_are_with_distinct_devices() -> None:
+    nodes = [node("cpu", cpu=8), node("npu", cpu=8, npu=4)]
+    d = S.decide([job("j1", 1, npu=2), job("j2", 1), job("j3", 1, npu=2),
+                  job("j4", 1, npu=1)], nodes)
+    # The CPU-only job leaves the NPU node's cores to NPU jobs.
+    assert [(s.job_id, s.slots[0].node, s.slots[0].accel_ids) for s in d.starts] == [
+        ("j1", "npu", (("npu", (0, 1)),)), ("j2", "cpu", ()), ("j3", "npu", (("npu", (2, 3)),))]
+    w = waits(d)["j4"]
+    assert w.code is W.NO_CAPACITY
+    assert w.message.endswith("needs 1 CPU, 1 GB memory, 1 npu; free now cpu: 7 CPU, 15 GB "
+                              "memory; npu: 6 CPU, 14 GB memory")
+    # Devices a running job holds are not given again.
+    run = [running("r1", ["npu"], npu_ids=(1, 2))]
+    d = S.decide([job("j1", 1, npu=2)], nodes, run)
+    assert d.starts[0].slots[0].accel_ids == (("npu", (0, 3)),)
+
+
+def test_an_accelerator_quota_holds_and_names_it() -> None:
+    quotas = [S.Quota("a", "p", accel=(("npu", 2),))]
+    run = [running("r1", ["n0"], npu_ids=(0,))]
+    d = S.decide([job("j1", 1, npu=3)], [node(cpu=8, npu=8)], run, quotas)
+    assert waits(d)["j1"].message == (
+        "quota exceeded: npu quota of project a in pool p is 2, 1 in use, the job needs 3 "
+        "(over by 2)")
 
 
 def test_quota_holds_and_says_which_and_by_how_much() -> None:
@@ -195,7 +224,8 @@ def clusters(draw: st.DrawFn) -> list[S.Node]:
         gpus = draw(st.integers(0, 4))
         out.append(node(f"n{i}", cpu=draw(st.sampled_from([1, 2, 4, 8])),
                         mem=draw(st.integers(1, 16)) * 1024, gpus=gpus,
-                        pool=draw(st.sampled_from(["p", "p", "q"]))))
+                        pool=draw(st.sampled_from(["p", "p", "q"])),
+                        npu=draw(st.sampled_from([0, 0, 2, 4]))))
     return out
 
 
@@ -208,7 +238,7 @@ def queues(draw: st.DrawFn, start: int = 0) -> list[S.Queued]:
             mem=draw(st.integers(0, 8)) * 512, gpu=draw(st.integers(0, 2)),
             count=draw(st.integers(1, 3)), project=draw(st.sampled_from(PROJECTS)),
             pool=draw(st.sampled_from(["p", "q"])), priority=draw(st.integers(1, 3)),
-            seq=start + i, spread=draw(st.booleans())))
+            seq=start + i, spread=draw(st.booleans()), npu=draw(st.sampled_from([0, 0, 1, 2]))))
     return out
 
 
@@ -222,7 +252,9 @@ def quota_sets(draw: st.DrawFn) -> list[S.Quota]:
                                    memory_mb=draw(st.sampled_from([None, 2048, 8192])),
                                    gpu=draw(st.sampled_from([None, 0, 1, 2])),
                                    borrowing=draw(st.booleans()),
-                                   weight=draw(st.sampled_from([0.5, 1, 2]))))
+                                   weight=draw(st.sampled_from([0.5, 1, 2])),
+                                   accel=draw(st.sampled_from([(), (("npu", 0),),
+                                                               (("npu", 2),)]))))
     return out
 
 
@@ -273,9 +305,16 @@ def test_no_node_is_over_committed_and_no_gpu_given_twice(world: tuple) -> None:
         ids = [g for r in run for s in r.slots if s.node == n.name for g in s.gpu_ids]
         ids += [g for st_ in d.starts for s in st_.slots if s.node == n.name for g in s.gpu_ids]
         assert len(ids) == len(set(ids)) and set(ids) <= set(n.gpu_ids)
+        npus = [i for r in run for s in r.slots if s.node == n.name
+                for k, ids in s.accel_ids if k == "npu" for i in ids]
+        npus += [i for st_ in d.starts for s in st_.slots if s.node == n.name
+                 for k, ids in s.accel_ids if k == "npu" for i in ids]
+        assert len(npus) == len(set(npus)) and set(npus) <= set(range(n.capacity.count("npu")))
     for st_ in d.starts:
         q = next(q for q in queue if q.job_id == st_.job_id)
         assert all(len(s.gpu_ids) == q.per_task.gpu for s in st_.slots)
+        assert all(sum(len(ids) for _, ids in s.accel_ids) == q.per_task.count("npu")
+                   for s in st_.slots)
         pool_nodes = {n.name for n in nodes if n.pool == q.pool}
         assert {s.node for s in st_.slots} <= pool_nodes
 
@@ -314,7 +353,8 @@ def test_no_quota_is_exceeded_without_borrowing(world: tuple) -> None:  # type: 
                            == quota.project and by_id[s.job_id].pool == quota.pool)
         for limit, b, p in ((quota.cpu, before.cpu, plain.cpu),
                             (quota.memory_mb, before.memory_mb, plain.memory_mb),
-                            (quota.gpu, before.gpu, plain.gpu)):
+                            (quota.gpu, before.gpu, plain.gpu),
+                            *((n, before.count(k), plain.count(k)) for k, n in quota.accel)):
             if limit is not None and p:
                 assert b + p <= limit + 1e-9, (quota, before, plain)
 

@@ -34,8 +34,8 @@ from corral.domain import resources
 
 R = resources.Resources
 EPS = 1e-9
-#: (cpu, memory_mb, gpu, count, spread, gpu_type) of a queued job
-Shape = tuple[float, int, int, int, bool, str]
+#: (cpu, memory_mb, gpu, count, spread, gpu_type, accelerators) of a queued job
+Shape = tuple[float, int, int, int, bool, str, resources.Accels]
 
 
 class WaitCode(enum.StrEnum):
@@ -61,6 +61,8 @@ class Node:
     capacity: resources.Resources
     gpu_ids: tuple[int, ...] = ()
     gpu_type: str = ""
+    #: device ids per accelerator of `capacity` (those left out are numbered 0 .. n-1)
+    accel_ids: resources.DeviceIds = ()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -84,12 +86,13 @@ class Queued:
     def __post_init__(self) -> None:
         d = self.per_task
         object.__setattr__(self, "shape", (d.cpu, d.memory_mb, d.gpu, self.count, self.spread,
-                                           self.gpu_type))
+                                           self.gpu_type, d.accel))
 
 
 class TaskSlot(NamedTuple):
     node: str
     gpu_ids: tuple[int, ...]
+    accel_ids: resources.DeviceIds = ()  #: device ids per accelerator the task was given
 
 
 @dataclasses.dataclass(frozen=True)
@@ -120,6 +123,8 @@ class Quota:
     gpu: int | None = None
     borrowing: bool = False  #: may go beyond, on idle capacity, until reclaimed
     weight: float = 1.0  #: its fair share against other projects
+    #: limits per accelerator by name (0 is a limit too); one left out has none
+    accel: resources.Accels = ()
 
 
 class Start(NamedTuple):
@@ -250,6 +255,9 @@ class _Pool:
         self.res_cpu: list[float] = []  #: reserved for the head
         self.res_mem: list[int] = []
         self.res_gpu: list[int] = []
+        self.acc: list[dict[str, list[int]]] = []  #: free device ids per accelerator
+        self.res_acc: list[dict[str, int]] = []
+        self.has_acc = False  #: any node has accelerators (else the lists above stay unread)
         self.total = resources.ZERO
         self.running: list[Running] = []
         self.index: dict[str, int] = {}
@@ -265,6 +273,10 @@ class _Pool:
         self.res_cpu.append(0.0)
         self.res_mem.append(0)
         self.res_gpu.append(0)
+        ids = dict(n.accel_ids)
+        self.acc.append({k: list(ids.get(k, range(c)))[:c] for k, c in n.capacity.accel})
+        self.res_acc.append({})
+        self.has_acc = self.has_acc or bool(n.capacity.accel)
         self.total = self.total + n.capacity
 
     def hold(self, r: Running) -> None:
@@ -278,6 +290,10 @@ class _Pool:
             if slot.gpu_ids:
                 busy = set(slot.gpu_ids)
                 self.gpus[i] = [g for g in self.gpus[i] if g not in busy]
+            for k, ids in slot.accel_ids:
+                free = self.acc[i].get(k)
+                if free is not None:
+                    self.acc[i][k] = [d for d in free if d not in ids]
 
     def share(self, r: resources.Resources) -> float:
         """Dominant share of `r` in this pool (0 for a pool without capacity)."""
@@ -285,17 +301,40 @@ class _Pool:
 
 
 class _Room:
-    """Capacity per node that one fit may use, as mutable lists."""
+    """Capacity per node that one fit may use, as mutable lists (`acc`: accelerators by
+    name per node, None in a pool without any)."""
 
-    def __init__(self, cpu: list[float], mem: list[int], gpu: list[int]) -> None:
-        self.cpu, self.mem, self.gpu = cpu, mem, gpu
+    def __init__(self, cpu: list[float], mem: list[int], gpu: list[int],
+                 acc: list[dict[str, int]] | None = None) -> None:
+        self.cpu, self.mem, self.gpu, self.acc = cpu, mem, gpu, acc
+
+    def copy(self) -> _Room:
+        return _Room(list(self.cpu), list(self.mem), list(self.gpu),
+                     None if self.acc is None else [dict(a) for a in self.acc])
 
 
 def _avail(pool: _Pool) -> _Room:
     """What is free and not reserved for the head."""
     return _Room([c - r for c, r in zip(pool.cpu, pool.res_cpu, strict=True)],
                  [m - r for m, r in zip(pool.mem, pool.res_mem, strict=True)],
-                 [len(g) - r for g, r in zip(pool.gpus, pool.res_gpu, strict=True)])
+                 [len(g) - r for g, r in zip(pool.gpus, pool.res_gpu, strict=True)],
+                 [{k: len(v) - res.get(k, 0) for k, v in free.items()}
+                  for free, res in zip(pool.acc, pool.res_acc, strict=True)]
+                 if pool.has_acc else None)
+
+
+def _best_fit(room: _Room) -> list[int]:
+    """Nodes with the fewest free GPUs and accelerators, then the fewest free cores,
+    first: small jobs fill gaps and whole nodes stay free for big gangs (and CPU-only jobs
+    do not strand the devices of an idle GPU or NPU node)."""
+    if room.acc is None:
+        return sorted(range(len(room.cpu)), key=lambda i: (room.gpu[i], room.cpu[i], i))
+    devices = [g + sum(a.values()) for g, a in zip(room.gpu, room.acc, strict=True)]
+    return sorted(range(len(room.cpu)), key=lambda i: (devices[i], room.cpu[i], i))
+
+
+def _has(free: dict[str, int], acc: resources.Accels) -> bool:
+    return all(v <= free.get(k, 0) for k, v in acc)
 
 
 def _fit(pool: _Pool, q: Queued, room: _Room, order: Iterable[int] | None = None,
@@ -306,8 +345,11 @@ def _fit(pool: _Pool, q: Queued, room: _Room, order: Iterable[int] | None = None
         idx: Iterable[int] = order
     elif q.spread:
         idx = range(len(pool.names))
-    else:  # best fit (see _Pass._room)
-        idx = sorted(range(len(pool.names)), key=lambda i: (room.gpu[i], room.cpu[i], i))
+    else:
+        idx = _best_fit(room)
+    acc, racc = d.accel, room.acc
+    if acc and racc is None:
+        return None  # no node of the pool has any accelerator
     ok = [i for i in idx if not (d.gpu and q.gpu_type and pool.gpu_type[i] != q.gpu_type)]
     out: list[int] = []
     if q.spread:
@@ -316,8 +358,8 @@ def _fit(pool: _Pool, q: Queued, room: _Room, order: Iterable[int] | None = None
             best = None
             for i in ok:
                 if (d.cpu <= room.cpu[i] + EPS and d.memory_mb <= room.mem[i]
-                        and d.gpu <= room.gpu[i]) and (best is None or taken.get(i, 0)
-                                                       < taken.get(best, 0)):
+                        and d.gpu <= room.gpu[i] and (not acc or _has(racc[i], acc))  # type: ignore[index]
+                        ) and (best is None or taken.get(i, 0) < taken.get(best, 0)):
                     best = i
             if best is None:
                 return None
@@ -327,7 +369,8 @@ def _fit(pool: _Pool, q: Queued, room: _Room, order: Iterable[int] | None = None
         return out
     for i in ok:
         while (len(out) < q.count and d.cpu <= room.cpu[i] + EPS
-               and d.memory_mb <= room.mem[i] and d.gpu <= room.gpu[i]):
+               and d.memory_mb <= room.mem[i] and d.gpu <= room.gpu[i]
+               and (not acc or _has(racc[i], acc))):  # type: ignore[index]
             _use(room, i, d)
             out.append(i)
         if len(out) == q.count:
@@ -339,6 +382,10 @@ def _use(room: _Room, i: int, d: resources.Resources) -> None:
     room.cpu[i] -= d.cpu
     room.mem[i] -= d.memory_mb
     room.gpu[i] -= d.gpu
+    if d.accel and room.acc is not None:
+        free = room.acc[i]
+        for k, v in d.accel:
+            free[k] = free.get(k, 0) - v
 
 
 _SEQ = operator.attrgetter("seq")
@@ -347,6 +394,7 @@ _SEQ = operator.attrgetter("seq")
 def _held(running: Iterable[Running]) -> dict[str, resources.Resources]:
     """What each project holds (plain sums: a big cluster runs thousands of jobs)."""
     sums: dict[str, list[float]] = {}
+    accel: dict[str, resources.Resources] = {}
     for r in running:
         n, d = len(r.slots), r.per_task
         s = sums.get(r.project)
@@ -355,7 +403,11 @@ def _held(running: Iterable[Running]) -> dict[str, resources.Resources]:
         s[0] += d.cpu * n
         s[1] += d.memory_mb * n
         s[2] += d.gpu * n
-    return {p: R(s[0], int(s[1]), int(s[2])) for p, s in sums.items()}
+        if d.accel:
+            accel[r.project] = accel.get(r.project, resources.ZERO) + R(
+                accel=d.accel).times(n)
+    return {p: R(s[0], int(s[1]), int(s[2]), accel[p].accel if p in accel else ())
+            for p, s in sums.items()}
 
 
 def _jobs(jobs: Sequence[Running], seen_by: Queued) -> str:
@@ -564,18 +616,12 @@ class _Pass:
         """Where `q` starts now (outside the head's reservation), or None."""
         if self.free is None:
             room = _avail(self.pool)
-            # Best fit: the fewest free GPUs, then the fewest free cores, first, so that
-            # small jobs fill gaps and whole nodes stay free for big gangs (and CPU-only
-            # jobs do not strand the GPUs of an idle GPU node).
-            order = sorted(range(len(self.pool.names)),
-                           key=lambda i: (room.gpu[i], room.cpu[i], i))
-            self.free = room, order, (max(room.cpu), max(room.mem), max(room.gpu))
+            self.free = room, _best_fit(room), (max(room.cpu), max(room.mem), max(room.gpu))
         room, order, most = self.free
         d = q.per_task
         if d.cpu > most[0] + EPS or d.memory_mb > most[1] or d.gpu > most[2]:
             return None  # no node has room for one task: most of a full cluster's queue
-        return _fit(self.pool, q, _Room(list(room.cpu), list(room.mem), list(room.gpu)),
-                    None if q.spread else order)
+        return _fit(self.pool, q, room.copy(), None if q.spread else order)
 
     def _over_quota(self, q: Queued, need: resources.Resources) -> str:
         quota = self.quota_of.get(q.project)
@@ -586,7 +632,8 @@ class _Pass:
         for label, limit, u, n, unit in (
                 ("CPU", quota.cpu, used.cpu, need.cpu, " core(s)"),
                 ("memory", quota.memory_mb, used.memory_mb, need.memory_mb, " MiB"),
-                ("GPU", quota.gpu, used.gpu, need.gpu, "")):
+                ("GPU", quota.gpu, used.gpu, need.gpu, ""),
+                *((k, limit, used.count(k), need.count(k), "") for k, limit in quota.accel)):
             if limit is not None and n and u + n > limit + EPS:
                 parts.append(f"{label} quota of project {q.project} in pool {self.pool.name} "
                              f"is {limit:g}{unit}, {u:g} in use, the job needs {n:g} "
@@ -601,7 +648,12 @@ class _Pass:
             pool.cpu[i] -= d.cpu
             pool.mem[i] -= d.memory_mb
             ids, pool.gpus[i] = tuple(pool.gpus[i][: d.gpu]), pool.gpus[i][d.gpu:]
-            slots.append(TaskSlot(pool.names[i], ids))
+            devices = []
+            for k, v in d.accel:
+                free = pool.acc[i][k]
+                devices.append((k, tuple(free[:v])))
+                pool.acc[i][k] = free[v:]
+            slots.append(TaskSlot(pool.names[i], ids, tuple(devices)))
         self.used[q.project] = self.used.get(q.project, resources.ZERO) + d.times(q.count)
         self.keys.pop(q.project, None)
         self.verdicts.get(q.project, {}).clear()  # in place: the hot loop holds it
@@ -619,11 +671,16 @@ class _Pass:
         stopping = [r for r in pool.running if r.stopping]
         victims = self._victims(q, stopping)
         if victims is None:  # no preemption can make room: reserve where it will start
-            order = sorted(range(len(pool.names)),
-                           key=lambda i: (-pool.cpu[i] - 1000 * len(pool.gpus[i]), i))
+            wanted = [k for k, _ in q.per_task.accel]
+            order = sorted(range(len(pool.names)), key=lambda i: (
+                -pool.cpu[i] - 1000 * (len(pool.gpus[i])
+                                       + sum(len(pool.acc[i].get(k, ())) for k in wanted)), i))
             cap = _Room([c.cpu - r for c, r in zip(pool.cap, pool.res_cpu, strict=True)],
                         [c.memory_mb - r for c, r in zip(pool.cap, pool.res_mem, strict=True)],
-                        [c.gpu - r for c, r in zip(pool.cap, pool.res_gpu, strict=True)])
+                        [c.gpu - r for c, r in zip(pool.cap, pool.res_gpu, strict=True)],
+                        [{k: v - res.get(k, 0) for k, v in c.accel}
+                         for c, res in zip(pool.cap, pool.res_acc, strict=True)]
+                        if pool.has_acc else None)
             placed = _fit(pool, q, cap, order)
             if placed is None:
                 self._wait(q, WaitCode.NO_NODE, f"no nodes of pool {pool.name} can hold "
@@ -674,6 +731,9 @@ class _Pass:
                     room.cpu[i] += r.per_task.cpu
                     room.mem[i] += r.per_task.memory_mb
                     room.gpu[i] += len(slot.gpu_ids)
+                    if room.acc is not None:
+                        for k, ids in slot.accel_ids:
+                            room.acc[i][k] = room.acc[i].get(k, 0) + len(ids)
         return room
 
     def _reserve(self, q: Queued, placed: list[int]) -> None:
@@ -683,15 +743,19 @@ class _Pass:
             self.pool.res_cpu[i] += d.cpu
             self.pool.res_mem[i] += d.memory_mb
             self.pool.res_gpu[i] += d.gpu
+            res = self.pool.res_acc[i]
+            for k, v in d.accel:
+                res[k] = res.get(k, 0) + v
 
     def _short_of(self, q: Queued) -> tuple[WaitCode, str]:
         pool, d = self.pool, q.per_task
         gang = f"{q.count} tasks of " if q.count > 1 else ""
-        free = R(sum(pool.cpu), sum(pool.mem), sum(len(g) for g in pool.gpus))
+        each = [R(c, m, len(g), resources.accels((k, len(v)) for k, v in a.items()))
+                for c, m, g, a in zip(pool.cpu, pool.mem, pool.gpus, pool.acc, strict=True)]
+        free = sum(each, resources.ZERO)
         if len(pool.names) <= 4:
-            now = "; ".join(
-                f"{n}: {resources.describe(R(c, m, len(g)))}"
-                for n, c, m, g in zip(pool.names, pool.cpu, pool.mem, pool.gpus, strict=True))
+            now = "; ".join(f"{n}: {resources.describe(r)}"
+                            for n, r in zip(pool.names, each, strict=True))
         else:
             now = f"{resources.describe(free)} over {len(pool.names)} nodes"
         if q.count > 1 and d.times(q.count).fits_in(free):
