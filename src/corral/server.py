@@ -174,8 +174,9 @@ def make_executor(settings: settings_mod.Settings) -> base.Executor:
         except (ConnectionError, RuntimeError, ValueError) as exc:
             raise errors.CorralError(
                 f"cannot reach the Ray cluster at {settings.ray_address}: {exc}") from None
-    return local.LocalExecutor(local.detect_node(cpus=settings.cpus,
-                                                 memory_gb=settings.memory_gb))
+    node = local.detect_node(cpus=settings.cpus, memory_gb=settings.memory_gb)
+    return local.LocalExecutor(dataclasses.replace(
+        node, accelerators=catalog_mod.local_accelerators(settings)))
 
 
 def _lock_home(settings: settings_mod.Settings) -> IO[str]:

@@ -110,3 +110,41 @@ def test_migration_0003_fills_scheduling_fields_of_existing_jobs(db_url: str) ->
         db.upgrade(engine)
     finally:
         engine.dispose()
+
+
+def test_migration_0005_keeps_jobs_and_tasks_and_goes_back_down(db_url: str) -> None:
+    engine = db.make_engine(db_url)
+    try:
+        db.upgrade(engine, "0004")
+        with engine.begin() as conn:
+            conn.execute(sa.text("INSERT INTO projects (id, name, created_at) "
+                                 "VALUES ('p', 'p', 0)"))
+            conn.execute(sa.text(
+                "INSERT INTO jobs (id, seq, project_id, name, description, kind, user_name, "
+                "phase, secondary_phase, spec, flavor_id, node_count, cpu, memory_mb, gpu, "
+                "retry_limit, create_time, updated_at) VALUES ('j', 1, 'p', 'old', '', 'job', "
+                "'', 'Running', 'Running', '{}', 'f', 1, 1, 1024, 0, 0, 0, 0)"))
+            conn.execute(sa.text(
+                "INSERT INTO tasks (job_id, attempt, name, rank, node, state, launch_id, "
+                "gpu_ids) VALUES ('j', 1, 'worker-0', 0, 'local', 'running', 'l', '')"))
+        db.upgrade(engine)
+        with engine.begin() as conn:
+            job = conn.execute(sa.select(schema.jobs)).one()
+            task = conn.execute(sa.select(schema.tasks)).one()
+            assert (job.accelerators, task.accel_ids) == (None, None)
+            conn.execute(schema.jobs.update().values(accelerators='{"npu": 2}'))
+            conn.execute(schema.tasks.update().values(accel_ids='{"npu": [0, 1]}'))
+            conn.execute(schema.quotas.insert().values(
+                project_id="p", pool_id="default", accelerators='{"npu": 0}', updated_at=0))
+        with engine.connect() as conn:
+            [(held,)] = [(resources.parse_accels(r.accelerators),) for r in
+                         conn.execute(sa.select(schema.jobs))]
+        assert held == (("npu", 2),)
+        db.downgrade(engine, "0004")  # and back down: old columns and rows untouched
+        with engine.connect() as conn:
+            assert conn.execute(sa.text("SELECT count(*) FROM tasks")).scalar_one() == 1
+            columns = list(conn.execute(sa.text("SELECT * FROM jobs")).keys())
+            assert "accelerators" not in columns
+        db.upgrade(engine)
+    finally:
+        engine.dispose()

@@ -346,3 +346,64 @@ def test_a_gang_spreads_over_nodes_when_asked(tmp_path: pathlib.Path) -> None:
     assert sorted(s.node for s in w.fake.launches(spread)) == ["local", "n2"]
     assert sorted(s.node for s in w.fake.launches(packed)) == ["local", "n2"]
     w.store.dispose()
+
+
+# --- accelerators other than GPUs ---------------------------------------------------------
+
+
+NPU_NODE = resources.Node("ascend", cpu=8, memory_mb=32768, accelerators=(
+    resources.Accelerator("npu", 4, "Ascend 910B"),))
+
+
+def npu_world(tmp: pathlib.Path) -> World:
+    return make_world(tmp, (NODE, NPU_NODE), flavors=[
+        settings_mod.FlavorConfig(flavor_id="c1", cpu=1, memory_gb=1),
+        settings_mod.FlavorConfig(flavor_id="n2", cpu=1, memory_gb=1,
+                                  accelerators={"npu": 2}),
+        settings_mod.FlavorConfig(flavor_id="t1", cpu=1, memory_gb=1,
+                                  accelerators={"tpu": 1})])
+
+
+def test_npu_jobs_get_their_own_devices_pinned_and_keep_them_on_restart(
+        tmp_path: pathlib.Path) -> None:
+    w = npu_world(tmp_path)
+    first = w.submit(flavor_id="n2", retries=1)
+    second = w.submit(flavor_id="n2")
+    third = w.submit(flavor_id="n2")
+    w.tick()
+    env = [w.fake.launches(j)[0].env for j in (first, second)]
+    assert [e["ASCEND_RT_VISIBLE_DEVICES"] for e in env] == ["0,1", "2,3"]
+    assert [s.demand.accel for s in w.fake.launches(first)] == [(("npu", 2),)]
+    assert w.job(third).wait_code == "no_capacity"
+    assert "1 CPU, 1 GB memory, 2 npu" in w.job(third).wait_reason
+    w.fake.exit(first, code=1)  # restarted in place: the same devices
+    w.tick()
+    assert w.fake.launches(first)[-1].env["ASCEND_RT_VISIBLE_DEVICES"] == "0,1"
+    cpu_only = w.submit(flavor_id="c1")
+    w.tick()
+    assert w.fake.launches(cpu_only)[0].env.get("ASCEND_RT_VISIBLE_DEVICES", "") == ""
+    with pytest.raises(errors.NeverFits, match="no node of pool 'default' has any tpu"):
+        w.submit(flavor_id="t1")
+    w.store.dispose()
+
+
+def test_an_npu_quota_holds_and_the_reason_names_it(tmp_path: pathlib.Path) -> None:
+    w = npu_world(tmp_path)
+    with w.store.begin() as conn:
+        repo.set_quotas(conn, w.project_id, [{
+            "pool_id": "default", "cpu": None, "memory_mb": None, "gpu": None,
+            "borrowing": False, "weight": 1.0, "accelerators": '{"npu": 3}'}], w.now_ms())
+    first, second = w.submit(flavor_id="n2"), w.submit(flavor_id="n2")
+    w.tick()
+    assert w.phase(first)[0] == "Running" and w.phase(second)[0] == "Pending"
+    assert w.job(second).wait_reason == (
+        f"quota exceeded: npu quota of project {w.project_id} in pool default is 3, 2 in "
+        "use, the job needs 2 (over by 1)")
+    with w.store.read() as conn:
+        [q] = pools.project_quotas(conn, w.project_id)["quotas"]
+        [pool] = pools.pools(conn, w.catalog)
+    assert q["limits"] == {"accelerators": {"npu": 3}}
+    assert q["used"]["accelerators"] == {"npu": 2}
+    assert pool["capacity"]["accelerators"] == {"npu": 4}
+    assert pool["free"]["accelerators"] == {"npu": 2}
+    w.store.dispose()

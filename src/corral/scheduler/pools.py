@@ -18,15 +18,24 @@ from corral.store import repo
 R = resources.Resources
 
 
-def amounts(r: resources.Resources) -> dict[str, float]:
-    """Resources as the API shows them: cores, GB of memory, GPUs."""
-    return {"cpu": round(r.cpu, 3), "memory_gb": round(r.memory_mb / 1024, 3), "gpu": r.gpu}
+def amounts(r: resources.Resources) -> dict[str, Any]:
+    """Resources as the API shows them: cores, GB of memory, GPUs, and accelerators by
+    name when there are any."""
+    out: dict[str, Any] = {"cpu": round(r.cpu, 3), "memory_gb": round(r.memory_mb / 1024, 3),
+                           "gpu": r.gpu}
+    if r.accel:
+        out["accelerators"] = dict(r.accel)
+    return out
 
 
 def quota_view(q: Any, used: resources.Resources | None = None) -> dict[str, Any]:
-    limits = {k: v for k, v in (("cpu", q.cpu), ("memory_gb", None if q.memory_mb is None
-                                                  else round(q.memory_mb / 1024, 3)),
-                                ("gpu", q.gpu)) if v is not None}
+    limits: dict[str, Any] = {
+        k: v for k, v in (("cpu", q.cpu), ("memory_gb", None if q.memory_mb is None
+                                           else round(q.memory_mb / 1024, 3)),
+                          ("gpu", q.gpu)) if v is not None}
+    accel = resources.parse_accels(q.accelerators, keep_zero=True)
+    if accel:
+        limits["accelerators"] = dict(accel)
     out = {"pool_id": q.pool_id, "limits": limits, "borrowing": bool(q.borrowing),
            "weight": q.weight}
     if used is not None:
@@ -35,12 +44,13 @@ def quota_view(q: Any, used: resources.Resources | None = None) -> dict[str, Any
 
 
 def held(conn: sa.Connection) -> dict[tuple[str, str], resources.Resources]:
-    """What each (project, pool) holds now: the slots of its active jobs."""
+    """What each (project, pool) holds now: the tasks of its active jobs."""
     out: dict[tuple[str, str], resources.Resources] = {}
-    for job, tasks in repo.active_with_tasks(conn):
-        key = (job.project_id, job.pool_id)
-        out[key] = out.get(key, resources.ZERO) + R(job.cpu, job.memory_mb,
-                                                    job.gpu).times(len(tasks))
+    for h in repo.held_totals(conn):
+        key = (h.project_id, h.pool_id)
+        accel = R(accel=resources.parse_accels(h.accelerators)).times(int(h.tasks)).accel
+        out[key] = out.get(key, resources.ZERO) + R(float(h.cpu), int(h.memory_mb),
+                                                    int(h.gpu), accel)
     return out
 
 
@@ -92,16 +102,15 @@ def fair_share_keys(conn: sa.Connection, cat: catalog_mod.Catalog,
     (projects missing here have 0)."""
     usage = {(u.project_id, u.pool_id): u.share for u in repo.usage(conn)}
     weights = {(q.project_id, q.pool_id): q.weight for q in repo.quotas(conn)}
-    held = {(h.project_id, h.pool_id): R(float(h.cpu), int(h.memory_mb), int(h.gpu))
-            for h in repo.held_totals(conn)}
+    use = held(conn)
     totals = {pool: sum((n.capacity for n in cat.pool_nodes(pool)), resources.ZERO)
               for pool in cat.pool_ids}
     return {key: scheduling.fair_share(
                 usage.get(key, 0.0),
-                resources.dominant_share(held.get(key, resources.ZERO),
+                resources.dominant_share(use.get(key, resources.ZERO),
                                          totals.get(key[1], resources.ZERO)),
                 weights.get(key, 1.0))
-            for key in set(usage) | set(held)}
+            for key in set(usage) | set(use)}
 
 
 def queue_order(conn: sa.Connection, cat: catalog_mod.Catalog) -> list[Any]:

@@ -54,7 +54,7 @@ _Q_TASKS_OF_JOBS = (sa.select(T).where(T.c.job_id.in_(_p("ids", expanding=True))
 _RANKED = (sa.select(J.c.id, J.c.name, J.c.phase, J.c.cpu, J.c.memory_mb, J.c.gpu,
                      J.c.node_count, J.c.wait_reason, J.c.wait_code, J.c.deleted_at,
                      J.c.project_id, J.c.pool_id, J.c.priority, J.c.seq, J.c.spread,
-                     J.c.gpu_type, J.c.preemptible,
+                     J.c.gpu_type, J.c.preemptible, J.c.accelerators,
                      sa.func.row_number().over(
                          partition_by=(J.c.pool_id, J.c.priority, J.c.project_id),
                          order_by=J.c.seq).label("stream_rank"))
@@ -278,14 +278,17 @@ def _jobs_before(conn: sa.Connection, job_id: str, order: Sequence[Any]) -> int 
 
 
 def held_totals(conn: sa.Connection) -> list[sa.Row[Any]]:
-    """What the jobs holding resources hold, per project and pool: cpu, memory_mb and gpu
-    summed over their tasks (a job holding resources has node_count tasks)."""
+    """What the jobs holding resources hold, per project, pool and accelerators per task:
+    cpu, memory_mb and gpu summed over their tasks, and the tasks (a job holding resources
+    has node_count tasks)."""
     n = J.c.node_count
     return list(conn.execute(
-        sa.select(J.c.project_id, J.c.pool_id, sa.func.sum(J.c.cpu * n).label("cpu"),
+        sa.select(J.c.project_id, J.c.pool_id, J.c.accelerators,
+                  sa.func.sum(J.c.cpu * n).label("cpu"),
                   sa.func.sum(J.c.memory_mb * n).label("memory_mb"),
-                  sa.func.sum(J.c.gpu * n).label("gpu"))
-        .where(J.c.phase.in_(_ACTIVE)).group_by(J.c.project_id, J.c.pool_id)))
+                  sa.func.sum(J.c.gpu * n).label("gpu"), sa.func.sum(n).label("tasks"))
+        .where(J.c.phase.in_(_ACTIVE))
+        .group_by(J.c.project_id, J.c.pool_id, J.c.accelerators)))
 
 
 def queued(conn: sa.Connection, limit: int) -> list[sa.Row[Any]]:
