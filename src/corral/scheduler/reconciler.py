@@ -11,6 +11,7 @@ re-adopted, and tasks that ended meanwhile are observed as ended.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 import math
 import time
@@ -566,8 +567,13 @@ def _task_row(job_id: str, attempt: int, rank: int, name: str, node: str,
 
 
 def _per_task(j: Any) -> resources.Resources:
-    return resources.Resources(j.cpu, j.memory_mb, j.gpu,
-                               resources.parse_accels(j.accelerators))
+    return _resources(j.cpu, j.memory_mb, j.gpu, j.accelerators)
+
+
+@functools.lru_cache(maxsize=4096)
+def _resources(cpu: float, memory_mb: int, gpu: int, accel: str | None) -> resources.Resources:
+    # A long queue is a few flavors thousands of times: one immutable object each.
+    return resources.Resources(cpu, memory_mb, gpu, resources.parse_accels(accel))
 
 
 def _queued(j: Any) -> scheduling.Queued:
