@@ -50,19 +50,20 @@ _Q_ACTIVE = sa.select(J).where(J.c.phase.in_(_ACTIVE)).order_by(J.c.seq)
 _Q_TASKS_OF_JOBS = (sa.select(T).where(T.c.job_id.in_(_p("ids", expanding=True)))
                     .order_by(T.c.job_id, T.c.attempt, T.c.rank))
 # The queue as the scheduler reads it: the first `limit` jobs of every (pool, priority,
-# project) stream, which is all that fair share and backfill can reach in one pass.
-_RANKED = (sa.select(J.c.id, J.c.name, J.c.phase, J.c.cpu, J.c.memory_mb, J.c.gpu,
-                     J.c.node_count, J.c.wait_reason, J.c.wait_code, J.c.deleted_at,
-                     J.c.project_id, J.c.pool_id, J.c.priority, J.c.seq, J.c.spread,
-                     J.c.gpu_type, J.c.preemptible, J.c.accelerators,
-                     sa.func.row_number().over(
-                         partition_by=(J.c.pool_id, J.c.priority, J.c.project_id),
-                         order_by=J.c.seq).label("stream_rank"))
+# project) stream, which is all that fair share and backfill can reach in one pass. Only
+# ids are ranked (a long queue sorts small rows), then the chosen rows are read.
+_RANKED = (sa.select(J.c.id, sa.func.row_number().over(
+               partition_by=(J.c.pool_id, J.c.priority, J.c.project_id),
+               order_by=J.c.seq).label("stream_rank"))
            .where(J.c.phase.in_([jobs_mod.Phase.CREATING.value, jobs_mod.Phase.PENDING.value]),
                   J.c.staging.is_(None))  # jobs still fetching inputs wait outside the queue
            .subquery())
-_Q_QUEUED = (sa.select(_RANKED).where(_RANKED.c.stream_rank <= _p("limit"))
-             .order_by(_RANKED.c.seq))
+_Q_QUEUED = (sa.select(J.c.id, J.c.name, J.c.phase, J.c.cpu, J.c.memory_mb, J.c.gpu,
+                       J.c.node_count, J.c.wait_reason, J.c.wait_code, J.c.deleted_at,
+                       J.c.project_id, J.c.pool_id, J.c.priority, J.c.seq, J.c.spread,
+                       J.c.gpu_type, J.c.preemptible, J.c.accelerators, _RANKED.c.stream_rank)
+             .join(_RANKED, _RANKED.c.id == J.c.id)
+             .where(_RANKED.c.stream_rank <= _p("limit")).order_by(J.c.seq))
 _Q_DELETED = sa.select(J.c.id, J.c.phase).where(J.c.deleted_at.is_not(None))
 _I_ATTEMPT = A.insert()
 _U_ATTEMPT_OPEN = A.update().where(A.c.job_id == _p("job"), A.c.seq == _p("seq"),
