@@ -51,8 +51,11 @@ def test_positions_follow_priority_the_last_head_fair_share_and_submission(
                      .values(wait_code="no_capacity"))
     everyone = [*busy, *idle, *mine]
     with store.read() as conn:
-        ahead = pools.jobs_ahead(conn, catalog, everyone)
+        ahead = pools.jobs_ahead(conn, catalog, everyone)  # a page: ranked in one query
+        one_by_one = {j: n for j in everyone  # a few: counted
+                      for j, n in pools.jobs_ahead(conn, catalog, [j]).items()}
         listed = [j["id"] for j in pools.queue(conn, catalog, "busy")[0]["jobs"]]
+    assert one_by_one == ahead
     # Priority 3 first; then the last head; then by key: mine 0 (nothing used), idle 0.25
     # (it holds half the cores, at weight 2), busy 0.5 (its recent usage).
     assert ahead == {mine[1]: 0, busy[1]: 1, mine[0]: 2, idle[1]: 3, busy[0]: 4}

@@ -263,8 +263,8 @@ def queue_positions(conn: sa.Connection, job_ids: Sequence[str],
 def _jobs_before(conn: sa.Connection, job_id: str, order: Sequence[Any]) -> int | None:
     """Queued jobs of its pool that come before `job_id` in `order` (None if it is not
     queued): lexicographic on the order's terms, each compared with the job's own."""
-    terms = [t.element if isinstance(t, sa.UnaryExpression) else t for t in order]
-    desc = [isinstance(t, sa.UnaryExpression) for t in order]
+    desc = [getattr(t, "modifier", None) is sa.sql.operators.desc_op for t in order]
+    terms = [t.element if down else t for t, down in zip(order, desc, strict=True)]
     mine = conn.execute(sa.select(J.c.pool_id, *[t.label(f"t{i}") for i, t in enumerate(terms)])
                         .where(J.c.id == job_id, _IN_QUEUE)).first()
     if mine is None:
