@@ -376,6 +376,9 @@ def test_npu_jobs_get_their_own_devices_pinned_and_keep_them_on_restart(
     assert [s.demand.accel for s in w.fake.launches(first)] == [(("npu", 2),)]
     assert w.job(third).wait_code == "no_capacity"
     assert "1 CPU, 1 GB memory, 2 npu" in w.job(third).wait_reason
+    with w.store.read() as conn:
+        [pool] = pools.pools(conn, w.catalog)
+    assert pool["free"]["accelerators"] == {"npu": 0}  # none left is said, not left out
     w.fake.exit(first, code=1)  # restarted in place: the same devices
     w.tick()
     assert w.fake.launches(first)[-1].env["ASCEND_RT_VISIBLE_DEVICES"] == "0,1"

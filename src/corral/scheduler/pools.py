@@ -18,13 +18,14 @@ from corral.store import repo
 R = resources.Resources
 
 
-def amounts(r: resources.Resources) -> dict[str, Any]:
+def amounts(r: resources.Resources, kinds: Sequence[str] = ()) -> dict[str, Any]:
     """Resources as the API shows them: cores, GB of memory, GPUs, and accelerators by
-    name when there are any."""
+    name when there are any (those in `kinds` even at 0: a pool's free NPUs, say)."""
     out: dict[str, Any] = {"cpu": round(r.cpu, 3), "memory_gb": round(r.memory_mb / 1024, 3),
                            "gpu": r.gpu}
-    if r.accel:
-        out["accelerators"] = dict(r.accel)
+    names = sorted({*kinds, *(k for k, _ in r.accel)})
+    if names:
+        out["accelerators"] = {k: r.count(k) for k in names}
     return out
 
 
@@ -71,14 +72,15 @@ def pools(conn: sa.Connection, cat: catalog_mod.Catalog) -> list[dict[str, Any]]
     for pool_id in cat.pool_ids:
         nodes = cat.pool_nodes(pool_id)
         capacity = sum((n.capacity for n in nodes), resources.ZERO)
+        kinds = [k for k, _ in capacity.accel]
         used = sum((r for (_p, pool), r in use.items() if pool == pool_id), resources.ZERO)
         projects = sorted({p for p, pool in (*use, *quotas) if pool == pool_id})
         out.append({
             "pool_id": pool_id,
             "nodes": [{"name": n.name, **amounts(n.capacity),
                        "gpu_type": n.gpus[0].name if n.gpus else ""} for n in nodes],
-            "capacity": amounts(capacity), "used": amounts(used),
-            "free": amounts(capacity - used), "pending_jobs": waiting.get(pool_id, 0),
+            "capacity": amounts(capacity), "used": amounts(used, kinds),
+            "free": amounts(capacity - used, kinds), "pending_jobs": waiting.get(pool_id, 0),
             "projects": [_project_row(p, names, use.get((p, pool_id), resources.ZERO),
                                       quotas.get((p, pool_id)), shares.get((p, pool_id)))
                          for p in projects],
