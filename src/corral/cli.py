@@ -418,17 +418,21 @@ def flavors(state: State, as_json: bool) -> None:
     if as_json:
         terminal.print_json(found)
         return
-    table = terminal.table("ID", "NAME", "TYPE", "CPU", "GPU", "MEMORY", "MAX NODES")
+    table = terminal.table("ID", "NAME", "TYPE", "CPU", "GPU", "ACCELERATORS", "MEMORY",
+                           "MAX NODES")
     for f in found.get("flavors", []):
         info = f.get("flavor_info") or {}
         cpu, gpu, mem = info.get("cpu") or {}, info.get("gpu") or {}, info.get("memory") or {}
         gpus = f"{gpu.get('unit_num')} x {gpu.get('product_name')}" if gpu.get("unit_num") else "-"
+        accels = ", ".join(f"{a.get('unit_num')} {a.get('name')}"
+                           for a in info.get("accelerators") or [] if isinstance(a, dict))
         table.add_row(
             f.get("flavor_id"),
             f.get("flavor_name"),
             terminal.cell(f.get("flavor_type")),
             terminal.cell(cpu.get("core_num")),
             gpus,
+            terminal.esc(accels) or "-",
             f"{mem.get('size', '-')} {mem.get('unit', '')}",
             terminal.cell(f.get("max_num")),
         )

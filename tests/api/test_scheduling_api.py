@@ -223,6 +223,7 @@ def test_npu_quotas_pools_queue_and_refusals(tmp_path: Any) -> None:
         assert "no node of pool 'default' has any tpu" in r.json()["error_msg"]
         info = live.http.get("/corral/info").json()
         assert info["nodes"][0]["accelerators"] == {"npu": 2}
+        assert "1 npu" in corral(live, "flavors").output
     finally:
         stop_all(live)
         conftest.stop_live(live)
