@@ -347,8 +347,9 @@ def _fit(pool: _Pool, q: Queued, room: _Room, order: Iterable[int] | None = None
         idx = range(len(pool.names))
     else:
         idx = _best_fit(room)
-    acc, racc = d.accel, room.acc
-    if acc and racc is None:
+    acc = d.accel
+    racc = room.acc if room.acc is not None else []
+    if acc and not racc:
         return None  # no node of the pool has any accelerator
     ok = [i for i in idx if not (d.gpu and q.gpu_type and pool.gpu_type[i] != q.gpu_type)]
     out: list[int] = []
@@ -358,7 +359,7 @@ def _fit(pool: _Pool, q: Queued, room: _Room, order: Iterable[int] | None = None
             best = None
             for i in ok:
                 if (d.cpu <= room.cpu[i] + EPS and d.memory_mb <= room.mem[i]
-                        and d.gpu <= room.gpu[i] and (not acc or _has(racc[i], acc))  # type: ignore[index]
+                        and d.gpu <= room.gpu[i] and (not acc or _has(racc[i], acc))
                         ) and (best is None or taken.get(i, 0) < taken.get(best, 0)):
                     best = i
             if best is None:
@@ -370,7 +371,7 @@ def _fit(pool: _Pool, q: Queued, room: _Room, order: Iterable[int] | None = None
     for i in ok:
         while (len(out) < q.count and d.cpu <= room.cpu[i] + EPS
                and d.memory_mb <= room.mem[i] and d.gpu <= room.gpu[i]
-               and (not acc or _has(racc[i], acc))):  # type: ignore[index]
+               and (not acc or _has(racc[i], acc))):
             _use(room, i, d)
             out.append(i)
         if len(out) == q.count:
