@@ -5,8 +5,10 @@ some 2-node 8-GPU gangs, three projects with quotas) on a simulated cluster of 5
 once through corral's scheduler (`domain.scheduling.decide`) and once through a plain FIFO
 baseline (`domain.placement.place_fifo`: submission order, the first job that does not fit
 stops the pass), and prints utilisation, mean and p99 wait per class, and fairness side by
-side. Then it times `decide` with 10,000 queued jobs on 100 nodes. Nothing here asserts:
-targets are printed as PASS/MISS (see README.md).
+side. Then it times `decide` with 10,000 queued jobs on 100 nodes, and the reconciler's
+whole pass on SQLite with as many queued (and what passes do to a reader's and a writer's
+latency in the same process). Nothing here asserts: targets are printed as PASS/MISS (see
+README.md).
 
     python benchmarks/bench_scheduler.py [--hours 12] [--seed 1] [--quick] [--json PATH]
 """
@@ -16,15 +18,21 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import pathlib
 import random
 import statistics
 import sys
+import tempfile
+import threading
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import sqlalchemy as sa
+
 from corral.domain import placement, resources
 from corral.domain import scheduling as S
+from corral.executors import base
 
 R = resources.Resources
 NODE = R(32, 256 * 1024, 8)
@@ -269,11 +277,193 @@ def _jain(xs: Sequence[float]) -> float:
     return sum(xs) ** 2 / (len(xs) * sum(x * x for x in xs)) if any(xs) else 1.0
 
 
+# --- the reconciler's whole pass on SQLite ---------------------------------------------------
+
+
+class _Executor:
+    """Processes that start at once and run until the benchmark ends (no real processes)."""
+
+    def __init__(self, nodes: Sequence[resources.Node]) -> None:
+        self._nodes = list(nodes)
+        self.launched = 0
+
+    def nodes(self) -> list[resources.Node]:
+        return list(self._nodes)
+
+    def set_waker(self, wake: Callable[[], None]) -> None:
+        pass
+
+    def launch(self, spec: base.LaunchSpec) -> base.Handle:
+        self.launched += 1
+        return base.Handle(node=spec.node, task=spec.task, pid=10_000 + self.launched,
+                           start_time=1.0, control_dir=spec.control_dir,
+                           launch_id=spec.launch_id)
+
+    def poll(self, handle: base.Handle) -> base.Status:
+        return base.Status(base.State.RUNNING, handle=handle)
+
+    adopt = poll
+
+    def recover(self, spec: base.LaunchSpec) -> base.Status:
+        return base.Status(base.State.NOT_STARTED)
+
+    def cancel(self, handle: base.Handle, *, force: bool) -> None:
+        pass
+
+    def sample(self, handle: base.Handle) -> base.Sample | None:
+        return None
+
+    def clean_up(self, handle: base.Handle) -> None:
+        pass
+
+    def release(self, handle: base.Handle) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+#: a queued job's spec as the store keeps it (a command; the pass never runs it)
+SPEC = json.dumps({"kind": "job", "metadata": {"name": "bench"},
+                   "algorithm": {"command": "true"},
+                   "spec": {"resource": {"flavor_id": "corral.cpu.1u", "node_count": 1}}})
+
+
+def _job_rows(project_ids: dict[str, str], n: int, start: int, rnd: random.Random,
+              now: int) -> list[dict[str, Any]]:
+    """`n` Pending jobs of the trace's mix, in the store's shape (3 priorities, spread or
+    packed, some preemptible)."""
+    out = []
+    for i in range(n):
+        k = rnd.choices(KINDS, [k.share for k in KINDS])[0]
+        d = k.per_task(rnd)
+        job_id = f"job-{start + i:06d}"
+        out.append({
+            "id": job_id, "seq": start + i, "name": f"j{start + i}", "family_id": job_id,
+            "project_id": project_ids[rnd.choice(list(PROJECTS))], "version": 1,
+            "description": "", "kind": "job", "user_name": "", "phase": "Pending",
+            "secondary_phase": "Queuing", "spec": SPEC, "flavor_id": k.name,
+            "node_count": k.count, "cpu": d.cpu, "memory_mb": d.memory_mb, "gpu": d.gpu,
+            "retry_limit": 0, "create_time": now, "updated_at": now, "pool_id": "gpu",
+            "priority": rnd.choice([1, 1, 2, 3]), "preemptible": rnd.random() < 0.3,
+            "spread": rnd.random() < 0.5, "gpu_type": "A100" if d.gpu else "",
+        })
+    return out
+
+
+def tick_time(queued: int, nodes: int, repeats: int, seed: int) -> dict[str, float]:
+    """The reconciler's pass (observe, settle, read the queue window, decide, write what
+    changed, in one transaction) on SQLite, with `queued` jobs waiting on a cluster that
+    earlier passes filled; and what such passes do to a reader's and a writer's latency
+    (the API's requests in the same process)."""
+    with tempfile.TemporaryDirectory(prefix="corral-bench-") as tmp:
+        store, rec, running = _tick_world(pathlib.Path(tmp), queued, nodes, seed)
+        writing = []  # the first passes: every reason changes, REASON_WRITES a pass
+        noted = -1
+        while len(writing) < 100:
+            now_noted = _count(store, "wait_code IS NOT NULL")
+            if now_noted == noted:
+                break
+            noted = now_noted
+            t0 = time.perf_counter()
+            rec.tick()
+            writing.append((time.perf_counter() - t0) * 1000)
+        times, cpu = [], []
+        for _ in range(repeats):
+            t0, c0 = time.perf_counter(), time.process_time()
+            rec.tick()
+            times.append((time.perf_counter() - t0) * 1000)
+            cpu.append((time.process_time() - c0) * 1000)
+        idle = _probe(store, 1.0)
+        stop = threading.Event()
+        busy = threading.Thread(target=lambda: all(rec.tick() is not None
+                                                   for _ in iter(stop.is_set, True)))
+        busy.start()
+        loaded = _probe(store, 2.0)
+        stop.set()
+        busy.join()
+        store.dispose()
+    return {"queued": queued, "nodes": nodes, "running_tasks": running,
+            "median_ms": statistics.median(times), "p90_ms": _pct(times, 0.9),
+            "cpu_median_ms": statistics.median(cpu),
+            "writing_median_ms": statistics.median(writing), "writing_passes": len(writing),
+            "read_idle_ms": idle[0], "read_busy_ms": loaded[0],
+            "write_idle_ms": idle[1], "write_busy_ms": loaded[1],
+            "write_busy_p90_ms": loaded[2]}
+
+
+def _tick_world(home: pathlib.Path, queued: int, nodes: int,
+                seed: int) -> tuple[Any, Any, int]:
+    """A store, a reconciler over `nodes` simulated nodes that earlier passes filled (3,000
+    jobs of the trace's mix), and `queued` more jobs waiting; and the tasks running."""
+    from corral import settings as settings_mod
+    from corral.scheduler import catalog as catalog_mod
+    from corral.scheduler import reconciler
+    from corral.store import db, repo, schema
+
+    rnd = random.Random(seed)
+    settings = settings_mod.Settings(home=home, pools=[
+        settings_mod.PoolConfig(pool_id="gpu", nodes=["n*"])])
+    store = db.Store(settings.db_url)
+    store.migrate()
+    cluster = [resources.Node(name=f"n{i:03d}", cpu=int(NODE.cpu), memory_mb=NODE.memory_mb,
+                              gpus=tuple(resources.Gpu(g, "A100", 80 * 1024)
+                                         for g in range(NODE.gpu)))
+               for i in range(nodes)]
+    executor = _Executor(cluster)
+    now = int(time.time() * 1000)
+    ids = {p: f"project-{p}" for p in PROJECTS}
+    with store.begin() as conn:
+        for p, pid in ids.items():
+            conn.execute(schema.projects.insert().values(id=pid, name=p, created_at=now))
+            repo.set_quotas(conn, pid, [{
+                "pool_id": "gpu", "cpu": None, "memory_mb": None,
+                "gpu": QUOTA_GPU[p] * nodes // 50, "borrowing": p != "gamma",
+                "weight": QUOTA_GPU[p] / 100}], now)
+        conn.execute(schema.jobs.insert(), _job_rows(ids, 3000, 1, rnd, now))
+    rec = reconciler.Reconciler(store=store, executor=executor, settings=settings,
+                                catalog=catalog_mod.Catalog.build(settings, cluster))
+    while rec.tick():
+        pass
+    rec.tick()
+    with store.begin() as conn:  # what did not start leaves; the long queue comes
+        conn.execute(schema.jobs.delete().where(schema.jobs.c.phase == "Pending"))
+        conn.execute(schema.jobs.insert(), _job_rows(ids, queued, 100_000, rnd, now))
+    return store, rec, executor.launched
+
+
+def _probe(store: Any, seconds: float) -> tuple[float, float, float]:
+    """Median ms of a read (one job by id) and of a write (an event; it waits for any
+    transaction the reconciler holds), every 5 ms for `seconds`; and the writes' p90."""
+    from corral.store import repo
+
+    reads, writes = [], []
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        t0 = time.perf_counter()
+        with store.read() as conn:
+            repo.job_by_id(conn, "job-100000")
+        t1 = time.perf_counter()
+        with store.begin() as conn:
+            repo.add_event(conn, "job-100000", 0, "probe")
+        t2 = time.perf_counter()
+        reads.append((t1 - t0) * 1000)
+        writes.append((t2 - t1) * 1000)
+        time.sleep(0.005)
+    return statistics.median(reads), statistics.median(writes), _pct(writes, 0.9)
+
+
+def _count(store: Any, where: str) -> int:
+    with store.read() as conn:
+        return int(conn.execute(sa.text(f"SELECT count(*) FROM jobs WHERE {where}"))
+                   .scalar_one())
+
+
 # --- report -------------------------------------------------------------------------------
 
 
 def report(trace: Sequence[TraceJob], outcomes: dict[str, Outcome],
-           timing: dict[str, float]) -> dict[str, Any]:
+           timing: dict[str, float], tick: dict[str, float] | None) -> dict[str, Any]:
     figures: dict[str, Any] = {"jobs": len(trace), "policies": {}}
     print(f"trace: {len(trace)} jobs over {max(j.submit_s for j in trace) / 3600:.1f} h on "
           f"50 nodes of {resources.describe(NODE)}; "
@@ -329,6 +519,17 @@ def report(trace: Sequence[TraceJob], outcomes: dict[str, Outcome],
     print(f"decision time in the simulation: median {statistics.median(sim):.2f} ms, "
           f"max {max(sim):.2f} ms")
     figures["decision"] = timing
+    if tick is not None:
+        print(f"reconciler pass on SQLite, {tick['queued']} queued, {tick['nodes']} nodes, "
+              f"{tick['running_tasks']} tasks running: median {tick['median_ms']:.1f} ms, "
+              f"p90 {tick['p90_ms']:.1f} ms, CPU time median {tick['cpu_median_ms']:.1f} ms; "
+              f"passes writing reasons: median {tick['writing_median_ms']:.1f} ms "
+              f"({tick['writing_passes']} passes)")
+        print(f"while passes run back to back: a read (one job) median "
+              f"{tick['read_busy_ms']:.2f} ms (idle {tick['read_idle_ms']:.2f}); a write "
+              f"median {tick['write_busy_ms']:.1f} ms, p90 {tick['write_busy_p90_ms']:.1f} ms "
+              f"(idle {tick['write_idle_ms']:.2f}): writes wait for the pass's transaction")
+        figures["reconciler_pass"] = tick
     return figures
 
 
@@ -339,11 +540,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--queued", type=int, default=10_000)
     ap.add_argument("--repeats", type=int, default=30)
+    ap.add_argument("--passes", type=int, default=20,
+                    help="timed reconciler passes on SQLite (0: none)")
     ap.add_argument("--quick", action="store_true", help="a short trace, few repeats")
     ap.add_argument("--json", help="also write the figures here")
     args = ap.parse_args(argv)
     if args.quick:
-        args.hours, args.repeats = 2.0, 5
+        args.hours, args.repeats, args.passes = 2.0, 5, min(args.passes, 3)
     trace = make_trace(args.hours, args.seed, args.load)
     outcomes = {}
     for policy in ("corral", "fifo"):
@@ -351,7 +554,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         outcomes[policy] = Sim(trace, 50, policy).run()
         print(f"simulated {policy} in {time.perf_counter() - t0:.1f} s", file=sys.stderr)
     timing = decision_time(args.queued, 100, args.repeats, args.seed)
-    figures = report(trace, outcomes, timing)
+    tick = tick_time(args.queued, 100, args.passes, args.seed) if args.passes else None
+    figures = report(trace, outcomes, timing, tick)
     if args.json:
         with open(args.json, "w") as fh:
             json.dump(figures, fh, indent=2)

@@ -419,17 +419,21 @@ def flavors(state: State, as_json: bool) -> None:
     if as_json:
         terminal.print_json(found)
         return
-    table = terminal.table("ID", "NAME", "TYPE", "CPU", "GPU", "MEMORY", "MAX NODES")
+    table = terminal.table("ID", "NAME", "TYPE", "CPU", "GPU", "ACCELERATORS", "MEMORY",
+                           "MAX NODES")
     for f in found.get("flavors", []):
         info = f.get("flavor_info") or {}
         cpu, gpu, mem = info.get("cpu") or {}, info.get("gpu") or {}, info.get("memory") or {}
         gpus = f"{gpu.get('unit_num')} x {gpu.get('product_name')}" if gpu.get("unit_num") else "-"
+        accels = ", ".join(f"{a.get('unit_num')} {a.get('name')}"
+                           for a in info.get("accelerators") or [] if isinstance(a, dict))
         table.add_row(
             f.get("flavor_id"),
             f.get("flavor_name"),
             terminal.cell(f.get("flavor_type")),
             terminal.cell(cpu.get("core_num")),
             gpus,
+            terminal.esc(accels) or "-",
             f"{mem.get('size', '-')} {mem.get('unit', '')}",
             terminal.cell(f.get("max_num")),
         )
@@ -539,6 +543,8 @@ def pools(state: State, as_json: bool) -> None:
 @click.option("--cpu", type=click.FloatRange(min=0), help="cores")
 @click.option("--memory-gb", type=click.FloatRange(min=0))
 @click.option("--gpu", type=click.IntRange(min=0))
+@click.option("--accel", "accel", multiple=True, metavar="NAME=N",
+              help="a limit on an accelerator by name (repeatable), e.g. --accel npu=8")
 @click.option("--borrowing/--no-borrowing", default=False,
               help="may use idle capacity beyond the quota (reclaimed first)")
 @click.option("--weight", type=click.FloatRange(min=0, min_open=True), default=1.0,
@@ -547,17 +553,19 @@ def pools(state: State, as_json: bool) -> None:
 @click.option("--json", "as_json", is_flag=True)
 @pass_state
 def quota(state: State, pool_id: str | None, cpu: float | None, memory_gb: float | None,
-          gpu: int | None, borrowing: bool, weight: float, remove: bool,
-          as_json: bool) -> None:
+          gpu: int | None, accel: tuple[str, ...], borrowing: bool, weight: float,
+          remove: bool, as_json: bool) -> None:
     """Show the project's quotas, or set (admin) its quota in one pool."""
     api = state.connect()
     found = api.quotas()
     if pool_id:
-        rows = [{k: q["limits"].get(k) for k in ("cpu", "memory_gb", "gpu")}
+        # The other pools' quotas are sent back as they are.
+        rows = [{k: q["limits"].get(k) for k in ("cpu", "memory_gb", "gpu", "accelerators")}
                 | {"pool_id": q["pool_id"], "borrowing": q["borrowing"], "weight": q["weight"]}
                 for q in found.get("quotas", []) if q["pool_id"] != pool_id]
         if not remove:
             rows.append({"pool_id": pool_id, "cpu": cpu, "memory_gb": memory_gb, "gpu": gpu,
+                         "accelerators": _named_counts(accel) or None,
                          "borrowing": borrowing, "weight": weight})
         found = api.set_quotas(rows)
     if as_json:
@@ -576,7 +584,18 @@ def _amounts(a: dict[str, Any]) -> str:
     for key, unit in (("cpu", " CPU"), ("memory_gb", " GB"), ("gpu", " GPU")):
         if a.get(key) is not None:
             parts.append(f"{a[key]:g}{unit}")
+    parts += [f"{n:g} {name}" for name, n in sorted((a.get("accelerators") or {}).items())]
     return ", ".join(parts)
+
+
+def _named_counts(items: tuple[str, ...]) -> dict[str, int]:
+    out = {}
+    for item in items:
+        name, _, n = item.partition("=")
+        if not name or not n.strip().isdigit():
+            raise click.BadParameter(f"'{item}' is not NAME=N", param_hint="--accel")
+        out[name.strip()] = int(n)
+    return out
 
 
 # -- reading jobs -------------------------------------------------------------------------

@@ -184,8 +184,9 @@ def make_executor(settings: settings_mod.Settings) -> base.Executor:
 def _executor(settings: settings_mod.Settings, key: str) -> base.Executor:
     address = settings_mod.ray_address_of(key)
     if address is None:
-        return local.LocalExecutor(local.detect_node(cpus=settings.cpus,
-                                                     memory_gb=settings.memory_gb))
+        node = local.detect_node(cpus=settings.cpus, memory_gb=settings.memory_gb)
+        return local.LocalExecutor(dataclasses.replace(
+            node, accelerators=catalog_mod.local_accelerators(settings)))
     if importlib.util.find_spec("ray") is None:
         raise errors.CorralError(f"a pool runs on the Ray cluster at {address} but Ray is "
                                  "not installed; install corral[ray]")

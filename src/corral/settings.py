@@ -9,10 +9,12 @@ from __future__ import annotations
 import os
 import pathlib
 import sys
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, Field, SecretStr, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+
+from corral.domain import errors, resources
 
 
 class EngineConfig(BaseModel):
@@ -31,6 +33,15 @@ class EngineConfig(BaseModel):
         return str(p / "bin" / "python") if p.is_dir() else str(p)
 
 
+def _accel_names(value: dict[str, Any]) -> dict[str, Any]:
+    for name in value:
+        try:
+            resources.check_accel_name(name)
+        except errors.BadParameter as exc:
+            raise ValueError(exc.message) from None
+    return value
+
+
 class FlavorConfig(BaseModel):
     flavor_id: str
     flavor_name: str = ""
@@ -38,6 +49,25 @@ class FlavorConfig(BaseModel):
     memory_gb: int = Field(ge=1)
     gpu: int = Field(default=0, ge=0)
     max_num: int = Field(default=1, ge=1)
+    #: accelerators per task by name, e.g. {npu = 2}
+    accelerators: dict[str, Annotated[int, Field(ge=1)]] = Field(default_factory=dict)
+
+    _names = field_validator("accelerators")(_accel_names)
+
+
+class AcceleratorConfig(BaseModel):
+    """A kind of accelerator other than GPUs: how many this machine has, the variable
+    that pins a task to the devices it was given, and what flavors show of it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    #: devices on this machine (the local node), numbered 0 .. count-1; 0 on a server
+    #: whose nodes come from Ray (they say their own)
+    count: int = Field(default=0, ge=0)
+    #: default ASCEND_RT_VISIBLE_DEVICES for npu, else <NAME>_VISIBLE_DEVICES
+    visible_env: str | None = Field(default=None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
+    product_name: str = ""
+    memory: str = ""  #: each device's memory as flavors show it, e.g. "64GB"
 
 
 class StorageConfig(BaseModel):
@@ -146,6 +176,9 @@ class Settings(BaseSettings):
     #: engines in addition to the default one (the server's own Python)
     engines: list[EngineConfig] = Field(default_factory=list)
     default_flavor: str = "corral.cpu.1u"
+    #: accelerators other than GPUs by name: a count for this machine ({npu = 8}), or a
+    #: table (count, visible_env, product_name, memory)
+    accelerators: dict[str, AcceleratorConfig] = Field(default_factory=dict)
     #: resource pools; nodes no pool names form the default pool
     pools: list[PoolConfig] = Field(default_factory=list)
     default_pool: str = Field(default="default", pattern=r"^[A-Za-z0-9_.-]{1,64}$")
@@ -226,6 +259,14 @@ class Settings(BaseSettings):
         for p in self.pools:
             out.setdefault(p.pool_id, p.executor_key or default)
         return out
+
+    @field_validator("accelerators", mode="before")
+    @classmethod
+    def _counts(cls, v: Any) -> Any:
+        if isinstance(v, dict):  # {npu = 8} is short for {npu = {count = 8}}
+            v = {k: {"count": n} if isinstance(n, int) else n for k, n in v.items()}
+            _accel_names(v)
+        return v
 
     @classmethod
     def settings_customise_sources(

@@ -28,6 +28,11 @@ def put(live: conftest.Live, body: Any) -> Any:
     return live.http.put(live.path("/training-quotas"), json=body)
 
 
+def wait_code(job: dict[str, Any]) -> str | None:
+    """Why a job waits (None while it is still being admitted, or running)."""
+    return (job["status"].get("queue") or {}).get("wait_code")
+
+
 def test_quotas_are_empty_then_set_then_shown(live: conftest.Live) -> None:
     r = live.http.get(live.path("/training-quotas"))
     assert r.status_code == 200
@@ -90,15 +95,15 @@ def test_a_job_shows_its_pool_priority_and_place_in_the_queue(live: conftest.Liv
     head = live.submit(body)["metadata"]["id"]
     behind = live.submit(factories.make_job(command="true"))["metadata"]["id"]
 
-    job = factories.wait_for(lambda: (j := live.job(head))["status"]["queue"]["wait_code"]
-                             == "no_capacity" and j, what="the head to wait")
+    job = factories.wait_for(lambda: wait_code(j := live.job(head)) == "no_capacity" and j,
+                             what="the head to wait")
     assert job["spec"]["resource"]["pool_id"] == "default"
     assert job["spec"]["schedule_policy"] == {"priority": 2, "preemptible": True,
                                               "placement": "spread"}
     assert job["status"]["queue"] == {"pool_id": "default", "priority": 2, "jobs_ahead": 0,
                                       "wait_code": "no_capacity"}
-    other = factories.wait_for(lambda: (j := live.job(behind))["status"]["queue"]["wait_code"]
-                               == "behind_priority" and j, what="the low job to wait")
+    other = factories.wait_for(lambda: wait_code(j := live.job(behind)) == "behind_priority"
+                               and j, what="the low job to wait")
     assert other["status"]["queue"]["jobs_ahead"] == 1
     assert other["status"]["reason"].startswith("waiting behind higher priority")
 
@@ -146,3 +151,79 @@ def test_pools_show_capacity_use_and_quota_per_project(live: conftest.Live) -> N
     assert shown[0]["limits"] == {"gpu": 1} and shown[0]["borrowing"] is True
     bad = corral(live, "quota", "--pool", "nope", "--cpu", "1")
     assert bad.exit_code == 1 and "pool_id 'nope' does not exist" in bad.stderr
+
+
+def test_the_queue_never_shows_a_project_another_projects_job_ids(live: conftest.Live) -> None:
+    other = live.new_project("theirs")
+    bob = live.new_user("bob", project_id=other, key=False)
+    blocker = live.submit(factories.make_job(command="sleep 30", flavor_id="corral.cpu.full"))
+    wait_running(live, blocker["metadata"]["id"])
+    body = factories.make_job(name="their-secret", command="true", flavor_id="corral.cpu.full")
+    body["spec"]["schedule_policy"] = {"priority": 3}
+    r = bob.http.post(live.path("/training-jobs", other), json=body)
+    assert r.status_code == 201, r.text
+    theirs = r.json()["metadata"]["id"]
+    mine = live.submit(factories.make_job(name="my-secret", command="true"))["metadata"]["id"]
+
+    job = factories.wait_for(lambda: wait_code(j := live.job(mine)) == "behind_priority" and j,
+                             what="mine to wait behind theirs")
+    assert "a job of another project (priority 3)" in job["status"]["reason"]
+    assert job["status"]["queue"]["jobs_ahead"] == 1
+    seen = live.http.get(live.path("/training-queue")).json()
+    assert [(j["id"], j["project_id"]) for j in seen["pools"][0]["jobs"]] == [
+        (None, other), (mine, live.project_id)]
+    assert theirs not in json.dumps(seen) and "their-secret" not in json.dumps(seen)
+    assert theirs not in json.dumps(job)
+    theirs_seen = bob.http.get(live.path("/training-queue", other)).json()
+    assert [(j["id"], j["reason"]) for j in theirs_seen["pools"][0]["jobs"]][1] == (
+        None, "waiting behind higher priority")
+    for secret in (mine, blocker["metadata"]["id"], "my-secret"):
+        assert secret not in json.dumps(theirs_seen)
+
+
+def test_npu_quotas_pools_queue_and_refusals(tmp_path: Any) -> None:
+    live = conftest.start_live(tmp_path / "npu", cpus=2, accelerators={"npu": 2}, flavors=[
+        {"flavor_id": "c1", "cpu": 1, "memory_gb": 1},
+        {"flavor_id": "n1", "cpu": 1, "memory_gb": 1, "accelerators": {"npu": 1}},
+        {"flavor_id": "t1", "cpu": 1, "memory_gb": 1, "accelerators": {"tpu": 1}}])
+    try:
+        for bad, words in (({"npu": -1}, "npu"), ({"gpu": 1}, "accelerator name 'gpu'"),
+                           ({"npu": "x"}, "npu")):
+            r = put(live, {"quotas": [{"pool_id": "default", "accelerators": bad}]})
+            assert (r.status_code, r.json()["error_code"]) == (400, "ModelArts.2788"), r.text
+            assert words in r.json()["error_msg"]
+        r = put(live, {"quotas": [{"pool_id": "default", "accelerators": {"npu": 1}}]})
+        assert r.json()["quotas"][0]["limits"] == {"accelerators": {"npu": 1}}
+        cli = corral(live, "quota", "--pool", "default", "--accel", "npu=1", "--cpu", "2")
+        assert cli.exit_code == 0, cli.output
+        assert "2 CPU, 1 npu" in cli.output
+
+        running = live.submit(factories.make_job(command="sleep 30", flavor_id="n1"))
+        wait_running(live, running["metadata"]["id"])
+        waiting = live.submit(factories.make_job(command="true", flavor_id="n1"))
+        job = factories.wait_for(
+            lambda: wait_code(j := live.job(waiting["metadata"]["id"])) == "quota_exceeded"
+            and j, what="the second NPU job to wait for its quota")
+        assert "npu quota of project" in job["status"]["reason"]
+        assert "(over by 1)" in job["status"]["reason"]
+        assert job["spec"]["resource"]["flavor_detail"]["flavor_info"]["npu"] == {
+            "unit_num": "1", "product_name": "", "memory": ""}
+        queue = live.http.get(live.path("/training-queue")).json()["pools"][0]["jobs"]
+        assert "npu quota" in queue[0]["reason"]
+
+        [pool] = live.http.get(live.path("/training-pools")).json()["pools"]
+        assert pool["nodes"][0]["accelerators"] == {"npu": 2}
+        assert pool["used"]["accelerators"] == {"npu": 1}
+        assert pool["projects"][0]["limits"]["accelerators"] == {"npu": 1}
+        assert "1 npu used of 2 CPU, " in corral(live, "pools").output.replace("\n", " ")
+
+        r = live.http.post(live.path("/training-jobs"),
+                           json=factories.make_job(command="true", flavor_id="t1"))
+        assert (r.status_code, r.json()["error_code"]) == (400, "ModelArts.2763")
+        assert "no node of pool 'default' has any tpu" in r.json()["error_msg"]
+        info = live.http.get("/corral/info").json()
+        assert info["nodes"][0]["accelerators"] == {"npu": 2}
+        assert "1 npu" in corral(live, "flavors").output
+    finally:
+        stop_all(live)
+        conftest.stop_live(live)

@@ -48,8 +48,10 @@ def test_quick_scheduler_benchmark_prints_both_policies(tmp_path: pathlib.Path) 
 
     assert proc.returncode == 0, proc.stderr[-3000:]
     for line in ("utilisation of usable", "gang-2x8 wait p99 (min)", "fairness (Jain",
-                 "decision time, 2000 queued, 100 nodes"):
+                 "decision time, 2000 queued, 100 nodes",
+                 "reconciler pass on SQLite, 2000 queued"):
         assert line in proc.stdout
     figures = json.loads(out.read_text())
     assert set(figures["policies"]) == {"corral", "fifo"}
     assert figures["decision"]["queued"] == 2000
+    assert figures["reconciler_pass"]["running_tasks"] > 0

@@ -501,3 +501,25 @@ def max_overlap(intervals: list[tuple[int, ...]]) -> int:
         running += delta
         most = max(most, running)
     return most
+
+
+def test_npu_jobs_see_only_their_own_devices(tmp_path: pathlib.Path) -> None:
+    """The machine is configured with 2 NPUs (nothing here detects them): each 1-NPU job's
+    process gets its own device in ASCEND_RT_VISIBLE_DEVICES, a CPU job an empty one."""
+    live = conftest.start_live(tmp_path / "home", cpus=2, accelerators={"npu": 2})
+    try:
+        show = 'python3 -c "import os; print(\'DEV=\' + os.environ[\'ASCEND_RT_VISIBLE_DEVICES\'])"'
+        flavors = {f["flavor_id"]: f for f in live.http.get(
+            live.path("/training-job-flavors")).json()["flavors"]}
+        assert flavors["corral.npu.1x"]["flavor_info"]["npu"]["unit_num"] == "1"
+        npu_jobs = [live.submit(factories.make_job(command=f"{show} && sleep 1",
+                                                   flavor_id="corral.npu.1x"))
+                    ["metadata"]["id"] for _ in range(2)]
+        cpu_job = live.submit(factories.make_job(command=show))["metadata"]["id"]
+        seen = []
+        for job_id in [*npu_jobs, cpu_job]:
+            assert live.wait(job_id)["status"]["phase"] == "Completed"
+            seen.append(preview(live, job_id).split("DEV=", 1)[1].splitlines()[0])
+        assert sorted(seen[:2]) == ["0", "1"] and seen[2] == ""
+    finally:
+        conftest.stop_live(live)

@@ -39,7 +39,7 @@ FLAVORS = [
 SHOW_ENV = """
 import os, sys
 for key in ("CORRAL_RAY_NODE_ID", "CUDA_VISIBLE_DEVICES", "RANK", "WORLD_SIZE",
-            "MASTER_ADDR", "MASTER_PORT", "CORRAL_ATTEMPT"):
+            "MASTER_ADDR", "MASTER_PORT", "CORRAL_ATTEMPT", "ASCEND_RT_VISIBLE_DEVICES"):
     print(f"{key}={os.environ.get(key, '')}")
 print(f"CWD={os.getcwd()}")
 """
@@ -147,6 +147,31 @@ time.sleep(1.5)  # long enough for a resource sample
                                       "worker-0")).json()
     mem = next(m["value"] for m in metrics["metrics"] if m["metric"] == "memUsedMB")
     assert mem and max(mem) > 1  # sampled on the node, from the task's own processes
+
+
+def test_a_nodes_custom_resource_is_an_accelerator_jobs_ask_for_by_name(
+        cluster: RayCluster, tmp_path: pathlib.Path) -> None:
+    npu_node = cluster.add(num_cpus=1, resources={"npu": 2})
+    cluster.cluster.wait_for_nodes()
+    live = start_live(tmp_path / "home", ray_address=cluster.address, flavors=[
+        *FLAVORS, {"flavor_id": "npu1", "cpu": 1, "memory_gb": 1, "accelerators": {"npu": 1}}])
+    try:
+        [flavor] = [f for f in live.http.get(live.path("/training-job-flavors")).json()[
+            "flavors"] if f["flavor_id"] == "npu1"]
+        assert flavor["flavor_type"] == "Ascend"
+        assert flavor["flavor_info"]["npu"]["unit_num"] == "1"
+        code = factories.write_code(tmp_path, SHOW_ENV)
+        job = live.submit(factories.make_job(code_dir=code, flavor_id="npu1"))
+        done = live.wait(job["metadata"]["id"], timeout=60)
+        assert done["status"]["phase"] == "Completed", done["status"]
+        env = env_of(log_of(live, job["metadata"]["id"]))
+        assert env["CORRAL_RAY_NODE_ID"] == npu_node.node_id
+        assert env["ASCEND_RT_VISIBLE_DEVICES"] == "0"
+        pools = live.http.get(live.path("/training-pools")).json()["pools"]
+        assert pools[0]["capacity"]["accelerators"] == {"npu": 2}
+    finally:
+        stop_live(live)
+        cluster.cluster.remove_node(npu_node)
 
 
 def test_a_gang_gets_its_ranks_on_two_nodes_and_meets_at_the_master(

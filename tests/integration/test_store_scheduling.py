@@ -1,5 +1,5 @@
 """The scheduler's SQL on SQLite and PostgreSQL: the queue window per stream, queue
-positions by pool and priority, quotas, usage, and the 0003 migration over old rows."""
+positions in the scheduler's order, quotas, usage, and the 0003 migration over old rows."""
 
 from __future__ import annotations
 
@@ -7,7 +7,9 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from corral.domain import resources, scheduling
 from corral.scheduler import catalog as catalog_mod
+from corral.scheduler import pools
 from corral.store import db, repo, schema
 from tests.integration.test_store import NOW, catalog, create, project  # noqa: F401
 
@@ -23,17 +25,54 @@ def test_the_queue_window_takes_the_first_jobs_of_each_stream(
     high = [create(store, catalog, project, **prio(3)) for _ in range(2)]
     with store.read() as conn:
         window = repo.queued(conn, limit=2)
-        ahead = repo.queue_positions(conn, [*low, *high])
     assert [r.id for r in window] == [low[0], low[1], high[0], high[1]]
     assert {r.priority for r in window} == {1, 3}
     assert all(r.pool_id == "default" for r in window)
-    # Positions count Pending jobs only; none is admitted yet.
-    assert ahead == {}
+
+
+def test_positions_follow_priority_the_last_head_fair_share_and_submission(
+        store: db.Store, catalog: catalog_mod.Catalog, project: str) -> None:  # noqa: F811
+    """The same order as domain.scheduling.queue_order, computed by the database."""
     with store.begin() as conn:
-        conn.execute(schema.jobs.update().values(phase="Pending"))
-        ahead = repo.queue_positions(conn, [*low, *high])
-    assert [ahead[j] for j in high] == [0, 1]
-    assert [ahead[j] for j in low] == [2, 3, 4, 5]
+        conn.execute(schema.projects.insert().values(id="busy", name="busy", created_at=0))
+        conn.execute(schema.projects.insert().values(id="idle", name="idle", created_at=0))
+        repo.save_usage(conn, [{"project_id": "busy", "pool_id": "default", "share": 0.5,
+                                "updated_at": NOW}])
+        repo.set_quotas(conn, "idle", [{"pool_id": "default", "cpu": None, "memory_mb": None,
+                                        "gpu": None, "borrowing": False, "weight": 2.0}], NOW)
+    busy = [create(store, catalog, "busy", **prio(1)) for _ in range(2)]
+    idle = [create(store, catalog, "idle", **prio(1)) for _ in range(2)]
+    mine = [create(store, catalog, project, **prio(1)), create(store, catalog, project,
+                                                              **prio(3))]
+    with store.begin() as conn:  # the idle project now holds one of the 2 cores
+        conn.execute(schema.jobs.update().where(schema.jobs.c.id == idle[0])
+                     .values(phase="Running"))
+        conn.execute(schema.jobs.update().where(schema.jobs.c.id == busy[1])
+                     .values(wait_code="no_capacity"))
+    everyone = [*busy, *idle, *mine]
+    with store.read() as conn:
+        ahead = pools.jobs_ahead(conn, catalog, everyone)  # a page: ranked in one query
+        one_by_one = {j: n for j in everyone  # a few: counted
+                      for j, n in pools.jobs_ahead(conn, catalog, [j]).items()}
+        listed = [j["id"] for j in pools.queue(conn, catalog, "busy")[0]["jobs"]]
+    assert one_by_one == ahead
+    # Priority 3 first; then the last head; then by key: mine 0 (nothing used), idle 0.25
+    # (it holds half the cores, at weight 2), busy 0.5 (its recent usage).
+    assert ahead == {mine[1]: 0, busy[1]: 1, mine[0]: 2, idle[1]: 3, busy[0]: 4}
+    assert listed == [None, busy[1], None, None, busy[0]]
+    queue = [scheduling.Queued(r.id, r.project_id, r.pool_id, resources.ZERO, 1, r.priority,
+                               r.seq, was_head=r.wait_code == "no_capacity")
+             for r in _rows(store, [j for j in everyone if j != idle[0]])]
+    order = scheduling.queue_order(queue, catalog.scheduling_nodes(),
+                                   {("idle", "default"): resources.Resources(1, 4096)},
+                                   [scheduling.Quota("idle", "default", weight=2.0)],
+                                   {("busy", "default"): 0.5})
+    assert [q.job_id for q in order["default"]] == sorted(ahead, key=ahead.__getitem__)
+
+
+def _rows(store: db.Store, ids: list[str]) -> list[Any]:
+    with store.read() as conn:
+        return list(conn.execute(sa.select(schema.jobs).where(schema.jobs.c.id.in_(ids))))
 
 
 def test_quotas_and_usage_round_trip(store: db.Store, project: str) -> None:  # noqa: F811
@@ -71,6 +110,44 @@ def test_migration_0003_fills_scheduling_fields_of_existing_jobs(db_url: str) ->
         assert (row.pool_id, row.priority, row.preemptible, row.borrowed, row.wait_code) == (
             "default", 1, False, False, None)
         db.downgrade(engine, "0001")  # and back down, and up again
+        db.upgrade(engine)
+    finally:
+        engine.dispose()
+
+
+def test_migration_0005_keeps_jobs_and_tasks_and_goes_back_down(db_url: str) -> None:
+    engine = db.make_engine(db_url)
+    try:
+        db.upgrade(engine, "0004")
+        with engine.begin() as conn:
+            conn.execute(sa.text("INSERT INTO projects (id, name, created_at) "
+                                 "VALUES ('p', 'p', 0)"))
+            conn.execute(sa.text(
+                "INSERT INTO jobs (id, seq, project_id, name, description, kind, user_name, "
+                "phase, secondary_phase, spec, flavor_id, node_count, cpu, memory_mb, gpu, "
+                "retry_limit, create_time, updated_at) VALUES ('j', 1, 'p', 'old', '', 'job', "
+                "'', 'Running', 'Running', '{}', 'f', 1, 1, 1024, 0, 0, 0, 0)"))
+            conn.execute(sa.text(
+                "INSERT INTO tasks (job_id, attempt, name, rank, node, state, launch_id, "
+                "gpu_ids) VALUES ('j', 1, 'worker-0', 0, 'local', 'running', 'l', '')"))
+        db.upgrade(engine)
+        with engine.begin() as conn:
+            job = conn.execute(sa.select(schema.jobs)).one()
+            task = conn.execute(sa.select(schema.tasks)).one()
+            assert (job.accelerators, task.accel_ids) == (None, None)
+            conn.execute(schema.jobs.update().values(accelerators='{"npu": 2}'))
+            conn.execute(schema.tasks.update().values(accel_ids='{"npu": [0, 1]}'))
+            conn.execute(schema.quotas.insert().values(
+                project_id="p", pool_id="default", accelerators='{"npu": 0}', updated_at=0))
+        with engine.connect() as conn:
+            [(held,)] = [(resources.parse_accels(r.accelerators),) for r in
+                         conn.execute(sa.select(schema.jobs))]
+        assert held == (("npu", 2),)
+        db.downgrade(engine, "0004")  # and back down: old columns and rows untouched
+        with engine.connect() as conn:
+            assert conn.execute(sa.text("SELECT count(*) FROM tasks")).scalar_one() == 1
+            columns = list(conn.execute(sa.text("SELECT * FROM jobs")).keys())
+            assert "accelerators" not in columns
         db.upgrade(engine)
     finally:
         engine.dispose()

@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import os
+import pathlib
 
 import pytest
 
-from corral.scheduler import launching
+from corral.domain import resources, specs
+from corral.scheduler import catalog, launching
+from tests import factories
+from tests.conftest import make_settings
 
 PATH = os.defpath + ":/usr/bin:/bin"
 
@@ -51,3 +55,21 @@ def test_the_servers_secrets_never_reach_a_job() -> None:
         "PATH": "/usr/bin", "HOME": "/home/corral", "AWS_SECRET_ACCESS_KEY": "s",
         "aws_session_token": "t", "HUAWEICLOUD_SDK_SK": "s", "OBS_SECRET": "s",
         "PGPASSWORD": "pw", "GOOGLE_APPLICATION_CREDENTIALS": "/k.json"}
+
+
+def test_a_task_sees_only_the_accelerator_devices_it_was_given(tmp_path: pathlib.Path) -> None:
+    """Like CUDA_VISIBLE_DEVICES: each accelerator of the node gets its variable, empty for
+    a task that was given none of it."""
+    node = resources.Node("local", cpu=4, memory_mb=8192, accelerators=(
+        resources.Accelerator("npu", 4), resources.Accelerator("tpu-v4", 2)))
+    settings = make_settings(tmp_path, accelerators={"tpu-v4": {"visible_env": "TPU_CHIPS"}})
+    cat = catalog.Catalog.build(settings, [node])
+    assert launching.devices_env(cat, "local", (("npu", (1, 3)),)) == {
+        "ASCEND_RT_VISIBLE_DEVICES": [1, 3], "TPU_CHIPS": []}
+    assert launching.visible_env("fpga.x") == "FPGA_X_VISIBLE_DEVICES"
+    body = specs.JobCreate.model_validate(factories.make_job(command="true"))
+    env = launching.task_env(inherited={}, alg=body.algorithm, job_id="j", task="worker-0",
+                             rank=0, world=1, attempt=1, master_port=1, gpu_ids=[],
+                             devices=launching.devices_env(cat, "local", (("npu", (2,)),)))
+    assert env["ASCEND_RT_VISIBLE_DEVICES"] == "2" and env["TPU_CHIPS"] == ""
+    assert env["CUDA_VISIBLE_DEVICES"] == ""

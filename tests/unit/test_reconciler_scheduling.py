@@ -251,6 +251,64 @@ def test_fair_share_serves_the_project_that_used_less(world: World) -> None:
     assert world.phase(mine)[0] == "Pending"
 
 
+# --- what one project sees of another's jobs --------------------------------------------
+
+
+def test_another_projects_jobs_are_never_named_to_a_project(world: World) -> None:
+    """A victim's preemption event, the reasons of jobs waiting behind another project's
+    head, and the queue a project is shown describe other projects' jobs, never name
+    them."""
+    other = add_project(world, "other")
+    victim = world.submit(spec=policy(1, True, flavor_id="corral.cpu.full"), name="mine-1")
+    world.tick()
+    urgent = submit_to(world, other, spec=policy(3, flavor_id="corral.cpu.full"),
+                       name="secret-name")
+    mine = world.submit(spec=policy(1, flavor_id="corral.cpu.full"), name="mine-2")
+    world.fake.ignore_sigterm = True
+    world.tick()
+    assert world.job(urgent).wait_code == "preempting"
+    assert world.job(mine).wait_code == "behind_priority"
+    assert world.job(mine).wait_reason == (
+        "waiting behind higher priority: a job of another project (priority 3) is next "
+        "to start in pool default")
+    assert any(e.startswith("Preempted for a priority-3 job of another project (priority 3 "
+                            "over its 1)") for e in world.events(victim))
+    with world.store.read() as conn:
+        [pool] = pools.queue(conn, world.catalog, world.project_id)
+        seen_by_them = pools.queue(conn, world.catalog, other)
+    shown = str(pool) + "".join(world.events(victim)) + "".join(world.events(mine))
+    assert urgent not in shown and "secret-name" not in shown
+    assert [(j["id"], j["wait_code"]) for j in pool["jobs"]] == [
+        (None, "preempting"), (mine, "behind_priority")]
+    assert victim not in str(seen_by_them) and mine not in str(seen_by_them)
+    assert seen_by_them[0]["jobs"][1]["reason"] == "waiting behind higher priority"
+
+
+# --- the place in the queue ---------------------------------------------------------------
+
+
+def test_the_place_shown_is_the_schedulers_order_with_fair_share(world: World) -> None:
+    """The default project has held the machine for a while: a later job of an idle
+    project is ahead of its waiting jobs, in the queue and in each job's position."""
+    other = add_project(world, "other")
+    busy = world.submit(flavor_id="corral.cpu.full")
+    world.tick()
+    world.clock.advance(600)
+    world.tick()
+    mine = [world.submit(flavor_id="corral.cpu.full") for _ in range(2)]
+    theirs = submit_to(world, other, flavor_id="corral.cpu.full")
+    world.tick(2)
+    with world.store.read() as conn:
+        ahead = pools.jobs_ahead(conn, world.catalog, [*mine, theirs])
+        [pool] = pools.queue(conn, world.catalog, other)
+    assert ahead == {theirs: 0, mine[0]: 1, mine[1]: 2}
+    assert [j["position"] for j in pool["jobs"]] == [1, 2, 3]
+    assert pool["jobs"][0]["id"] == theirs
+    world.fake.exit(busy)
+    world.tick()
+    assert world.phase(theirs)[0] == "Running"  # the order shown is the order served
+
+
 # --- pools --------------------------------------------------------------------------------
 
 
@@ -287,4 +345,68 @@ def test_a_gang_spreads_over_nodes_when_asked(tmp_path: pathlib.Path) -> None:
     w.tick()
     assert sorted(s.node for s in w.fake.launches(spread)) == ["local", "n2"]
     assert sorted(s.node for s in w.fake.launches(packed)) == ["local", "n2"]
+    w.store.dispose()
+
+
+# --- accelerators other than GPUs ---------------------------------------------------------
+
+
+NPU_NODE = resources.Node("ascend", cpu=8, memory_mb=32768, accelerators=(
+    resources.Accelerator("npu", 4, "Ascend 910B"),))
+
+
+def npu_world(tmp: pathlib.Path) -> World:
+    return make_world(tmp, (NODE, NPU_NODE), flavors=[
+        settings_mod.FlavorConfig(flavor_id="c1", cpu=1, memory_gb=1),
+        settings_mod.FlavorConfig(flavor_id="n2", cpu=1, memory_gb=1,
+                                  accelerators={"npu": 2}),
+        settings_mod.FlavorConfig(flavor_id="t1", cpu=1, memory_gb=1,
+                                  accelerators={"tpu": 1})])
+
+
+def test_npu_jobs_get_their_own_devices_pinned_and_keep_them_on_restart(
+        tmp_path: pathlib.Path) -> None:
+    w = npu_world(tmp_path)
+    first = w.submit(flavor_id="n2", retries=1)
+    second = w.submit(flavor_id="n2")
+    third = w.submit(flavor_id="n2")
+    w.tick()
+    env = [w.fake.launches(j)[0].env for j in (first, second)]
+    assert [e["ASCEND_RT_VISIBLE_DEVICES"] for e in env] == ["0,1", "2,3"]
+    assert [s.demand.accel for s in w.fake.launches(first)] == [(("npu", 2),)]
+    assert w.job(third).wait_code == "no_capacity"
+    assert "1 CPU, 1 GB memory, 2 npu" in w.job(third).wait_reason
+    with w.store.read() as conn:
+        [pool] = pools.pools(conn, w.catalog)
+    assert pool["free"]["accelerators"] == {"npu": 0}  # none left is said, not left out
+    w.fake.exit(first, code=1)  # restarted in place: the same devices
+    w.tick()
+    assert w.fake.launches(first)[-1].env["ASCEND_RT_VISIBLE_DEVICES"] == "0,1"
+    cpu_only = w.submit(flavor_id="c1")
+    w.tick()
+    assert w.fake.launches(cpu_only)[0].env.get("ASCEND_RT_VISIBLE_DEVICES", "") == ""
+    with pytest.raises(errors.NeverFits, match="no node of pool 'default' has any tpu"):
+        w.submit(flavor_id="t1")
+    w.store.dispose()
+
+
+def test_an_npu_quota_holds_and_the_reason_names_it(tmp_path: pathlib.Path) -> None:
+    w = npu_world(tmp_path)
+    with w.store.begin() as conn:
+        repo.set_quotas(conn, w.project_id, [{
+            "pool_id": "default", "cpu": None, "memory_mb": None, "gpu": None,
+            "borrowing": False, "weight": 1.0, "accelerators": '{"npu": 3}'}], w.now_ms())
+    first, second = w.submit(flavor_id="n2"), w.submit(flavor_id="n2")
+    w.tick()
+    assert w.phase(first)[0] == "Running" and w.phase(second)[0] == "Pending"
+    assert w.job(second).wait_reason == (
+        f"quota exceeded: npu quota of project {w.project_id} in pool default is 3, 2 in "
+        "use, the job needs 2 (over by 1)")
+    with w.store.read() as conn:
+        [q] = pools.project_quotas(conn, w.project_id)["quotas"]
+        [pool] = pools.pools(conn, w.catalog)
+    assert q["limits"] == {"accelerators": {"npu": 3}}
+    assert q["used"]["accelerators"] == {"npu": 2}
+    assert pool["capacity"]["accelerators"] == {"npu": 4}
+    assert pool["free"]["accelerators"] == {"npu": 2}
     w.store.dispose()

@@ -197,3 +197,75 @@ def test_fractional_cores_add_up_exactly() -> None:
 def test_describe_reads_like_a_flavor() -> None:
     assert resources.describe(R(2, 4096, 1)) == "2 CPU, 4 GB memory, 1 GPU"
     assert resources.describe(R(0.5, 1500)) == "0.5 CPU, 1500 MiB memory"
+
+
+# --- accelerators other than GPUs, by name ------------------------------------------------
+
+
+def npu_node(npus: int = 8, name: str = "ascend") -> resources.Node:
+    return resources.Node(name=name, cpu=16, memory_mb=64 * 1024, accelerators=(
+        resources.Accelerator("npu", npus, "Ascend 910B", "64GB"),))
+
+
+def test_named_counts_add_subtract_multiply_and_stay_sorted() -> None:
+    a = R(1, 1024, 0, resources.accels({"tpu-v4": 1, "npu": 2}))
+    assert a.accel == (("npu", 2), ("tpu-v4", 1))
+    b = R(1, 0, 0, resources.accels({"npu": 1}))
+    assert (a + b).accel == (("npu", 3), ("tpu-v4", 1))
+    assert (a - b).accel == (("npu", 1), ("tpu-v4", 1))
+    assert (a - a).accel == ()  # nothing of a kind left: not kept as a zero
+    assert a.times(3).accel == (("npu", 6), ("tpu-v4", 3)) and a.times(0).accel == ()
+    assert a.count("npu") == 2 and a.count("gpu") == 0
+    assert a + b == b + a and hash(a + b) == hash(b + a)  # one form: equal and hashable
+
+
+def test_named_counts_fit_or_say_what_is_short() -> None:
+    need = R(1, 1024, 0, resources.accels({"npu": 2}))
+    assert need.fits_in(R(2, 2048, 0, resources.accels({"npu": 2})))
+    assert not need.fits_in(R(2, 2048, 0, resources.accels({"npu": 1})))
+    assert not need.fits_in(R(2, 2048, 4))  # GPUs are not NPUs
+    assert need.shortfall(R(2, 2048, 0, resources.accels({"npu": 1}))) == ["1 npu"]
+    assert resources.describe(need) == "1 CPU, 1 GB memory, 2 npu"
+
+
+@pytest.mark.parametrize("name", ["gpu", "CPU", "memory", "9npu", "", "n p u", "x" * 65])
+def test_bad_accelerator_names_are_refused(name: str) -> None:
+    with pytest.raises(errors.BadParameter, match="accelerator name"):
+        resources.accels({name: 1})
+
+
+def test_named_counts_round_trip_through_the_store_form() -> None:
+    a = resources.accels({"npu": 2, "tpu-v4": 1})
+    assert resources.parse_accels(resources.accels_json(a)) == a
+    assert resources.accels_json(()) is None and resources.parse_accels(None) == ()
+    limits = resources.accels({"npu": 0}, keep_zero=True)  # a quota of 0 is a limit
+    assert resources.parse_accels(resources.accels_json(limits), keep_zero=True) == limits
+    ids = (("npu", (0, 3)),)
+    assert resources.parse_device_ids(resources.device_ids_json(ids)) == ids
+
+
+def test_a_node_with_npus_gets_npu_flavors_that_fit_it() -> None:
+    machine = npu_node()
+    flavors = by_id(resources.default_flavors(machine))
+    assert [f for f in flavors if f.startswith("corral.npu.")] == [
+        "corral.npu.1x", "corral.npu.2x", "corral.npu.4x", "corral.npu.8x"]
+    two = flavors["corral.npu.2x"]
+    assert two.flavor_type == "Ascend" and two.npu == resources.Accelerator(
+        "npu", 2, "Ascend 910B", "64GB")
+    assert two.resources.count("npu") == 2 and two.max_num == 4
+    assert flavors["corral.cpu.1u"].flavor_type == "CPU"
+    assert resources.dominant_share(two.resources, machine.capacity) == 0.25
+
+
+def test_a_job_asking_for_an_accelerator_no_node_has_is_refused_by_name() -> None:
+    need = R(1, 1024, 0, resources.accels({"npu": 1}))
+    resources.check_fits_somewhere(need, 8, [SMALL, npu_node()])
+    with pytest.raises(errors.NeverFits) as caught:
+        resources.check_fits_somewhere(need, 1, [SMALL, BIG], where="pool 'default'")
+    assert caught.value.message == ("one task needs 1 npu but no node of pool 'default' has "
+                                    "any npu (it has no accelerators)")
+    with pytest.raises(errors.NeverFits, match="holds at most 8 such task"):
+        resources.check_fits_somewhere(need, 9, [npu_node()])
+    with pytest.raises(errors.NeverFits, match=r"short of 8 npu"):
+        resources.check_fits_somewhere(R(1, 1024, 0, resources.accels({"npu": 16})), 1,
+                                       [npu_node()])

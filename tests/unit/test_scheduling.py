@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import collections
 import random
+import re
 from collections.abc import Sequence
 
 from hypothesis import given, settings
@@ -17,26 +18,29 @@ W = S.WaitCode
 
 
 def node(name: str = "n0", cpu: float = 4, mem: int = 16384, gpus: int = 0, pool: str = "p",
-         gpu_type: str = "") -> S.Node:
-    return S.Node(name, pool, R(cpu, mem, gpus), tuple(range(gpus)), gpu_type)
+         gpu_type: str = "", npu: int = 0) -> S.Node:
+    return S.Node(name, pool, R(cpu, mem, gpus, resources.accels({"npu": npu})),
+                  tuple(range(gpus)), gpu_type)
 
 
 def job(job_id: str, cpu: float = 1, mem: int = 1024, gpu: int = 0, count: int = 1, *,
         project: str = "a", pool: str = "p", priority: int = 1, seq: int | None = None,
-        **kw: object) -> S.Queued:
-    return S.Queued(job_id, project, pool, R(cpu, mem, gpu), count, priority,
+        npu: int = 0, **kw: object) -> S.Queued:
+    return S.Queued(job_id, project, pool, R(cpu, mem, gpu, resources.accels({"npu": npu})),
+                    count, priority,
                     seq if seq is not None else int(job_id.strip("abcdefghijklmnopqrstuvwxyz")
                                                     or 0), **kw)  # type: ignore[arg-type]
 
 
 def running(job_id: str, nodes: Sequence[str], cpu: float = 1, mem: int = 1024, *,
             gpu_ids: Sequence[tuple[int, ...]] | None = None, project: str = "a",
-            pool: str = "p", **kw: object) -> S.Running:
+            pool: str = "p", npu_ids: tuple[int, ...] = (), **kw: object) -> S.Running:
     ids = gpu_ids or [()] * len(nodes)
     gpu = len(ids[0])
-    slots = tuple(S.TaskSlot(n, g) for n, g in zip(nodes, ids, strict=True))
-    return S.Running(job_id, project, pool, R(cpu, mem, gpu), slots,
-                     **kw)  # type: ignore[arg-type]
+    npus = (("npu", npu_ids),) if npu_ids else ()
+    slots = tuple(S.TaskSlot(n, g, npus) for n, g in zip(nodes, ids, strict=True))
+    return S.Running(job_id, project, pool, R(cpu, mem, gpu, resources.accels(npus and {
+        "npu": len(npu_ids)})), slots, **kw)  # type: ignore[arg-type]
 
 
 def started(d: S.Decisions) -> list[str]:
@@ -103,6 +107,32 @@ def test_gpus_by_type_and_distinct_ids() -> None:
     assert [(s.slots[0].node, s.slots[0].gpu_ids) for s in d.starts] == [
         ("a100", (0,)), ("a100", (1,))]
     assert waits(d)["j3"].code is W.NO_CAPACITY
+
+
+def test_accelerators_by_name_go_only_where_they_are_with_distinct_devices() -> None:
+    nodes = [node("cpu", cpu=8), node("npu", cpu=8, npu=4)]
+    d = S.decide([job("j1", 1, npu=2), job("j2", 1), job("j3", 1, npu=2),
+                  job("j4", 1, npu=1)], nodes)
+    # The CPU-only job leaves the NPU node's cores to NPU jobs.
+    assert [(s.job_id, s.slots[0].node, s.slots[0].accel_ids) for s in d.starts] == [
+        ("j1", "npu", (("npu", (0, 1)),)), ("j2", "cpu", ()), ("j3", "npu", (("npu", (2, 3)),))]
+    w = waits(d)["j4"]
+    assert w.code is W.NO_CAPACITY
+    assert w.message.endswith("needs 1 CPU, 1 GB memory, 1 npu; free now cpu: 7 CPU, 15 GB "
+                              "memory; npu: 6 CPU, 14 GB memory")
+    # Devices a running job holds are not given again.
+    run = [running("r1", ["npu"], npu_ids=(1, 2))]
+    d = S.decide([job("j1", 1, npu=2)], nodes, run)
+    assert d.starts[0].slots[0].accel_ids == (("npu", (0, 3)),)
+
+
+def test_an_accelerator_quota_holds_and_names_it() -> None:
+    quotas = [S.Quota("a", "p", accel=(("npu", 2),))]
+    run = [running("r1", ["n0"], npu_ids=(0,))]
+    d = S.decide([job("j1", 1, npu=3)], [node(cpu=8, npu=8)], run, quotas)
+    assert waits(d)["j1"].message == (
+        "quota exceeded: npu quota of project a in pool p is 2, 1 in use, the job needs 3 "
+        "(over by 2)")
 
 
 def test_quota_holds_and_says_which_and_by_how_much() -> None:
@@ -194,7 +224,8 @@ def clusters(draw: st.DrawFn) -> list[S.Node]:
         gpus = draw(st.integers(0, 4))
         out.append(node(f"n{i}", cpu=draw(st.sampled_from([1, 2, 4, 8])),
                         mem=draw(st.integers(1, 16)) * 1024, gpus=gpus,
-                        pool=draw(st.sampled_from(["p", "p", "q"]))))
+                        pool=draw(st.sampled_from(["p", "p", "q"])),
+                        npu=draw(st.sampled_from([0, 0, 2, 4]))))
     return out
 
 
@@ -207,7 +238,7 @@ def queues(draw: st.DrawFn, start: int = 0) -> list[S.Queued]:
             mem=draw(st.integers(0, 8)) * 512, gpu=draw(st.integers(0, 2)),
             count=draw(st.integers(1, 3)), project=draw(st.sampled_from(PROJECTS)),
             pool=draw(st.sampled_from(["p", "q"])), priority=draw(st.integers(1, 3)),
-            seq=start + i, spread=draw(st.booleans())))
+            seq=start + i, spread=draw(st.booleans()), npu=draw(st.sampled_from([0, 0, 1, 2]))))
     return out
 
 
@@ -221,7 +252,9 @@ def quota_sets(draw: st.DrawFn) -> list[S.Quota]:
                                    memory_mb=draw(st.sampled_from([None, 2048, 8192])),
                                    gpu=draw(st.sampled_from([None, 0, 1, 2])),
                                    borrowing=draw(st.booleans()),
-                                   weight=draw(st.sampled_from([0.5, 1, 2]))))
+                                   weight=draw(st.sampled_from([0.5, 1, 2])),
+                                   accel=draw(st.sampled_from([(), (("npu", 0),),
+                                                               (("npu", 2),)]))))
     return out
 
 
@@ -272,9 +305,16 @@ def test_no_node_is_over_committed_and_no_gpu_given_twice(world: tuple) -> None:
         ids = [g for r in run for s in r.slots if s.node == n.name for g in s.gpu_ids]
         ids += [g for st_ in d.starts for s in st_.slots if s.node == n.name for g in s.gpu_ids]
         assert len(ids) == len(set(ids)) and set(ids) <= set(n.gpu_ids)
+        npus = [i for r in run for s in r.slots if s.node == n.name
+                for k, ids in s.accel_ids if k == "npu" for i in ids]
+        npus += [i for st_ in d.starts for s in st_.slots if s.node == n.name
+                 for k, ids in s.accel_ids if k == "npu" for i in ids]
+        assert len(npus) == len(set(npus)) and set(npus) <= set(range(n.capacity.count("npu")))
     for st_ in d.starts:
         q = next(q for q in queue if q.job_id == st_.job_id)
         assert all(len(s.gpu_ids) == q.per_task.gpu for s in st_.slots)
+        assert all(sum(len(ids) for _, ids in s.accel_ids) == q.per_task.count("npu")
+                   for s in st_.slots)
         pool_nodes = {n.name for n in nodes if n.pool == q.pool}
         assert {s.node for s in st_.slots} <= pool_nodes
 
@@ -313,7 +353,8 @@ def test_no_quota_is_exceeded_without_borrowing(world: tuple) -> None:  # type: 
                            == quota.project and by_id[s.job_id].pool == quota.pool)
         for limit, b, p in ((quota.cpu, before.cpu, plain.cpu),
                             (quota.memory_mb, before.memory_mb, plain.memory_mb),
-                            (quota.gpu, before.gpu, plain.gpu)):
+                            (quota.gpu, before.gpu, plain.gpu),
+                            *((n, before.count(k), plain.count(k)) for k, n in quota.accel)):
             if limit is not None and p:
                 assert b + p <= limit + 1e-9, (quota, before, plain)
 
@@ -402,3 +443,66 @@ def dataclasses_replace(q: S.Queued, **kw: object) -> S.Queued:
     import dataclasses
 
     return dataclasses.replace(q, **kw)  # type: ignore[arg-type]
+
+
+# --- what a project may see of others ------------------------------------------------------
+
+
+def test_reasons_name_only_jobs_of_the_same_project() -> None:
+    # b's head is next to start; a's jobs wait behind it without learning its id.
+    run = [running("r0", ["n0"], cpu=4, project="a", priority=1, preemptible=True)]
+    queue = [job("h1", 4, project="b", priority=3), job("a2", 1, project="a"),
+             job("b3", 1, project="b")]
+    d = S.decide(queue, [node(cpu=4)], run)
+    w = waits(d)
+    assert w["h1"].code is W.PREEMPTING
+    assert w["h1"].message.endswith("starts once these job(s) have stopped: "
+                                    "1 job(s) of other projects")
+    assert w["a2"].message == ("waiting behind higher priority: a job of another project "
+                               "(priority 3) is next to start in pool p")
+    assert "job h1 (priority 3)" in w["b3"].message  # its own project's head, by id
+
+
+@PROPS
+@given(worlds())
+def test_no_reason_names_a_job_of_another_project(world: tuple) -> None:  # type: ignore[type-arg]
+    queue, nodes, run, quotas, usage = world
+    d = S.decide(queue, nodes, run, quotas, usage)
+    project = {q.job_id: q.project for q in queue} | {r.job_id: r.project for r in run}
+    for w in d.waits:
+        foreign = [j for j, p in project.items() if p != project[w.job_id]]
+        assert not [j for j in foreign if re.search(rf"\b{j}\b", w.message)], w
+
+
+# --- the place in the queue users are shown ------------------------------------------------
+
+
+def test_the_place_shown_follows_fair_share_not_submission() -> None:
+    queue = [job("j1", 4, project="busy"), job("j2", 4, project="busy"),
+             job("j3", 4, project="idle")]
+    run = [running("r0", ["n0"], cpu=4, project="busy")]
+    d = S.decide(queue, [node(cpu=4)], run)
+    order = S.queue_order(queue, [node(cpu=4)], {("busy", "p"): R(4, 1024)})
+    assert [q.job_id for q in order["p"]] == ["j3", "j1", "j2"]
+    assert [(w.job_id, w.ahead) for w in d.waits] == [("j3", 0), ("j1", 1), ("j2", 2)]
+
+
+@PROPS
+@given(worlds())
+def test_the_place_shown_is_the_order_decide_considers_jobs_in(world: tuple) -> None:  # type: ignore[type-arg]
+    """Where nothing starts, `decide` answers jobs in `queue_order`'s order, and a job's
+    `ahead` is its index there."""
+    queue, nodes, run, quotas, usage = world
+    d = S.decide(queue, nodes, run, quotas, usage)
+    held: dict[tuple[str, str], resources.Resources] = collections.defaultdict(
+        lambda: resources.ZERO)
+    for r in run:
+        held[r.project, r.pool] = held[r.project, r.pool] + r.per_task.times(len(r.slots))
+    order = S.queue_order(queue, nodes, held, quotas, usage)
+    pool_of = {q.job_id: q.pool for q in queue}
+    busy = {pool_of[s.job_id] for s in d.starts}
+    for pool, jobs in order.items():
+        if pool in busy:
+            continue
+        answered = [(w.job_id, w.ahead) for w in d.waits if w.pool == pool]
+        assert answered == [(q.job_id, i) for i, q in enumerate(jobs)]

@@ -17,7 +17,7 @@ router = APIRouter(tags=["catalog"])
 @router.get("/v2/{project_id}/training-job-flavors", response_model=schemas.FlavorsOut,
             responses=jobs.ERRORS)
 def list_training_job_flavors(project_id: str, ctx: Ctx,
-                              flavor_type: Literal["CPU", "GPU"] | None = None
+                              flavor_type: Literal["CPU", "GPU", "Ascend"] | None = None
                               ) -> dict[str, Any]:
     with ctx.store.read() as conn:
         repo.require_project(conn, project_id)
@@ -50,7 +50,8 @@ def info(ctx: Ctx, caller: auth.Caller) -> dict[str, Any]:
         "version": corral.__version__, "default_project_id": project,
         "database": ctx.store.engine.dialect.name, "home": str(ctx.settings.home),
         "nodes": [{"name": n.name, "cpu": n.cpu, "memory_mb": n.memory_mb,
-                   "gpus": len(n.gpus)} for n in ctx.catalog.nodes],
+                   "gpus": len(n.gpus), "accelerators": dict(n.capacity.accel)}
+                  for n in ctx.catalog.nodes],
     }
 
 

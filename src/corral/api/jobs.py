@@ -13,7 +13,7 @@ from corral.api import versions as versions_api
 from corral.api.deps import Ctx
 from corral.domain import errors, specs
 from corral.domain import jobs as J
-from corral.scheduler import submit
+from corral.scheduler import pools, submit
 from corral.storage import local as storage
 from corral.store import repo
 from corral.store import versions as versions_repo
@@ -103,8 +103,8 @@ def search_training_jobs(project_id: str, body: specs.Search, ctx: Ctx) -> dict[
     with ctx.store.read() as conn:
         repo.require_project(conn, project_id)
         total, count, rows = repo.search_jobs(conn, project_id, body)
-        ahead = repo.queue_positions(conn, [r.id for r in rows
-                                            if r.phase == J.Phase.PENDING.value])
+        ahead = pools.jobs_ahead(conn, ctx.catalog, [r.id for r in rows
+                                                     if r.phase == J.Phase.PENDING.value])
         items = [views.job(conn, r, ctx.catalog, now, ahead) for r in rows]
     return {"total": total, "count": count, "limit": body.limit, "offset": body.offset,
             "sort_by": body.sort_by, "order": body.order, "group_by": body.group_by,

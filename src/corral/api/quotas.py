@@ -12,10 +12,11 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from corral.api import auth, jobs
 from corral.api.deps import Ctx
+from corral.domain import errors, resources
 from corral.scheduler import pools
 from corral.store import repo
 
@@ -30,8 +31,20 @@ class QuotaIn(BaseModel):
     cpu: float | None = Field(default=None, ge=0)
     memory_gb: float | None = Field(default=None, ge=0)
     gpu: int | None = Field(default=None, ge=0)
+    #: limits per accelerator by name ({"npu": 8}); one left out has no limit
+    accelerators: dict[str, Annotated[int, Field(ge=0)]] | None = None
     borrowing: bool = False
     weight: float = Field(default=1.0, gt=0, le=1000)
+
+    @field_validator("accelerators")
+    @classmethod
+    def _names(cls, v: dict[str, int] | None) -> dict[str, int] | None:
+        for name in v or {}:
+            try:
+                resources.check_accel_name(name)
+            except errors.BadParameter as exc:
+                raise ValueError(exc.message) from None
+        return v
 
 
 class QuotasIn(BaseModel):
@@ -68,7 +81,9 @@ def set_training_quotas(project_id: str, body: QuotasIn, ctx: Ctx) -> dict[str, 
         ctx.catalog.pool(q.pool_id)  # BadParameter for an unknown pool
     rows = [{"pool_id": q.pool_id, "cpu": q.cpu, "gpu": q.gpu, "borrowing": q.borrowing,
              "weight": q.weight,
-             "memory_mb": None if q.memory_gb is None else round(q.memory_gb * 1024)}
+             "memory_mb": None if q.memory_gb is None else round(q.memory_gb * 1024),
+             "accelerators": resources.accels_json(
+                 resources.accels(q.accelerators or {}, keep_zero=True))}
             for q in body.quotas]
     with ctx.store.begin() as conn:
         repo.require_project(conn, project_id)

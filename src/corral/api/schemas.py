@@ -89,6 +89,19 @@ class GpuOut(Out):
     memory: str = ""
 
 
+class NpuOut(Out):
+    unit_num: str = Field(description="a string, as the ModelArts reference has it")
+    product_name: str = ""
+    memory: str = ""
+
+
+class AcceleratorOut(Out):
+    name: str
+    unit_num: int
+    product_name: str = ""
+    memory: str = ""
+
+
 class SizeOut(Out):
     size: int
     unit: str
@@ -98,7 +111,10 @@ class FlavorInfoOut(Out):
     max_num: int
     cpu: CpuOut
     gpu: GpuOut | None = None
+    npu: NpuOut | None = None
     memory: SizeOut
+    accelerators: list[AcceleratorOut] | None = Field(
+        default=None, description="corral: accelerators other than GPUs per task, by name")
 
 
 class BillingOut(Out):
@@ -221,6 +237,7 @@ class NodeOut(Out):
     cpu: int
     memory_mb: int
     gpus: int
+    accelerators: dict[str, int] = Field(default_factory=dict)
 
 
 class InfoOut(Out):

@@ -10,6 +10,7 @@ import sqlalchemy as sa
 from corral.domain import jobs as J
 from corral.domain import resources
 from corral.scheduler import catalog as catalog_mod
+from corral.scheduler import pools
 from corral.store import repo
 
 
@@ -19,7 +20,7 @@ def job(conn: sa.Connection, row: Any, cat: catalog_mod.Catalog, now: int,
     without it a waiting job's position is looked up here."""
     spec = json.loads(row.spec)
     if ahead is None and row.phase == J.Phase.PENDING.value:
-        ahead = repo.queue_positions(conn, [row.id])
+        ahead = pools.jobs_ahead(conn, cat, [row.id])
     attempts = repo.attempts_of(conn, row.id)
     tasks = repo.tasks_of(conn, row.id, attempts[-1].seq) if attempts else []
     out = {
@@ -132,7 +133,9 @@ def _flavor_or_row(cat: catalog_mod.Catalog, row: Any) -> resources.Flavor:
             return f
     # The flavor was removed from configuration since; show what the job was given.
     return resources.Flavor(flavor_id=row.flavor_id, flavor_name=row.flavor_id, cpu=row.cpu,
-                            memory_gb=max(1, row.memory_mb // 1024), gpu=row.gpu)
+                            memory_gb=max(1, row.memory_mb // 1024), gpu=row.gpu,
+                            accelerators=tuple(resources.Accelerator(k, n) for k, n in
+                                               resources.parse_accels(row.accelerators)))
 
 
 def flavor_detail(f: resources.Flavor) -> dict[str, Any]:
@@ -143,8 +146,17 @@ def flavor_detail(f: resources.Flavor) -> dict[str, Any]:
     }
     if f.gpu:
         info["gpu"] = {"unit_num": f.gpu, "product_name": f.gpu_product, "memory": f.gpu_memory}
+    npu = f.npu
+    if npu is not None:  # as documented: unit_num is a string here
+        info["npu"] = {"unit_num": str(npu.count), "product_name": npu.product_name,
+                       "memory": npu.memory}
+    if f.accelerators:  # corral: every accelerator by name, NPUs too
+        info["accelerators"] = [{"name": a.name, "unit_num": a.count,
+                                 "product_name": a.product_name, "memory": a.memory}
+                                for a in f.accelerators]
+    units = f.gpu or (npu.count if npu else 0)
     return {"flavor_type": f.flavor_type,
-            "billing": {"code": f.flavor_id, "unit_num": max(1, f.gpu)},
+            "billing": {"code": f.flavor_id, "unit_num": max(1, units)},
             "flavor_info": info}
 
 

@@ -130,7 +130,8 @@ class RayExecutor:
     def nodes(self) -> list[resources.Node]:
         self._refresh()
         out = [_as_node(i) for i in self._alive.values()]
-        return sorted((n for n in out if n.cpu or n.gpus), key=lambda n: n.name)
+        return sorted((n for n in out if n.cpu or n.gpus or n.accelerators),
+                      key=lambda n: n.name)
 
     def _refresh(self, force: bool = False) -> None:
         now = time.monotonic()
@@ -462,6 +463,7 @@ class RayExecutor:
         d = spec.demand
         bundle = {k: v for k, v in (("CPU", d.cpu), ("GPU", float(d.gpu)),
                                     ("memory", float(d.memory_mb * 2**20))) if v}
+        bundle.update((name, float(n)) for name, n in d.accel)  # Ray custom resources
         nodes = spec.gang if len(spec.gang) > 1 else (spec.node,)
         labels = [{"ray.io/node-id": self._node_id(n) or ""} for n in nodes]
         try:
@@ -542,6 +544,10 @@ def _log_path(handle: base.Handle) -> str:
     return os.path.join(os.path.dirname(handle.control_dir), "logs", f"{handle.task}.log")
 
 
+#: Ray resources that are not accelerators
+RAY_OWN = frozenset({"CPU", "GPU", "memory", "object_store_memory"})
+
+
 def _as_node(info: dict[str, Any]) -> resources.Node:
     res = info.get("Resources", {})
     n_gpu = int(res.get("GPU", 0))
@@ -550,4 +556,14 @@ def _as_node(info: dict[str, Any]) -> resources.Node:
     return resources.Node(
         name=node_name(info["NodeID"]), cpu=int(res.get("CPU", 0)),
         memory_mb=int(res.get("memory", 0) // 2**20),
-        gpus=tuple(resources.Gpu(i, product, 0) for i in range(n_gpu)))
+        gpus=tuple(resources.Gpu(i, product, 0) for i in range(n_gpu)),
+        accelerators=tuple(resources.Accelerator(k, int(v)) for k, v in sorted(res.items())
+                           if _is_accelerator(k) and int(v) > 0))
+
+
+def _is_accelerator(name: str) -> bool:
+    """A node's custom resource (`npu`, `NPU`, `TPU`) is an accelerator by that name; Ray's
+    own resources, node and accelerator-type labels and placement groups' are not."""
+    return (name not in RAY_OWN and not name.startswith(("node:", "accelerator_type:"))
+            and "_group_" not in name and resources.ACCEL_NAME.match(name) is not None
+            and name.lower() not in resources.RESERVED_NAMES)

@@ -30,6 +30,8 @@ class Catalog:
     default_pool: str = "default"
     #: every pool, configured or default, in a stable order (empty ones too)
     pool_ids: tuple[str, ...] = ("default",)
+    #: accelerator name -> the variable that pins a task to its devices, where configured
+    visible_env: dict[str, str] = dataclasses.field(default_factory=dict)
 
     @classmethod
     def build(cls, settings: settings_mod.Settings, nodes: list[resources.Node],
@@ -41,6 +43,8 @@ class Catalog:
                 flavor_id=f.flavor_id, flavor_name=f.flavor_name or f.flavor_id, cpu=f.cpu,
                 memory_gb=f.memory_gb, gpu=f.gpu, max_num=f.max_num, arch=arch,
                 gpu_product=nodes[0].gpus[0].name if f.gpu and nodes and nodes[0].gpus else "",
+                accelerators=tuple(_accelerator(settings, nodes, name, n)
+                                   for name, n in sorted(f.accelerators.items())),
             ) for f in settings.flavors]
         else:
             flavors = resources.cluster_flavors(nodes)
@@ -52,7 +56,9 @@ class Catalog:
                    pool_of=assign_pools(settings, nodes, origin),
                    default_pool=settings.default_pool,
                    pool_ids=tuple(dict.fromkeys(
-                       [settings.default_pool, *(p.pool_id for p in settings.pools)])))
+                       [settings.default_pool, *(p.pool_id for p in settings.pools)])),
+                   visible_env={k: a.visible_env for k, a in settings.accelerators.items()
+                                if a.visible_env})
 
     def pool_nodes(self, pool_id: str) -> list[resources.Node]:
         return [n for n in self.nodes if self.pool_of.get(n.name, self.default_pool) == pool_id]
@@ -65,6 +71,9 @@ class Catalog:
                 f"spec.resource.pool_id '{pool}' does not exist; known pools: "
                 f"{', '.join(self.pool_ids)}")
         return pool
+
+    def node(self, name: str) -> resources.Node | None:
+        return next((n for n in self.nodes if n.name == name), None)
 
     def scheduling_nodes(self) -> list[scheduling.Node]:
         return [scheduling.Node(n.name, self.pool_of.get(n.name, self.default_pool), n.capacity,
@@ -87,6 +96,22 @@ class Catalog:
         known = ", ".join(e.engine_id for e in self.engines)
         asked = want.engine_id or f"{want.engine_name} {want.engine_version or ''}".strip()
         raise errors.BadEngine(f"engine '{asked}' does not exist; known engines: {known}")
+
+
+def _accelerator(settings: settings_mod.Settings, nodes: list[resources.Node], name: str,
+                 count: int) -> resources.Accelerator:
+    """A configured flavor's accelerator, described as the nodes (else the settings) do."""
+    known = next((a for n in nodes for a in n.accelerators if a.name == name), None)
+    conf = settings.accelerators.get(name)
+    return resources.Accelerator(
+        name, count, (known and known.product_name) or (conf.product_name if conf else ""),
+        (known and known.memory) or (conf.memory if conf else ""))
+
+
+def local_accelerators(settings: settings_mod.Settings) -> tuple[resources.Accelerator, ...]:
+    """This machine's accelerators, as configured (they cannot be detected here)."""
+    return tuple(resources.Accelerator(name, a.count, a.product_name, a.memory)
+                 for name, a in sorted(settings.accelerators.items()) if a.count)
 
 
 def assign_pools(settings: settings_mod.Settings, nodes: list[resources.Node],

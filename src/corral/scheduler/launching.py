@@ -10,6 +10,7 @@ import logging
 import os
 import pathlib
 import pwd
+import re
 import secrets
 import shlex
 import shutil
@@ -109,10 +110,25 @@ def base_env(environ: Mapping[str, str],
     return {k: v for k, v in environ.items() if not k.upper().startswith(hidden)}
 
 
+#: the variable that pins a process to its devices, for accelerators with a usual one
+#: (others: <NAME>_VISIBLE_DEVICES, or `visible_env` in the settings)
+VISIBLE_ENV = {"npu": "ASCEND_RT_VISIBLE_DEVICES"}
+
+
+def visible_env(name: str, configured: Mapping[str, str] | None = None) -> str:
+    """The variable naming the devices of accelerator `name` a task may use."""
+    return ((configured or {}).get(name) or VISIBLE_ENV.get(name.lower())
+            or re.sub(r"[^A-Z0-9_]", "_", name.upper()) + "_VISIBLE_DEVICES")
+
+
 def task_env(
     *, inherited: Mapping[str, str], alg: specs.Algorithm, job_id: str, task: str, rank: int,
     world: int, attempt: int, master_port: int, gpu_ids: Sequence[int],
+    devices: Mapping[str, Sequence[int]] | None = None,
 ) -> dict[str, str]:
+    """The task's environment. `devices`: variable -> device ids, for every accelerator
+    of its node (empty for those it was not given: like CUDA_VISIBLE_DEVICES, it hides
+    them)."""
     env = dict(inherited)
     env.update(alg.environments)
     env.update({
@@ -122,7 +138,18 @@ def task_env(
         "CUDA_VISIBLE_DEVICES": ",".join(str(i) for i in gpu_ids),
         "PYTHONUNBUFFERED": "1",
     })
+    env.update({var: ",".join(str(i) for i in ids) for var, ids in (devices or {}).items()})
     return env
+
+
+def devices_env(cat: catalog_mod.Catalog, node: str,
+                accel_ids: resources.DeviceIds) -> dict[str, list[int]]:
+    """Variable -> device ids for each accelerator the task's node has (or it was given)."""
+    given = dict(accel_ids)
+    found = cat.node(node)
+    names = {a.name for a in found.accelerators} if found else set()
+    return {visible_env(name, cat.visible_env): list(given.get(name, ()))
+            for name in sorted(names | set(given))}
 
 
 def task_user(settings: settings_mod.Settings) -> tuple[int, int] | None:
@@ -195,13 +222,15 @@ def launch_spec(
     env_deny: Sequence[str] = settings_mod.JOB_ENV_DENY,
     run_as: tuple[int, int] | None = None,
     demand: resources.Resources = resources.ZERO, gang: Sequence[str] = (),
+    accel_ids: resources.DeviceIds = (),
 ) -> base.LaunchSpec:
     alg = spec.algorithm
     engine = cat.engine(alg.engine)
     inherited = base_env(os.environ if environ is None else environ, env_deny)
     env = task_env(inherited=inherited, alg=alg,
                    job_id=job_id, task=task, rank=rank, world=spec.spec.resource.node_count,
-                   attempt=attempt, master_port=master_port, gpu_ids=gpu_ids)
+                   attempt=attempt, master_port=master_port, gpu_ids=gpu_ids,
+                   devices=devices_env(cat, node, accel_ids))
     env[metrics.FILE_ENV] = str(paths.metrics_path(attempt, task))
     argv = argv_for(alg, code, engine)
     shell = bool(alg.command)

@@ -6,27 +6,37 @@ Read-only views over the store and the catalog, for the API (`training-quotas`,
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import sqlalchemy as sa
 
-from corral.domain import resources
+from corral.domain import resources, scheduling
 from corral.scheduler import catalog as catalog_mod
 from corral.store import repo
 
 R = resources.Resources
 
 
-def amounts(r: resources.Resources) -> dict[str, float]:
-    """Resources as the API shows them: cores, GB of memory, GPUs."""
-    return {"cpu": round(r.cpu, 3), "memory_gb": round(r.memory_mb / 1024, 3), "gpu": r.gpu}
+def amounts(r: resources.Resources, kinds: Sequence[str] = ()) -> dict[str, Any]:
+    """Resources as the API shows them: cores, GB of memory, GPUs, and accelerators by
+    name when there are any (those in `kinds` even at 0: a pool's free NPUs, say)."""
+    out: dict[str, Any] = {"cpu": round(r.cpu, 3), "memory_gb": round(r.memory_mb / 1024, 3),
+                           "gpu": r.gpu}
+    names = sorted({*kinds, *(k for k, _ in r.accel)})
+    if names:
+        out["accelerators"] = {k: r.count(k) for k in names}
+    return out
 
 
 def quota_view(q: Any, used: resources.Resources | None = None) -> dict[str, Any]:
-    limits = {k: v for k, v in (("cpu", q.cpu), ("memory_gb", None if q.memory_mb is None
-                                                  else round(q.memory_mb / 1024, 3)),
-                                ("gpu", q.gpu)) if v is not None}
+    limits: dict[str, Any] = {
+        k: v for k, v in (("cpu", q.cpu), ("memory_gb", None if q.memory_mb is None
+                                           else round(q.memory_mb / 1024, 3)),
+                          ("gpu", q.gpu)) if v is not None}
+    accel = resources.parse_accels(q.accelerators, keep_zero=True)
+    if accel:
+        limits["accelerators"] = dict(accel)
     out = {"pool_id": q.pool_id, "limits": limits, "borrowing": bool(q.borrowing),
            "weight": q.weight}
     if used is not None:
@@ -35,12 +45,13 @@ def quota_view(q: Any, used: resources.Resources | None = None) -> dict[str, Any
 
 
 def held(conn: sa.Connection) -> dict[tuple[str, str], resources.Resources]:
-    """What each (project, pool) holds now: the slots of its active jobs."""
+    """What each (project, pool) holds now: the tasks of its active jobs."""
     out: dict[tuple[str, str], resources.Resources] = {}
-    for job, tasks in repo.active_with_tasks(conn):
-        key = (job.project_id, job.pool_id)
-        out[key] = out.get(key, resources.ZERO) + R(job.cpu, job.memory_mb,
-                                                    job.gpu).times(len(tasks))
+    for h in repo.held_totals(conn):
+        key = (h.project_id, h.pool_id)
+        accel = R(accel=resources.parse_accels(h.accelerators)).times(int(h.tasks)).accel
+        out[key] = out.get(key, resources.ZERO) + R(float(h.cpu), int(h.memory_mb),
+                                                    int(h.gpu), accel)
     return out
 
 
@@ -56,21 +67,20 @@ def pools(conn: sa.Connection, cat: catalog_mod.Catalog) -> list[dict[str, Any]]
     quotas = {(q.project_id, q.pool_id): q for q in repo.quotas(conn)}
     shares = {(u.project_id, u.pool_id): u.share for u in repo.usage(conn)}
     names = {p.id: p.name for p in repo.projects(conn)}
-    waiting: dict[str, int] = {}
-    for j in repo.pending_jobs(conn):
-        waiting[j.pool_id] = waiting.get(j.pool_id, 0) + 1
+    waiting = repo.pending_counts(conn)
     out = []
     for pool_id in cat.pool_ids:
         nodes = cat.pool_nodes(pool_id)
         capacity = sum((n.capacity for n in nodes), resources.ZERO)
+        kinds = [k for k, _ in capacity.accel]
         used = sum((r for (_p, pool), r in use.items() if pool == pool_id), resources.ZERO)
         projects = sorted({p for p, pool in (*use, *quotas) if pool == pool_id})
         out.append({
             "pool_id": pool_id,
             "nodes": [{"name": n.name, **amounts(n.capacity),
                        "gpu_type": n.gpus[0].name if n.gpus else ""} for n in nodes],
-            "capacity": amounts(capacity), "used": amounts(used),
-            "free": amounts(capacity - used), "pending_jobs": waiting.get(pool_id, 0),
+            "capacity": amounts(capacity), "used": amounts(used, kinds),
+            "free": amounts(capacity - used, kinds), "pending_jobs": waiting.get(pool_id, 0),
             "projects": [_project_row(p, names, use.get((p, pool_id), resources.ZERO),
                                       quotas.get((p, pool_id)), shares.get((p, pool_id)))
                          for p in projects],
@@ -88,21 +98,65 @@ def _project_row(project_id: str, names: Mapping[str, str], used: resources.Reso
     return row
 
 
+def fair_share_keys(conn: sa.Connection, cat: catalog_mod.Catalog,
+                    ) -> dict[tuple[str, str], float]:
+    """Each (project, pool)'s fair-share key as the scheduler's next pass will see it
+    (projects missing here have 0)."""
+    usage = {(u.project_id, u.pool_id): u.share for u in repo.usage(conn)}
+    weights = {(q.project_id, q.pool_id): q.weight for q in repo.quotas(conn)}
+    use = held(conn)
+    totals = {pool: sum((n.capacity for n in cat.pool_nodes(pool)), resources.ZERO)
+              for pool in cat.pool_ids}
+    return {key: scheduling.fair_share(
+                usage.get(key, 0.0),
+                resources.dominant_share(use.get(key, resources.ZERO),
+                                         totals.get(key[1], resources.ZERO)),
+                weights.get(key, 1.0))
+            for key in set(usage) | set(use)}
+
+
+def queue_order(conn: sa.Connection, cat: catalog_mod.Catalog) -> list[Any]:
+    """ORDER BY terms for the queue in the order the scheduler considers it."""
+    return repo.queue_order(fair_share_keys(conn, cat),
+                            repo.queue_heads(conn, [c.value for c in scheduling.HEAD_CODES]))
+
+
+def jobs_ahead(conn: sa.Connection, cat: catalog_mod.Catalog,
+               job_ids: Sequence[str]) -> dict[str, int]:
+    """How many queued jobs each of these has ahead of it in its pool, in the order the
+    scheduler considers them (priority, fair share, submission)."""
+    if not job_ids:
+        return {}
+    return repo.queue_positions(conn, job_ids, queue_order(conn, cat))
+
+
+#: how a waiting job of another project is described when its own reason may name jobs
+#: of its project (a project never sees another's job ids or names)
+PUBLIC_REASONS = {
+    scheduling.WaitCode.QUEUED.value: "queued",
+    scheduling.WaitCode.PRIORITY.value: "waiting behind higher priority",
+    scheduling.WaitCode.PREEMPTING.value:
+        "waiting for resources: preempted jobs are stopping to make room",
+}
+
+
 def queue(conn: sa.Connection, cat: catalog_mod.Catalog, project_id: str,
           pool_id: str | None = None) -> list[dict[str, Any]]:
-    """Every pending job per pool, by priority then submission, with why it waits. Jobs of
-    other projects show only their project, size and reason, not their name."""
+    """Every pending job per pool, in the order the scheduler considers them, with why it
+    waits. Jobs of other projects show only their project, size and reason, never their
+    id or name, nor those of other jobs."""
     by_pool: dict[str, list[dict[str, Any]]] = {p: [] for p in cat.pool_ids
                                                  if pool_id in (None, p)}
-    for j in repo.pending_jobs(conn, pool_id):
+    for j in repo.pending_jobs(conn, pool_id, queue_order(conn, cat)):
         own = j.project_id == project_id
+        code = j.wait_code or "queued"
+        reason = j.wait_reason or "queued"
         by_pool.setdefault(j.pool_id, []).append({
             "position": len(by_pool.get(j.pool_id, [])) + 1,
             "id": j.id if own else None, "name": j.name if own else None,
             "project_id": j.project_id, "priority": j.priority,
             "node_count": j.node_count, "flavor_id": j.flavor_id,
-            "create_time": j.create_time, "phase": j.phase,
-            "wait_code": j.wait_code or "queued",
-            "reason": j.wait_reason or "queued",
+            "create_time": j.create_time, "phase": j.phase, "wait_code": code,
+            "reason": reason if own else PUBLIC_REASONS.get(code, reason),
         })
     return [{"pool_id": p, "jobs": jobs} for p, jobs in by_pool.items()]

@@ -11,6 +11,7 @@ re-adopted, and tasks that ended meanwhile are observed as ended.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 import math
 import time
@@ -279,7 +280,8 @@ class Reconciler:
         repo.close_attempt(conn, job.id, old, now=now, end_reason=reason,
                            related_task=first.name, end_recover=J.EndRecover.PROC_RESTART)
         repo.open_attempt(conn, job.id, old + 1, now, J.StartType.RESTARTED)
-        rows = [_task_row(job.id, old + 1, t.rank, t.name, t.node, t.gpu_ids) for t in tasks]
+        rows = [_task_row(job.id, old + 1, t.rank, t.name, t.node, t.gpu_ids, t.accel_ids)
+                for t in tasks]
         repo.insert_tasks(conn, rows)
         repo.add_event(conn, job.id, now, f"Restarting after {first.name} {reason} "
                        f"(retry {retry} of {job.retry_limit})", level="Warning")
@@ -380,7 +382,10 @@ class Reconciler:
             return
         why = ("reclaiming capacity it borrowed beyond its project's quota" if v.reclaim
                else f"priority {for_job.priority} over its {job.priority}")
-        repo.add_event(conn, job.id, now, f"Preempted for job {for_job.id} ({why}): "
+        # Another project's job is described, never named: events are the victim's.
+        who = (f"job {for_job.id}" if for_job.project_id == job.project_id
+               else f"a priority-{for_job.priority} job of another project")
+        repo.add_event(conn, job.id, now, f"Preempted for {who} ({why}): "
                        f"stopping it with a grace period of {self.settings.grace_period:g} s; "
                        "it is requeued and keeps its place", level="Warning")
         self._signal(conn, [t for t in tasks if t.state in LIVE])
@@ -422,7 +427,9 @@ class Reconciler:
         keep = math.exp(-(now - last) / 1000 / self.settings.fair_share_window) if last else 1.0
         out = {}
         for key in set(usage) | set(held):
-            share = _dominant(held.get(key, resources.ZERO), totals.get(key[1]))
+            total = totals.get(key[1])
+            share = resources.dominant_share(held.get(key, resources.ZERO), total) if total \
+                else 0.0
             value = usage.get(key, 0.0) * keep + share * (1 - keep)
             if value > 1e-6 or key in held:
                 out[key] = value
@@ -448,7 +455,8 @@ class Reconciler:
         seq = repo.latest_attempt(conn, a.job_id) + 1
         repo.open_attempt(conn, a.job_id, seq, now, J.StartType.INIT_OR_RESCHEDULED)
         tasks = [_task_row(a.job_id, seq, rank, name, slot.node,
-                           ",".join(str(g) for g in slot.gpu_ids))
+                           ",".join(str(g) for g in slot.gpu_ids),
+                           resources.device_ids_json(slot.accel_ids))
                  for rank, (name, slot) in enumerate(zip(J.task_names(len(a.slots)), a.slots,
                                                          strict=True))]
         repo.insert_tasks(conn, tasks)
@@ -495,7 +503,8 @@ class Reconciler:
             gpu_ids=[int(g) for g in t.gpu_ids.split(",") if g],
             master_port=job.master_port or 29500, code=code, cwd=cwd, environ=self.environ,
             env_deny=self.settings.job_env_deny, run_as=self.run_as,
-            demand=resources.Resources(job.cpu, job.memory_mb, job.gpu), gang=gang)
+            demand=_per_task(job), gang=gang,
+            accel_ids=resources.parse_device_ids(t.accel_ids))
         try:
             handle = self.executor.launch(ls)
         except errors.CorralError as exc:
@@ -552,27 +561,36 @@ def _failure_of(t: Any) -> tuple[J.FailureClass, str]:
 
 
 def _task_row(job_id: str, attempt: int, rank: int, name: str, node: str,
-              gpu_ids: str) -> dict[str, Any]:
+              gpu_ids: str, accel_ids: str | None = None) -> dict[str, Any]:
     return {"job_id": job_id, "attempt": attempt, "name": name, "rank": rank, "node": node,
             "state": J.TaskState.LAUNCHING.value, "launch_id": launching.new_launch_id(),
-            "gpu_ids": gpu_ids}
+            "gpu_ids": gpu_ids, "accel_ids": accel_ids}
+
+
+def _per_task(j: Any) -> resources.Resources:
+    return _resources(j.cpu, j.memory_mb, j.gpu, j.accelerators)
+
+
+@functools.lru_cache(maxsize=4096)
+def _resources(cpu: float, memory_mb: int, gpu: int, accel: str | None) -> resources.Resources:
+    # A long queue is a few flavors thousands of times: one immutable object each.
+    return resources.Resources(cpu, memory_mb, gpu, resources.parse_accels(accel))
 
 
 def _queued(j: Any) -> scheduling.Queued:
     return scheduling.Queued(
-        j.id, j.project_id, j.pool_id, resources.Resources(j.cpu, j.memory_mb, j.gpu),
-        j.node_count, j.priority, j.seq, bool(j.spread), j.gpu_type,
-        was_head=j.wait_code in scheduling.HEAD_CODES)
+        j.id, j.project_id, j.pool_id, _per_task(j), j.node_count, j.priority, j.seq,
+        bool(j.spread), j.gpu_type, was_head=j.wait_code in scheduling.HEAD_CODES)
 
 
 def _running(job: Any, tasks: Sequence[Any]) -> scheduling.Running:
     """What an active job holds: its latest attempt's slots. A job keeps its slots (and
     GPUs) also between a failed attempt and its restart."""
-    slots = tuple(scheduling.TaskSlot(t.node, tuple(int(g) for g in t.gpu_ids.split(",") if g))
+    slots = tuple(scheduling.TaskSlot(t.node, tuple(int(g) for g in t.gpu_ids.split(",") if g),
+                                      resources.parse_device_ids(t.accel_ids))
                   for t in tasks)
     return scheduling.Running(
-        job.id, job.project_id, job.pool_id, resources.Resources(job.cpu, job.memory_mb,
-                                                                 job.gpu),
+        job.id, job.project_id, job.pool_id, _per_task(job),
         slots, job.priority, job.seq, bool(job.preemptible), bool(job.borrowed),
         job.start_time or 0,
         stopping=job.phase == J.Phase.TERMINATING.value or job.preempt_requested_at is not None)
@@ -580,15 +598,8 @@ def _running(job: Any, tasks: Sequence[Any]) -> scheduling.Running:
 
 def _quota(q: Any) -> scheduling.Quota:
     return scheduling.Quota(q.project_id, q.pool_id, q.cpu, q.memory_mb, q.gpu,
-                            bool(q.borrowing), q.weight)
-
-
-def _dominant(held: resources.Resources, total: resources.Resources | None) -> float:
-    if total is None:
-        return 0.0
-    return max(held.cpu / total.cpu if total.cpu else 0.0,
-               held.memory_mb / total.memory_mb if total.memory_mb else 0.0,
-               held.gpu / total.gpu if total.gpu else 0.0)
+                            bool(q.borrowing), q.weight,
+                            resources.parse_accels(q.accelerators, keep_zero=True))
 
 
 def run_forever(rec: Reconciler, wake_event: Any, stop_event: Any, interval: float) -> None:

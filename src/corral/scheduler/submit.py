@@ -92,6 +92,7 @@ def create_job(conn: sa.Connection, cat: catalog_mod.Catalog, body: specs.JobCre
         "spec": normalized.model_dump_json(exclude_none=True),
         "flavor_id": flavor.flavor_id, "node_count": node_count, "cpu": demand.cpu,
         "memory_mb": demand.memory_mb, "gpu": demand.gpu,
+        "accelerators": resources.accels_json(demand.accel),
         "retry_limit": body.metadata.retry_limit, "create_time": now, "updated_at": now,
         "pool_id": pool, "priority": sched.priority or 1,
         "preemptible": bool(sched.preemptible), "spread": sched.strategy == "spread",

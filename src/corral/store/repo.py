@@ -50,19 +50,20 @@ _Q_ACTIVE = sa.select(J).where(J.c.phase.in_(_ACTIVE)).order_by(J.c.seq)
 _Q_TASKS_OF_JOBS = (sa.select(T).where(T.c.job_id.in_(_p("ids", expanding=True)))
                     .order_by(T.c.job_id, T.c.attempt, T.c.rank))
 # The queue as the scheduler reads it: the first `limit` jobs of every (pool, priority,
-# project) stream, which is all that fair share and backfill can reach in one pass.
-_RANKED = (sa.select(J.c.id, J.c.name, J.c.phase, J.c.cpu, J.c.memory_mb, J.c.gpu,
-                     J.c.node_count, J.c.wait_reason, J.c.wait_code, J.c.deleted_at,
-                     J.c.project_id, J.c.pool_id, J.c.priority, J.c.seq, J.c.spread,
-                     J.c.gpu_type, J.c.preemptible,
-                     sa.func.row_number().over(
-                         partition_by=(J.c.pool_id, J.c.priority, J.c.project_id),
-                         order_by=J.c.seq).label("stream_rank"))
+# project) stream, which is all that fair share and backfill can reach in one pass. Only
+# ids are ranked (a long queue sorts small rows), then the chosen rows are read.
+_RANKED = (sa.select(J.c.id, sa.func.row_number().over(
+               partition_by=(J.c.pool_id, J.c.priority, J.c.project_id),
+               order_by=J.c.seq).label("stream_rank"))
            .where(J.c.phase.in_([jobs_mod.Phase.CREATING.value, jobs_mod.Phase.PENDING.value]),
                   J.c.staging.is_(None))  # jobs still fetching inputs wait outside the queue
            .subquery())
-_Q_QUEUED = (sa.select(_RANKED).where(_RANKED.c.stream_rank <= _p("limit"))
-             .order_by(_RANKED.c.seq))
+_Q_QUEUED = (sa.select(J.c.id, J.c.name, J.c.phase, J.c.cpu, J.c.memory_mb, J.c.gpu,
+                       J.c.node_count, J.c.wait_reason, J.c.wait_code, J.c.deleted_at,
+                       J.c.project_id, J.c.pool_id, J.c.priority, J.c.seq, J.c.spread,
+                       J.c.gpu_type, J.c.preemptible, J.c.accelerators, _RANKED.c.stream_rank)
+             .join(_RANKED, _RANKED.c.id == J.c.id)
+             .where(_RANKED.c.stream_rank <= _p("limit")).order_by(J.c.seq))
 _Q_DELETED = sa.select(J.c.id, J.c.phase).where(J.c.deleted_at.is_not(None))
 _I_ATTEMPT = A.insert()
 _U_ATTEMPT_OPEN = A.update().where(A.c.job_id == _p("job"), A.c.seq == _p("seq"),
@@ -212,18 +213,83 @@ def active_with_tasks(conn: sa.Connection) -> list[tuple[sa.Row[Any], list[sa.Ro
     return out
 
 
-def queue_positions(conn: sa.Connection, job_ids: Sequence[str]) -> dict[str, int]:
-    """How many pending jobs are ahead of each of these in its pool, by priority then
-    submission (one query for a whole page). Fair share may reorder projects inside a
-    priority; this is the order without it."""
+#: the queue `decide` reads: new and admitted jobs, less those still fetching their inputs
+_IN_QUEUE = sa.and_(J.c.phase.in_([jobs_mod.Phase.CREATING.value, jobs_mod.Phase.PENDING.value]),
+                    J.c.staging.is_(None))
+
+
+def queue_order(keys: Mapping[tuple[str, str], float], heads: Sequence[str]) -> list[Any]:
+    """ORDER BY terms for the queue in the order the scheduler considers it (see
+    domain.scheduling.queue_order): priority, each priority's last head, the projects'
+    fair-share `keys` per (project, pool) (0 for one without any), submission."""
+    key: Any = sa.literal(0.0, sa.Float)
+    if keys:
+        key = sa.case(*[(sa.and_(J.c.project_id == project, J.c.pool_id == pool),
+                         sa.literal(value, sa.Float))
+                        for (project, pool), value in sorted(keys.items())], else_=key)
+    first = sa.case((J.c.id.in_(list(heads)), 0), else_=1) if heads else sa.literal(1)
+    return [J.c.priority.desc(), first, key, J.c.seq]
+
+
+def queue_heads(conn: sa.Connection, head_codes: Iterable[str]) -> list[str]:
+    """The last head of each pool and priority: its oldest queued job waiting with one of
+    `head_codes` (it keeps its place against fair share)."""
+    oldest = (sa.select(J.c.pool_id, J.c.priority, sa.func.min(J.c.seq).label("seq"))
+              .where(_IN_QUEUE, J.c.wait_code.in_(list(head_codes)))
+              .group_by(J.c.pool_id, J.c.priority).subquery())
+    q = sa.select(J.c.id).join(oldest, sa.and_(J.c.pool_id == oldest.c.pool_id,
+                                               J.c.priority == oldest.c.priority,
+                                               J.c.seq == oldest.c.seq))
+    return [r.id for r in conn.execute(q)]
+
+
+def queue_positions(conn: sa.Connection, job_ids: Sequence[str],
+                    order: Sequence[Any]) -> dict[str, int]:
+    """How many queued jobs are ahead of each of these in its pool, in `order`
+    (`queue_order`). A few jobs are counted one by one (no sort of the whole queue); a
+    page of them is ranked in one query."""
     if not job_ids:
         return {}
+    if len(job_ids) <= 4:
+        return {job_id: n for job_id in job_ids
+                if (n := _jobs_before(conn, job_id, order)) is not None}
     ranked = (sa.select(J.c.id, (sa.func.row_number().over(
-                  partition_by=J.c.pool_id, order_by=(J.c.priority.desc(), J.c.seq)) - 1)
-                        .label("ahead"))
-              .where(J.c.phase == jobs_mod.Phase.PENDING.value).subquery())
+                  partition_by=J.c.pool_id, order_by=list(order)) - 1).label("ahead"))
+              .where(_IN_QUEUE).subquery())
     q = sa.select(ranked.c.id, ranked.c.ahead).where(ranked.c.id.in_(list(job_ids)))
     return {r.id: int(r.ahead) for r in conn.execute(q)}
+
+
+def _jobs_before(conn: sa.Connection, job_id: str, order: Sequence[Any]) -> int | None:
+    """Queued jobs of its pool that come before `job_id` in `order` (None if it is not
+    queued): lexicographic on the order's terms, each compared with the job's own."""
+    desc = [getattr(t, "modifier", None) is sa.sql.operators.desc_op for t in order]
+    terms = [t.element if down else t for t, down in zip(order, desc, strict=True)]
+    mine = conn.execute(sa.select(J.c.pool_id, *[t.label(f"t{i}") for i, t in enumerate(terms)])
+                        .where(J.c.id == job_id, _IN_QUEUE)).first()
+    if mine is None:
+        return None
+    before: Any = sa.false()
+    for t, down, value in reversed(list(zip(terms, desc, mine[1:], strict=True))):
+        ahead = t > value if down else t < value
+        before = sa.or_(ahead, sa.and_(t == value, before))
+    q = (sa.select(sa.func.count()).select_from(J)
+         .where(_IN_QUEUE, J.c.pool_id == mine.pool_id, before))
+    return int(conn.execute(q).scalar_one())
+
+
+def held_totals(conn: sa.Connection) -> list[sa.Row[Any]]:
+    """What the jobs holding resources hold, per project, pool and accelerators per task:
+    cpu, memory_mb and gpu summed over their tasks, and the tasks (a job holding resources
+    has node_count tasks)."""
+    n = J.c.node_count
+    return list(conn.execute(
+        sa.select(J.c.project_id, J.c.pool_id, J.c.accelerators,
+                  sa.func.sum(J.c.cpu * n).label("cpu"),
+                  sa.func.sum(J.c.memory_mb * n).label("memory_mb"),
+                  sa.func.sum(J.c.gpu * n).label("gpu"), sa.func.sum(n).label("tasks"))
+        .where(J.c.phase.in_(_ACTIVE))
+        .group_by(J.c.project_id, J.c.pool_id, J.c.accelerators)))
 
 
 def queued(conn: sa.Connection, limit: int) -> list[sa.Row[Any]]:
@@ -232,13 +298,27 @@ def queued(conn: sa.Connection, limit: int) -> list[sa.Row[Any]]:
     return list(conn.execute(_Q_QUEUED, {"k_limit": limit}))
 
 
-def pending_jobs(conn: sa.Connection, pool_id: str | None = None) -> list[sa.Row[Any]]:
-    """Every job waiting to start, highest priority first, then in submission order."""
-    q = sa.select(J).where(J.c.phase.in_([jobs_mod.Phase.CREATING.value,
-                                          jobs_mod.Phase.PENDING.value]))
+def pending_jobs(conn: sa.Connection, pool_id: str | None = None,
+                 order: Sequence[Any] = ()) -> list[sa.Row[Any]]:
+    """Every job waiting to start, by pool, without its spec: in `order` (`queue_order`;
+    else highest priority first, then in submission order), jobs still fetching inputs
+    last."""
+    q = (sa.select(J.c.id, J.c.name, J.c.project_id, J.c.pool_id, J.c.priority,
+                   J.c.node_count, J.c.flavor_id, J.c.create_time, J.c.phase, J.c.wait_code,
+                   J.c.wait_reason)
+         .where(J.c.phase.in_([jobs_mod.Phase.CREATING.value, jobs_mod.Phase.PENDING.value])))
     if pool_id is not None:
         q = q.where(J.c.pool_id == pool_id)
-    return list(conn.execute(q.order_by(J.c.pool_id, J.c.priority.desc(), J.c.seq)))
+    terms = list(order) or [J.c.priority.desc(), J.c.seq]
+    staging = sa.case((J.c.staging.is_(None), 0), else_=1)
+    return list(conn.execute(q.order_by(J.c.pool_id, staging, *terms)))
+
+
+def pending_counts(conn: sa.Connection) -> dict[str, int]:
+    """How many jobs wait to start in each pool."""
+    q = (sa.select(J.c.pool_id, sa.func.count()).where(J.c.phase.in_([
+        jobs_mod.Phase.CREATING.value, jobs_mod.Phase.PENDING.value])).group_by(J.c.pool_id))
+    return {pool: int(n) for pool, n in conn.execute(q)}
 
 
 # --- quotas and usage ---------------------------------------------------------------------

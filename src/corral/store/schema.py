@@ -80,6 +80,9 @@ jobs = sa.Table(
     #: when the storage component finished with an ended job (final metrics, last upload,
     #: model registered); NULL for an ended job means that is still to be done
     sa.Column("finalized_at", sa.BigInteger),
+    # --- accelerators (revision 0005) ---
+    #: JSON: accelerators other than GPUs per task by name ({"npu": 2}); NULL for none
+    sa.Column("accelerators", sa.Text),
 )
 sa.Index("ix_jobs_phase_seq", jobs.c.phase, jobs.c.seq)
 sa.Index("ix_jobs_project_created", jobs.c.project_id, jobs.c.create_time)
@@ -116,6 +119,8 @@ tasks = sa.Table(
     sa.Column("state", sa.String(24), nullable=False),
     sa.Column("launch_id", sa.String(32), nullable=False),
     sa.Column("gpu_ids", sa.String(256), nullable=False, default=""),
+    #: JSON: device ids per accelerator it was given ({"npu": [0, 1]}); NULL for none
+    sa.Column("accel_ids", sa.Text),
     sa.Column("handle", sa.Text),
     sa.Column("exit_code", sa.Integer),
     sa.Column("message", sa.Text),
@@ -221,6 +226,8 @@ quotas = sa.Table(
     sa.Column("borrowing", sa.Boolean, nullable=False, server_default=sa.false()),
     sa.Column("weight", sa.Float, nullable=False, server_default="1"),
     sa.Column("updated_at", sa.BigInteger, nullable=False),
+    #: JSON: limits per accelerator by name ({"npu": 8}; revision 0005); NULL for none
+    sa.Column("accelerators", sa.Text),
 )
 
 #: per project and pool: its recent mean dominant share (an exponential moving average),
