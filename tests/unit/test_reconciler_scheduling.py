@@ -182,10 +182,29 @@ def test_priority_orders_the_queue_and_the_others_say_why(world: World) -> None:
     assert world.job(high).wait_code == "no_capacity"
     assert world.job(low).wait_code == "behind_priority"
     assert world.job(low).wait_reason.startswith(
-        f"waiting behind higher priority: job {high} (priority 2)")
+        "waiting behind higher priority: a job of priority 2")
     world.fake.exit(blocker)
     world.tick()
     assert world.phase(high)[0] == "Running" and world.phase(low)[0] == "Pending"
+
+
+def test_a_queued_jobs_reason_stays_put_while_the_jobs_ahead_start(world: World) -> None:
+    # A reason that named the job next to start changed with every start: every waiting
+    # job's row was rewritten each time, so a long queue cost writes for each one ahead.
+    blocker = world.submit(spec=policy(1, flavor_id="corral.cpu.full"))
+    world.tick()
+    queued = [world.submit(spec=policy(1, flavor_id="corral.cpu.full")) for _ in range(5)]
+    world.tick(2)
+    last = world.job(queued[-1])
+    assert last.wait_code == "queued"
+    assert last.wait_reason == "queued: behind the job next to start in pool default"
+    for ahead in [blocker, *queued[:2]]:
+        world.fake.exit(ahead)
+        world.tick(2)
+    assert world.phase(queued[2])[0] == "Running"
+    now = world.job(queued[-1])
+    assert (now.wait_reason, now.updated_at) == (last.wait_reason, last.updated_at)
+    assert sum(e.startswith("queued") for e in world.events(queued[-1])) == 1
 
 
 def test_a_reason_is_an_event_when_its_kind_changes(world: World) -> None:

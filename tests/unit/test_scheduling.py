@@ -64,7 +64,7 @@ def test_higher_priority_goes_first_and_the_rest_say_so() -> None:
     w = waits(d)
     assert w["j3"].code is W.NO_CAPACITY and w["j3"].ahead == 0
     assert w["j1"].code is W.PRIORITY and w["j1"].ahead == 1
-    assert "waiting behind higher priority: job j3 (priority 2)" in w["j1"].message
+    assert "waiting behind higher priority: a job of priority 2" in w["j1"].message
 
 
 def test_backfill_uses_gaps_but_never_the_heads_reservation() -> None:

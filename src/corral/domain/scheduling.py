@@ -357,12 +357,15 @@ class _Pass:
             self._one(q)
 
     def _behind(self, code: WaitCode) -> str:
+        # Not the head's id: the head changes with every start, and a reason that named it
+        # would have every waiting job's row rewritten each time (its place in the queue is
+        # shown from the live order instead; the head is the first in the pool's queue).
         h = self.head
         assert h is not None
         msg = self.behind_msg[code] = (
-            f"waiting behind higher priority: job {h.job_id} (priority {h.priority}) "
-            f"is next to start in pool {self.pool.name}" if code is WaitCode.PRIORITY
-            else f"queued: behind job {h.job_id}, next to start in pool {self.pool.name}")
+            f"waiting behind higher priority: a job of priority {h.priority} is next to "
+            f"start in pool {self.pool.name}" if code is WaitCode.PRIORITY
+            else f"queued: behind the job next to start in pool {self.pool.name}")
         return msg
 
     def _order(self, levels: dict[int, dict[str, list[Queued]]]) -> Iterable[Queued]:
