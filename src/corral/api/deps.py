@@ -34,6 +34,7 @@ class Context:
     clock: Callable[[], float] = time.time
     #: credentials verified in the last few seconds (api/authcache.py)
     auth_cache: authcache.CredentialCache = dataclasses.field(init=False)
+    _policies: dict[str, paths.Policy] = dataclasses.field(default_factory=dict, init=False)
 
     def __post_init__(self) -> None:
         self.auth_cache = authcache.CredentialCache(self.settings.auth_cache_seconds)
@@ -58,10 +59,18 @@ class Context:
                              model_channel=self.settings.model_channel)
 
     def path_policy(self, conn: sa.Connection, project_id: str) -> paths.Policy:
-        """Where the project's jobs may read and write on local disk (storage/paths.py)."""
-        return paths.policy_for(self.settings, project_id=project_id,
-                                project_name=identity.find_project(conn, project_id).name,
-                                is_default=project_id == self.default_project_id)
+        """Where the project's jobs may read and write on local disk (storage/paths.py).
+
+        Kept per project: it depends only on the settings and the project's name, and a
+        project is never renamed or removed (building it resolves every root on disk).
+        """
+        policy = self._policies.get(project_id)
+        if policy is None:
+            policy = self._policies[project_id] = paths.policy_for(
+                self.settings, project_id=project_id,
+                project_name=identity.find_project(conn, project_id).name,
+                is_default=project_id == self.default_project_id)
+        return policy
 
 
 async def get_context(request: Request) -> Context:
