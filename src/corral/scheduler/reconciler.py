@@ -56,6 +56,8 @@ class _Pass:
     ended: list[tuple[Any, base.Status]] = dataclasses.field(default_factory=list)
     exports: list[tuple[Any, int]] = dataclasses.field(default_factory=list)
     purged: list[str] = dataclasses.field(default_factory=list)
+    #: the pass's events, written in one statement before its transaction commits
+    events: repo.Events = dataclasses.field(default_factory=repo.Events)
 
 
 @dataclasses.dataclass
@@ -72,6 +74,9 @@ class Reconciler:
     on_catalog: Callable[[catalog_mod.Catalog], None] | None = None
     _known: set[str] = dataclasses.field(default_factory=set)
     _specs: dict[str, specs.JobCreate] = dataclasses.field(default_factory=dict)
+    #: the queue as the scheduler saw it last pass, by job id: (its row, what decide takes)
+    _seen: dict[str, tuple[tuple[Any, ...], scheduling.Queued]] = dataclasses.field(
+        default_factory=dict)
 
     def now(self) -> int:
         return round(self.clock() * 1000)
@@ -98,6 +103,7 @@ class Reconciler:
             queue = repo.queued(conn, limit=QUEUE_WINDOW)
             self._refresh_nodes()
             more = self._place(conn, p, queue, holding)
+            p.events.write(conn)  # before purging: a purged job's events go with it
             self._purge(conn, p)
         self._after(p)
         return more
@@ -140,7 +146,7 @@ class Reconciler:
                 if self._renew_launch(conn, row, now):
                     p.relaunch.add((row.job_id, row.attempt))
             elif status.state is not base.State.RUNNING or row.state != J.TaskState.RUNNING:
-                self._record(conn, row, status, now)
+                self._record(conn, p.events, row, status, now)
                 if status.handle and status.state is not base.State.RUNNING:
                     p.ended.append((row, status))
 
@@ -173,7 +179,8 @@ class Reconciler:
         return repo.update_task(conn, row.job_id, row.attempt, row.name, expect=LIVE,
                                 launch_id=launching.new_launch_id())
 
-    def _record(self, conn: sa.Connection, row: Any, status: base.Status, now: int) -> None:
+    def _record(self, conn: sa.Connection, events: repo.Events, row: Any, status: base.Status,
+                now: int) -> None:
         handle = status.handle.dumps() if status.handle else row.handle
         if status.state is base.State.RUNNING:
             if status.handle:
@@ -185,20 +192,20 @@ class Reconciler:
             repo.update_task(conn, row.job_id, row.attempt, row.name, expect=LIVE,
                              state=J.TaskState.EXITED.value, exit_code=code,
                              handle=handle, ended_at=now)
-            repo.add_event(conn, row.job_id, now, f"Task {row.name} exited with code {code}",
-                           level="Info" if code == 0 else "Warning", source="Task")
+            events.add(row.job_id, now, f"Task {row.name} exited with code {code}",
+                       level="Info" if code == 0 else "Warning", source="Task")
         elif status.state is base.State.NODE_LOST:
             repo.update_task(conn, row.job_id, row.attempt, row.name, expect=LIVE,
                              state=J.TaskState.NODE_LOST.value, message=status.message,
                              handle=handle, ended_at=now)
-            repo.add_event(conn, row.job_id, now, f"Task {row.name} lost with its node "
-                           f"{row.node}: {status.message}", level="Warning", source="Task")
+            events.add(row.job_id, now, f"Task {row.name} lost with its node "
+                       f"{row.node}: {status.message}", level="Warning", source="Task")
         else:
             repo.update_task(conn, row.job_id, row.attempt, row.name, expect=LIVE,
                              state=J.TaskState.LOST.value, message=status.message,
                              handle=handle, ended_at=now)
-            repo.add_event(conn, row.job_id, now, f"Task {row.name} lost: {status.message}",
-                           level="Error", source="Task")
+            events.add(row.job_id, now, f"Task {row.name} lost: {status.message}",
+                       level="Error", source="Task")
 
     # --- settle: decide what each active job's tasks add up to ----------------------------
 
@@ -209,7 +216,7 @@ class Reconciler:
             if live:
                 self._signal(conn, live)
                 return True
-            return not self._finish(conn, p, job, J.Phase.TERMINATED,
+            return not self._finish(conn, p, job, tasks, J.Phase.TERMINATED,
                                     J.SecondaryPhase.TERMINATED,
                                     end_reason="terminated by user", message="Job terminated",
                                     failure=(J.FailureClass.TERMINATED, "stopped on request"))
@@ -233,7 +240,8 @@ class Reconciler:
                                      related_task=lost[0].name)
         if failed:
             return self._attempt_failed(conn, p, job, tasks, failed)
-        return not self._finish(conn, p, job, J.Phase.COMPLETED, J.SecondaryPhase.COMPLETED,
+        return not self._finish(conn, p, job, tasks, J.Phase.COMPLETED,
+                                J.SecondaryPhase.COMPLETED,
                                 end_reason="job completed", message="Job completed")
 
     def _signal(self, conn: sa.Connection, live: Sequence[Any]) -> None:
@@ -263,7 +271,7 @@ class Reconciler:
             J.FailureClass.LOST: (J.Phase.ABNORMAL, J.SecondaryPhase.LOST),
             J.FailureClass.LAUNCH_ERROR: (J.Phase.FAILED, J.SecondaryPhase.CREATE_FAILED),
         }.get(fclass, (J.Phase.FAILED, J.SecondaryPhase.FAILED))
-        return not self._finish(conn, p, job, phase, secondary, end_reason=reason,
+        return not self._finish(conn, p, job, tasks, phase, secondary, end_reason=reason,
                                 related=first.name, level="Error",
                                 message=f"Job failed: {first.name} {reason}",
                                 failure=(fclass, f"{first.name}: {reason}"))
@@ -280,8 +288,8 @@ class Reconciler:
         repo.open_attempt(conn, job.id, old + 1, now, J.StartType.RESTARTED)
         rows = [_task_row(job.id, old + 1, t.rank, t.name, t.node, t.gpu_ids) for t in tasks]
         repo.insert_tasks(conn, rows)
-        repo.add_event(conn, job.id, now, f"Restarting after {first.name} {reason} "
-                       f"(retry {retry} of {job.retry_limit})", level="Warning")
+        p.events.add(job.id, now, f"Restarting after {first.name} {reason} "
+                     f"(retry {retry} of {job.retry_limit})", level="Warning")
         p.exports.append((job, old))
         p.launches.append((job, old + 1, [types.SimpleNamespace(**r) for r in rows]))
 
@@ -296,7 +304,7 @@ class Reconciler:
         attempt = repo.latest_attempt(conn, job.id)
         if not repo.transition(conn, job.id, J.Phase.PENDING, J.SecondaryPhase.QUEUING,
                                now=now, message=f"Job requeued: {end_reason}",
-                               level="Warning",
+                               level="Warning", events=p.events,
                                fields={"preempt_requested_at": None, "borrowed": False,
                                        "wait_reason": None, "wait_code": None,
                                        "master_port": None}):
@@ -308,9 +316,9 @@ class Reconciler:
             p.exports.append((job, attempt))
         return True
 
-    def _finish(self, conn: sa.Connection, p: _Pass, job: Any, phase: J.Phase,
-                secondary: J.SecondaryPhase, *, end_reason: str, message: str,
-                related: str | None = None, level: str = "Info",
+    def _finish(self, conn: sa.Connection, p: _Pass, job: Any, tasks: Sequence[Any],
+                phase: J.Phase, secondary: J.SecondaryPhase, *, end_reason: str,
+                message: str, related: str | None = None, level: str = "Info",
                 failure: tuple[J.FailureClass, str] | None = None) -> bool:
         """Move the job to its end phase and close its running record; False if it had
         already moved on (a terminate racing the end, say)."""
@@ -319,9 +327,10 @@ class Reconciler:
                                   "preempt_requested_at": None}
         if failure:
             fields.update(failure_class=failure[0].value, failure_message=failure[1])
-        attempt = repo.latest_attempt(conn, job.id)
+        # The tasks are those of the latest attempt (an attempt opens with its tasks).
+        attempt = tasks[0].attempt if tasks else repo.latest_attempt(conn, job.id)
         if not repo.transition(conn, job.id, phase, secondary, now=now, message=message,
-                               level=level, fields=fields):
+                               level=level, fields=fields, events=p.events):
             return False
         if attempt:
             repo.close_attempt(conn, job.id, attempt, now=now, end_reason=end_reason,
@@ -348,29 +357,60 @@ class Reconciler:
         """Start what fits, preempt what must make room, say why the rest waits; True if a
         queue window was used up (look again at once)."""
         now = self.now()
-        for j in queue:  # admission: Creating -> Pending
-            if j.phase == J.Phase.CREATING.value:
-                repo.transition(conn, j.id, J.Phase.PENDING, J.SecondaryPhase.QUEUING,
-                                now=now, message="Job queued")
         running = [_running(job, tasks) for job, tasks in holding]
         nodes = self.catalog.scheduling_nodes()
         usage = self._usage(conn, running, nodes, now)
         if not queue:
             return False
-        d = scheduling.decide([_queued(j) for j in queue], nodes, running,
+        d = scheduling.decide(self._queued(queue), nodes, running,
                               [_quota(q) for q in repo.quotas(conn)], usage)
         by_id = {j.id: j for j in queue}
+        admitted = self._admit(conn, p, queue, d.waits, now)
         for a in d.starts:
-            started = self._record_start(conn, a, now)
+            started = self._record_start(conn, p, a, now)
             if started:
                 p.launches.append(started)
         live = {job.id: (job, tasks) for job, tasks in holding}
         for v in d.preempts:
-            self._preempt(conn, live[v.job_id], v, by_id[v.for_job], now)
-        self._note_waiting(conn, d.waits, by_id, now)
+            self._preempt(conn, p, live[v.job_id], v, by_id[v.for_job], now)
+        self._note_waiting(conn, p, d.waits, by_id, now, admitted)
         return any(j.stream_rank == QUEUE_WINDOW for j in queue) and bool(d.starts)
 
-    def _preempt(self, conn: sa.Connection, victim: tuple[Any, Sequence[Any]],
+    def _admit(self, conn: sa.Connection, p: _Pass, queue: Sequence[Any],
+               waits: Sequence[scheduling.Wait], now: int) -> set[str]:
+        """Creating -> Pending for every new job; one that waits gets its reason in the same
+        write. Returns the jobs whose reason was written here."""
+        new = [j for j in queue if j.phase == J.Phase.CREATING.value]
+        if not new:
+            return set()
+        reasons = {w.job_id: w for w in waits}
+        admitted = set()
+        for j in new:
+            w = reasons.get(j.id)
+            fields = None if w is None else {"wait_reason": w.message,
+                                             "wait_code": w.code.value}
+            if repo.transition(conn, j.id, J.Phase.PENDING, J.SecondaryPhase.QUEUING,
+                               now=now, message="Job queued", fields=fields,
+                               events=p.events) and w is not None:
+                admitted.add(j.id)
+                if j.wait_code != w.code:
+                    p.events.add(j.id, now, w.message, level=_wait_level(w))
+        return admitted
+
+    def _queued(self, queue: Sequence[Any]) -> list[scheduling.Queued]:
+        """The queue as decide takes it. Most of a long queue is the same rows pass after
+        pass: what was built from a row is used again while the row is unchanged."""
+        seen, self._seen = self._seen, {}
+        out = []
+        for j in queue:
+            row = j[:-1]  # all but stream_rank, which moves as the jobs ahead start
+            known = seen.get(j.id)
+            q = known[1] if known is not None and known[0] == row else _queued(j)
+            self._seen[j.id] = (row, q)
+            out.append(q)
+        return out
+
+    def _preempt(self, conn: sa.Connection, p: _Pass, victim: tuple[Any, Sequence[Any]],
                  v: scheduling.Preempt, for_job: Any, now: int) -> None:
         """Stop a victim (SIGTERM now, SIGKILL after the grace period); it is requeued once
         its processes have gone."""
@@ -379,28 +419,28 @@ class Reconciler:
             return
         why = ("reclaiming capacity it borrowed beyond its project's quota" if v.reclaim
                else f"priority {for_job.priority} over its {job.priority}")
-        repo.add_event(conn, job.id, now, f"Preempted for job {for_job.id} ({why}): "
-                       f"stopping it with a grace period of {self.settings.grace_period:g} s; "
-                       "it is requeued and keeps its place", level="Warning")
+        p.events.add(job.id, now, f"Preempted for job {for_job.id} ({why}): "
+                     f"stopping it with a grace period of {self.settings.grace_period:g} s; "
+                     "it is requeued and keeps its place", level="Warning")
         self._signal(conn, [t for t in tasks if t.state in LIVE])
 
-    def _note_waiting(self, conn: sa.Connection, waits: Sequence[scheduling.Wait],
-                      by_id: Mapping[str, Any], now: int) -> None:
+    def _note_waiting(self, conn: sa.Connection, p: _Pass, waits: Sequence[scheduling.Wait],
+                      by_id: Mapping[str, Any], now: int, admitted: set[str]) -> None:
         """Record why each job waits; an event whenever the kind of reason changes."""
         writes = 0
         for w in waits:
             row = by_id[w.job_id]
-            if row.wait_reason == w.message and row.wait_code == w.code.value:
+            if row.wait_code == w.code and row.wait_reason == w.message:  # (a StrEnum)
+                continue
+            if w.job_id in admitted:
                 continue
             writes += 1
             if writes > REASON_WRITES:
                 return
             repo.update_job(conn, w.job_id, now=now, wait_reason=w.message,
                             wait_code=w.code.value)
-            if row.wait_code != w.code.value:
-                repo.add_event(conn, w.job_id, now, w.message,
-                               level="Info" if w.code is scheduling.WaitCode.QUEUED
-                               else "Warning")
+            if row.wait_code != w.code:
+                p.events.add(w.job_id, now, w.message, level=_wait_level(w))
 
     def _usage(self, conn: sa.Connection, running: Sequence[scheduling.Running],
                nodes: Sequence[scheduling.Node], now: int) -> dict[tuple[str, str], float]:
@@ -429,7 +469,7 @@ class Reconciler:
                                 "updated_at": now} for k, v in out.items()])
         return out
 
-    def _record_start(self, conn: sa.Connection, a: scheduling.Start,
+    def _record_start(self, conn: sa.Connection, p: _Pass, a: scheduling.Start,
                       now: int) -> tuple[Any, int, list[Any]] | None:
         nodes = ", ".join(sorted({s.node for s in a.slots}))
         port = launching.free_port()
@@ -442,9 +482,11 @@ class Reconciler:
                 message=f"Job started: {len(a.slots)} task(s) on {nodes}{notes}",
                 fields={"start_time": job.start_time or now, "wait_reason": None,
                         "wait_code": None, "master_port": port, "borrowed": a.borrowed,
-                        "preempt_requested_at": None}):
+                        "preempt_requested_at": None}, events=p.events):
             return None
-        seq = repo.latest_attempt(conn, a.job_id) + 1
+        # A job that never started has no running record yet (start_time is set with its
+        # first and kept through requeues).
+        seq = 1 if job.start_time is None else repo.latest_attempt(conn, a.job_id) + 1
         repo.open_attempt(conn, a.job_id, seq, now, J.StartType.INIT_OR_RESCHEDULED)
         tasks = [_task_row(a.job_id, seq, rank, name, slot.node,
                            ",".join(str(g) for g in slot.gpu_ids))
@@ -533,6 +575,10 @@ class Reconciler:
 def _ended_badly(row: Any, status: base.Status) -> bool:
     return (status.state is not base.State.EXITED or status.exit_code != 0
             or row.job_phase != J.Phase.RUNNING.value)
+
+
+def _wait_level(w: scheduling.Wait) -> str:
+    return "Info" if w.code is scheduling.WaitCode.QUEUED else "Warning"
 
 
 def _failed(t: Any) -> bool:

@@ -27,6 +27,7 @@ M = schema.task_metrics
 DEFAULT_PROJECT_KEY = "default_project_id"
 _ACTIVE = [p.value for p in jobs_mod.ACTIVE]
 _LIVE = [jobs_mod.TaskState.LAUNCHING.value, jobs_mod.TaskState.RUNNING.value]
+_FROM = {p: sorted(f.value for f in jobs_mod.allowed_from(p)) for p in jobs_mod.Phase}
 
 
 def _p(name: str, **kw: Any) -> sa.BindParameter[Any]:
@@ -51,10 +52,11 @@ _Q_TASKS_OF_JOBS = (sa.select(T).where(T.c.job_id.in_(_p("ids", expanding=True))
                     .order_by(T.c.job_id, T.c.attempt, T.c.rank))
 # The queue as the scheduler reads it: the first `limit` jobs of every (pool, priority,
 # project) stream, which is all that fair share and backfill can reach in one pass.
-_RANKED = (sa.select(J.c.id, J.c.name, J.c.phase, J.c.cpu, J.c.memory_mb, J.c.gpu,
-                     J.c.node_count, J.c.wait_reason, J.c.wait_code, J.c.deleted_at,
-                     J.c.project_id, J.c.pool_id, J.c.priority, J.c.seq, J.c.spread,
-                     J.c.gpu_type, J.c.preemptible,
+# Only what placement needs: a long queue is read on every pass, and each column of each
+# row costs a Python object. `stream_rank` comes last: all before it describe the job.
+_RANKED = (sa.select(J.c.id, J.c.phase, J.c.cpu, J.c.memory_mb, J.c.gpu, J.c.node_count,
+                     J.c.wait_reason, J.c.wait_code, J.c.project_id, J.c.pool_id,
+                     J.c.priority, J.c.seq, J.c.spread, J.c.gpu_type,
                      sa.func.row_number().over(
                          partition_by=(J.c.pool_id, J.c.priority, J.c.project_id),
                          order_by=J.c.seq).label("stream_rank"))
@@ -150,19 +152,23 @@ def job_spec(row: sa.Row[Any]) -> specs.JobCreate:
 def transition(
     conn: sa.Connection, job_id: str, to: jobs_mod.Phase, secondary: jobs_mod.SecondaryPhase,
     *, now: int, message: str, level: str = "Info", fields: Mapping[str, Any] | None = None,
+    events: Events | None = None,
 ) -> bool:
     """Move a job to `to` if the transition table allows it from its current phase.
 
-    Returns False (and writes nothing) when the job is in no such phase any more.
+    Returns False (and writes nothing) when the job is in no such phase any more. Its event
+    goes to `events` when given (written with the others before the transaction commits).
     """
-    allowed = [p.value for p in jobs_mod.allowed_from(to)]
     values = {"phase": to.value, "secondary_phase": secondary.value, "updated_at": now}
     if fields:
         values.update(fields)
-    res = conn.execute(_U_JOB_GUARDED, {**values, "k_id": job_id, "k_from": allowed})
+    res = conn.execute(_U_JOB_GUARDED, {**values, "k_id": job_id, "k_from": _FROM[to]})
     if res.rowcount != 1:
         return False
-    add_event(conn, job_id, now, message, level=level)
+    if events is None:
+        add_event(conn, job_id, now, message, level=level)
+    else:
+        events.add(job_id, now, message, level=level)
     return True
 
 
@@ -326,6 +332,27 @@ def add_event(conn: sa.Connection, job_id: str, now: int, message: str, *,
               level: str = "Info", source: str = "Job") -> None:
     conn.execute(_I_EVENT, {"job_id": job_id, "time": now, "level": level, "source": source,
                             "message": message})
+
+
+class Events:
+    """Events written together, in the order they were added, by one statement.
+
+    For a transaction that writes many (a reconciler pass): `write` them before it commits,
+    so that they are part of it like any other row.
+    """
+
+    def __init__(self) -> None:
+        self.rows: list[dict[str, Any]] = []
+
+    def add(self, job_id: str, now: int, message: str, *, level: str = "Info",
+            source: str = "Job") -> None:
+        self.rows.append({"job_id": job_id, "time": now, "level": level, "source": source,
+                          "message": message})
+
+    def write(self, conn: sa.Connection) -> None:
+        if self.rows:
+            conn.execute(_I_EVENT, self.rows)
+            self.rows = []
 
 
 def list_events(conn: sa.Connection, job_id: str, *, offset: int, limit: int, order: str,
