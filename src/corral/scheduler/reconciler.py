@@ -374,7 +374,11 @@ class Reconciler:
         for v in d.preempts:
             self._preempt(conn, p, live[v.job_id], v, by_id[v.for_job], now)
         self._note_waiting(conn, p, d.waits, by_id, now, admitted)
-        return any(j.stream_rank == QUEUE_WINDOW for j in queue) and bool(d.starts)
+        # Jobs past a stream's window were not looked at: look again at once when this
+        # pass started even the last job of a full window (it still had room at its end);
+        # otherwise they wait for the next pass like the rest of the window.
+        started = {a.job_id for a in d.starts}
+        return any(j.stream_rank == QUEUE_WINDOW and j.id in started for j in queue)
 
     def _admit(self, conn: sa.Connection, p: _Pass, queue: Sequence[Any],
                waits: Sequence[scheduling.Wait], now: int) -> set[str]:
