@@ -377,8 +377,8 @@ class Reconciler:
         # Jobs past a stream's window were not looked at: look again at once when this
         # pass started even the last job of a full window (it still had room at its end);
         # otherwise they wait for the next pass like the rest of the window.
-        started = {a.job_id for a in d.starts}
-        return any(j.stream_rank == QUEUE_WINDOW and j.id in started for j in queue)
+        started_ids = {a.job_id for a in d.starts}
+        return any(j.stream_rank == QUEUE_WINDOW and j.id in started_ids for j in queue)
 
     def _admit(self, conn: sa.Connection, p: _Pass, queue: Sequence[Any],
                waits: Sequence[scheduling.Wait], now: int) -> set[str]:

@@ -71,6 +71,9 @@ _U_ATTEMPT_OPEN = A.update().where(A.c.job_id == _p("job"), A.c.seq == _p("seq")
                                    A.c.end_at.is_(None))
 _Q_ATTEMPTS = sa.select(A).where(A.c.job_id == _p("job")).order_by(A.c.seq)
 _Q_LATEST_ATTEMPT = sa.select(sa.func.max(A.c.seq)).where(A.c.job_id == _p("job"))
+_Q_LATEST_ATTEMPTS = (sa.select(A.c.job_id, sa.func.max(A.c.seq).label("seq"))
+                      .where(A.c.job_id.in_(_p("jobs", expanding=True))).group_by(A.c.job_id))
+_U_FINALIZED = J.update().where(J.c.id.in_(_p("jobs", expanding=True)))
 _I_TASK = T.insert()
 _U_TASK = T.update().where(T.c.job_id == _p("job"), T.c.attempt == _p("attempt"),
                            T.c.name == _p("name"))
@@ -396,6 +399,18 @@ def attempts_of(conn: sa.Connection, job_id: str) -> list[sa.Row[Any]]:
 
 def latest_attempt(conn: sa.Connection, job_id: str) -> int:
     return int(conn.execute(_Q_LATEST_ATTEMPT, {"k_job": job_id}).scalar_one() or 0)
+
+
+def latest_attempts(conn: sa.Connection, job_ids: Sequence[str]) -> dict[str, int]:
+    """latest_attempt of several jobs (one query); jobs that never started are left out."""
+    return {r.job_id: int(r.seq) for r in conn.execute(_Q_LATEST_ATTEMPTS,
+                                                        {"k_jobs": list(job_ids)})}
+
+
+def set_finalized(conn: sa.Connection, job_ids: Sequence[str], now: int) -> None:
+    """The storage component is done with these ended jobs."""
+    if job_ids:
+        conn.execute(_U_FINALIZED, {"finalized_at": now, "k_jobs": list(job_ids)})
 
 
 def insert_tasks(conn: sa.Connection, rows: Sequence[Mapping[str, Any]]) -> None:
