@@ -74,6 +74,10 @@ class Reconciler:
     on_catalog: Callable[[catalog_mod.Catalog], None] | None = None
     _known: set[str] = dataclasses.field(default_factory=set)
     _specs: dict[str, specs.JobCreate] = dataclasses.field(default_factory=dict)
+    #: launches of the last pass, their handles (or why they failed) to be recorded by the
+    #: next one: a launch not recorded when the server stops is settled by `recover`
+    _unrecorded: list[tuple[Any, base.Handle | None, str]] = dataclasses.field(
+        default_factory=list)
     #: the queue as the scheduler saw it last pass, by job id: (its row, what decide takes)
     _seen: dict[str, tuple[tuple[Any, ...], scheduling.Queued]] = dataclasses.field(
         default_factory=dict)
@@ -89,11 +93,33 @@ class Reconciler:
         """One pass; True when work was left for another pass straight away.
 
         Every decision of the pass is one transaction (so a crash leaves all of it or none
-        of it); processes are started after it commits, and their handles recorded in a
-        second one.
+        of it); processes are started after it commits, and their handles recorded first
+        thing in the next pass's transaction (see `_record_launches`).
         """
         p = _Pass()
+        unrecorded, self._unrecorded = self._unrecorded, []
+        try:
+            more = self._decide(p, unrecorded)
+        except BaseException:
+            self._unrecorded = unrecorded + self._unrecorded
+            raise
+        self._after(p)
+        # A launch that failed is settled by the next pass (nothing else would wake it).
+        return more or any(handle is None for _t, handle, _err in self._unrecorded)
+
+    def close(self) -> None:
+        """Record the last pass's launches (a server stopping)."""
+        if self._unrecorded:
+            events = repo.Events()
+            with self.store.begin() as conn:
+                self._record_launches(conn, self._unrecorded, events)
+                events.write(conn)
+            self._unrecorded = []
+
+    def _decide(self, p: _Pass, unrecorded: Sequence[tuple[Any, base.Handle | None, str]]
+                ) -> bool:
         with self.store.begin() as conn:
+            self._record_launches(conn, unrecorded, p.events)
             self._observe(conn, p)
             active = repo.active_with_tasks(conn)
             holding = [(job, tasks) for job, tasks in active
@@ -105,7 +131,6 @@ class Reconciler:
             more = self._place(conn, p, queue, holding)
             p.events.write(conn)  # before purging: a purged job's events go with it
             self._purge(conn, p)
-        self._after(p)
         return more
 
     def _refresh_nodes(self) -> None:
@@ -133,7 +158,7 @@ class Reconciler:
                    for r in self._launch_tasks(job, seq, tasks)]
         for job_id, attempt in p.relaunch:
             results += self._relaunch(job_id, attempt)
-        self._record_launches(results)
+        self._unrecorded += results
 
     # --- observe --------------------------------------------------------------------------
 
@@ -548,23 +573,30 @@ class Reconciler:
         self._known.add(handle.launch_id)
         return t, handle, ""
 
-    def _record_launches(self, results: Sequence[tuple[Any, base.Handle | None, str]]) -> None:
+    def _record_launches(self, conn: sa.Connection,
+                         results: Sequence[tuple[Any, base.Handle | None, str]],
+                         events: repo.Events) -> None:
+        """Record the handles of started tasks (or why they failed to start).
+
+        Until then a task stays `launching`; that is safe at any moment: a server that
+        stops first settles such a launch through the executor's `recover` (the wrapper's
+        claim file says whether it ran), exactly as one killed between starting a process
+        and recording it. Recording them with the next pass saves a transaction a pass.
+        """
         if not results:
             return
         now = self.now()
-        with self.store.begin() as conn:
-            for t, handle, err in results:
-                if handle is not None:
-                    repo.update_task(conn, t.job_id, t.attempt, t.name, expect=LIVE,
-                                     state=J.TaskState.RUNNING.value, handle=handle.dumps(),
-                                     launched_at=now)
-                else:
-                    repo.update_task(conn, t.job_id, t.attempt, t.name, expect=LIVE,
-                                     state=J.TaskState.FAILED_TO_START.value, message=err,
-                                     ended_at=now)
-                    repo.add_event(conn, t.job_id, now,
-                                   f"Task {t.name} failed to start: {err}",
-                                   level="Error", source="Task")
+        for t, handle, err in results:
+            if handle is not None:
+                repo.update_task(conn, t.job_id, t.attempt, t.name, expect=LIVE,
+                                 state=J.TaskState.RUNNING.value, handle=handle.dumps(),
+                                 launched_at=now)
+            else:
+                repo.update_task(conn, t.job_id, t.attempt, t.name, expect=LIVE,
+                                 state=J.TaskState.FAILED_TO_START.value, message=err,
+                                 ended_at=now)
+                events.add(t.job_id, now, f"Task {t.name} failed to start: {err}",
+                           level="Error", source="Task")
 
     # --- purge deleted jobs ---------------------------------------------------------------
 
