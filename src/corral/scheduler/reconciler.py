@@ -387,10 +387,10 @@ class Reconciler:
         usage = self._usage(conn, running, nodes, now)
         if not queue:
             return False
-        d = scheduling.decide(self._queued(queue), nodes, running,
-                              [_quota(q) for q in repo.quotas(conn)], usage)
-        by_id = {j.id: j for j in queue}
-        admitted = self._admit(conn, p, queue, d.waits, now)
+        queued, by_id, new, window_ends = self._queued(queue)
+        d = scheduling.decide(queued, nodes, running, [_quota(q) for q in repo.quotas(conn)],
+                              usage)
+        admitted = self._admit(conn, p, new, d.waits, now)
         for a in d.starts:
             started = self._record_start(conn, p, a, now)
             if started:
@@ -403,13 +403,12 @@ class Reconciler:
         # pass started even the last job of a full window (it still had room at its end);
         # otherwise they wait for the next pass like the rest of the window.
         started_ids = {a.job_id for a in d.starts}
-        return any(j.stream_rank == QUEUE_WINDOW and j.id in started_ids for j in queue)
+        return any(job_id in started_ids for job_id in window_ends)
 
-    def _admit(self, conn: sa.Connection, p: _Pass, queue: Sequence[Any],
+    def _admit(self, conn: sa.Connection, p: _Pass, new: Sequence[Any],
                waits: Sequence[scheduling.Wait], now: int) -> set[str]:
         """Creating -> Pending for every new job; one that waits gets its reason in the same
         write. Returns the jobs whose reason was written here."""
-        new = [j for j in queue if j.phase == J.Phase.CREATING.value]
         if not new:
             return set()
         reasons = {w.job_id: w for w in waits}
@@ -426,18 +425,29 @@ class Reconciler:
                     p.events.add(j.id, now, w.message, level=_wait_level(w))
         return admitted
 
-    def _queued(self, queue: Sequence[Any]) -> list[scheduling.Queued]:
-        """The queue as decide takes it. Most of a long queue is the same rows pass after
-        pass: what was built from a row is used again while the row is unchanged."""
+    def _queued(self, queue: Sequence[Any]) -> tuple[list[scheduling.Queued], dict[str, Any],
+                                                     list[Any], list[str]]:
+        """The queue as decide takes it, its rows by id, the new jobs (Creating) and the
+        last job of each full window, in one loop over a queue that may be long.
+
+        Most of a long queue is the same rows pass after pass: what was built from a row is
+        used again while the row is unchanged."""
         seen, self._seen = self._seen, {}
-        out = []
+        creating = J.Phase.CREATING.value
+        out, by_id, new, ends = [], {}, [], []
         for j in queue:
+            job_id = j.id
             row = j[:-1]  # all but stream_rank, which moves as the jobs ahead start
-            known = seen.get(j.id)
+            known = seen.get(job_id)
             q = known[1] if known is not None and known[0] == row else _queued(j)
-            self._seen[j.id] = (row, q)
+            self._seen[job_id] = (row, q)
             out.append(q)
-        return out
+            by_id[job_id] = j
+            if j.phase == creating:
+                new.append(j)
+            if j.stream_rank == QUEUE_WINDOW:
+                ends.append(job_id)
+        return out, by_id, new, ends
 
     def _preempt(self, conn: sa.Connection, p: _Pass, victim: tuple[Any, Sequence[Any]],
                  v: scheduling.Preempt, for_job: Any, now: int) -> None:
