@@ -36,6 +36,16 @@ def test_the_queue_window_takes_the_first_jobs_of_each_stream(
     assert [ahead[j] for j in low] == [2, 3, 4, 5]
 
 
+def test_the_window_of_a_single_stream_is_its_first_jobs_without_those_staging(
+        store: db.Store, catalog: catalog_mod.Catalog, project: str) -> None:  # noqa: F811
+    jobs = [create(store, catalog, project) for _ in range(5)]
+    with store.begin() as conn:
+        conn.execute(schema.jobs.update().where(schema.jobs.c.id == jobs[1])
+                     .values(staging="pending"))
+        window = repo.queued(conn, limit=3)
+    assert [r.id for r in window] == [jobs[0], jobs[2], jobs[3]]
+
+
 def test_quotas_and_usage_round_trip(store: db.Store, project: str) -> None:  # noqa: F811
     rows = [{"pool_id": "default", "cpu": 2.5, "memory_mb": 4096, "gpu": None,
              "borrowing": True, "weight": 2.0}]

@@ -434,10 +434,11 @@ class Reconciler:
         used again while the row is unchanged."""
         seen, self._seen = self._seen, {}
         creating = J.Phase.CREATING.value
-        out, by_id, new, ends = [], {}, [], []
+        out, by_id, new = [], {}, []
+        streams: dict[tuple[str, int, str], list[Any]] = {}  # stream -> [jobs, last id]
         for j in queue:
             job_id = j.id
-            row = j[:-1]  # all but stream_rank, which moves as the jobs ahead start
+            row = tuple(j)
             known = seen.get(job_id)
             q = known[1] if known is not None and known[0] == row else _queued(j)
             self._seen[job_id] = (row, q)
@@ -445,8 +446,10 @@ class Reconciler:
             by_id[job_id] = j
             if j.phase == creating:
                 new.append(j)
-            if j.stream_rank == QUEUE_WINDOW:
-                ends.append(job_id)
+            stream = streams.setdefault((q.pool, q.priority, q.project), [0, None])
+            stream[0] += 1
+            stream[1] = job_id
+        ends = [last for n, last in streams.values() if n == QUEUE_WINDOW]
         return out, by_id, new, ends
 
     def _preempt(self, conn: sa.Connection, p: _Pass, victim: tuple[Any, Sequence[Any]],

@@ -53,18 +53,24 @@ _Q_TASKS_OF_JOBS = (sa.select(T).where(T.c.job_id.in_(_p("ids", expanding=True))
 # The queue as the scheduler reads it: the first `limit` jobs of every (pool, priority,
 # project) stream, which is all that fair share and backfill can reach in one pass.
 # Only what placement needs: a long queue is read on every pass, and each column of each
-# row costs a Python object. `stream_rank` comes last: all before it describe the job.
-_RANKED = (sa.select(J.c.id, J.c.phase, J.c.cpu, J.c.memory_mb, J.c.gpu, J.c.node_count,
-                     J.c.wait_reason, J.c.wait_code, J.c.project_id, J.c.pool_id,
-                     J.c.priority, J.c.seq, J.c.spread, J.c.gpu_type,
-                     sa.func.row_number().over(
-                         partition_by=(J.c.pool_id, J.c.priority, J.c.project_id),
-                         order_by=J.c.seq).label("stream_rank"))
-           .where(J.c.phase.in_([jobs_mod.Phase.CREATING.value, jobs_mod.Phase.PENDING.value]),
-                  J.c.staging.is_(None))  # jobs still fetching inputs wait outside the queue
-           .subquery())
-_Q_QUEUED = (sa.select(_RANKED).where(_RANKED.c.stream_rank <= _p("limit"))
-             .order_by(_RANKED.c.seq))
+# row costs a Python object.
+_QUEUE_COLUMNS = (J.c.id, J.c.phase, J.c.cpu, J.c.memory_mb, J.c.gpu, J.c.node_count,
+                  J.c.wait_reason, J.c.wait_code, J.c.project_id, J.c.pool_id, J.c.priority,
+                  J.c.seq, J.c.spread, J.c.gpu_type)
+_IN_QUEUE = (J.c.phase.in_([jobs_mod.Phase.CREATING.value, jobs_mod.Phase.PENDING.value]),
+             J.c.staging.is_(None))  # jobs still fetching inputs wait outside the queue
+_RANKED = (sa.select(*_QUEUE_COLUMNS, sa.func.row_number().over(
+               partition_by=(J.c.pool_id, J.c.priority, J.c.project_id),
+               order_by=J.c.seq).label("stream_rank"))
+           .where(*_IN_QUEUE).subquery())
+_Q_QUEUED = (sa.select(*(_RANKED.c[c.name] for c in _QUEUE_COLUMNS))
+             .where(_RANKED.c.stream_rank <= _p("limit")).order_by(_RANKED.c.seq))
+# One stream (one pool, priority and project: the usual case) needs no window function,
+# which costs SQLite more than reading the rows.
+_Q_STREAMS = (sa.select(J.c.pool_id, J.c.priority, J.c.project_id).where(*_IN_QUEUE)
+              .distinct().limit(2))
+_Q_QUEUED_ONE = sa.select(*_QUEUE_COLUMNS).where(*_IN_QUEUE).order_by(J.c.seq).limit(
+    _p("limit"))
 _Q_DELETED = sa.select(J.c.id, J.c.phase).where(J.c.deleted_at.is_not(None))
 _I_ATTEMPT = A.insert()
 _U_ATTEMPT_OPEN = A.update().where(A.c.job_id == _p("job"), A.c.seq == _p("seq"),
@@ -238,7 +244,8 @@ def queue_positions(conn: sa.Connection, job_ids: Sequence[str]) -> dict[str, in
 def queued(conn: sa.Connection, limit: int) -> list[sa.Row[Any]]:
     """Jobs waiting to start (new ones too), in submission order: the first `limit` of
     each pool, priority and project."""
-    return list(conn.execute(_Q_QUEUED, {"k_limit": limit}))
+    one = len(conn.execute(_Q_STREAMS).all()) <= 1
+    return list(conn.execute(_Q_QUEUED_ONE if one else _Q_QUEUED, {"k_limit": limit}))
 
 
 def pending_jobs(conn: sa.Connection, pool_id: str | None = None) -> list[sa.Row[Any]]:
