@@ -81,6 +81,10 @@ def test_quotas_of_an_unknown_project_are_not_found(live: conftest.Live) -> None
     assert (r.status_code, r.json()["error_code"]) == (404, "ModelArts.2786")
 
 
+def wait_code(job: dict[str, Any]) -> str | None:
+    return job["status"].get("queue", {}).get("wait_code")
+
+
 def test_a_job_shows_its_pool_priority_and_place_in_the_queue(live: conftest.Live) -> None:
     blocker = live.submit(factories.make_job(command="sleep 30", flavor_id="corral.cpu.full"))
     wait_running(live, blocker["metadata"]["id"])
@@ -90,15 +94,16 @@ def test_a_job_shows_its_pool_priority_and_place_in_the_queue(live: conftest.Liv
     head = live.submit(body)["metadata"]["id"]
     behind = live.submit(factories.make_job(command="true"))["metadata"]["id"]
 
-    job = factories.wait_for(lambda: (j := live.job(head))["status"]["queue"]["wait_code"]
-                             == "no_capacity" and j, what="the head to wait")
+    # A job is Creating (no queue place yet) until the scheduler's next pass admits it.
+    job = factories.wait_for(lambda: wait_code(j := live.job(head)) == "no_capacity" and j,
+                             what="the head to wait")
     assert job["spec"]["resource"]["pool_id"] == "default"
     assert job["spec"]["schedule_policy"] == {"priority": 2, "preemptible": True,
                                               "placement": "spread"}
     assert job["status"]["queue"] == {"pool_id": "default", "priority": 2, "jobs_ahead": 0,
                                       "wait_code": "no_capacity"}
-    other = factories.wait_for(lambda: (j := live.job(behind))["status"]["queue"]["wait_code"]
-                               == "behind_priority" and j, what="the low job to wait")
+    other = factories.wait_for(lambda: wait_code(j := live.job(behind)) == "behind_priority"
+                               and j, what="the low job to wait")
     assert other["status"]["queue"]["jobs_ahead"] == 1
     assert other["status"]["reason"].startswith("waiting behind higher priority")
 
