@@ -24,11 +24,12 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.parse
 import uuid
 from collections.abc import Callable, Iterator, Sequence
+from http import client as http_client
 from typing import Any
 
-import httpx
 import psutil
 
 from corral import credentials
@@ -60,7 +61,7 @@ class Server:
     home: pathlib.Path
     url: str
     project_id: str
-    http: httpx.Client
+    http: Http
 
     def path(self, rest: str) -> str:
         return f"/v2/{self.project_id}{rest}"
@@ -79,11 +80,75 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def client(url: str) -> httpx.Client:
-    # httpx writes a POST in pieces: without TCP_NODELAY, Nagle's algorithm and the
-    # server's delayed ACK add ~40 ms to every request.
-    transport = httpx.HTTPTransport(socket_options=[(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)])
-    return httpx.Client(base_url=url, timeout=60, transport=transport)
+@dataclasses.dataclass
+class Reply:
+    status_code: int
+    text: str
+
+    def json(self) -> Any:
+        return json.loads(self.text)
+
+    def raise_for_status(self) -> None:
+        if self.status_code >= 400:
+            raise SystemExit(f"HTTP {self.status_code}: {self.text[:500]}")
+
+
+class Http:
+    """One keep-alive HTTP/1.1 connection, as a client program holds one.
+
+    The standard library's client, not httpx: the client runs on the same cores as the
+    server and the jobs, and httpx spends about five times the CPU per request, which
+    would be counted against corral. TCP_NODELAY, because a request written in pieces
+    otherwise waits ~40 ms for the server's delayed ACK (Nagle's algorithm).
+    """
+
+    def __init__(self, url: str, token: str | None = None) -> None:
+        parts = urllib.parse.urlsplit(url)
+        self.host, self.port = parts.hostname or "127.0.0.1", parts.port or 80
+        self.headers = {"Content-Type": "application/json"}
+        if token:
+            self.headers["X-Auth-Token"] = token
+        self._conn: http_client.HTTPConnection | None = None
+
+    def request(self, method: str, path: str, json_body: Any = None) -> Reply:
+        body = None if json_body is None else json.dumps(json_body)
+        for retry in (False, True):
+            conn = self._connect()
+            try:
+                conn.request(method, path, body=body, headers=self.headers)
+                r = conn.getresponse()
+                return Reply(r.status, r.read().decode())
+            except (http_client.RemoteDisconnected, ConnectionResetError, BrokenPipeError):
+                self.close()  # the server closed an idle connection: open another
+                if retry:
+                    raise
+        raise AssertionError("unreachable")
+
+    def get(self, path: str) -> Reply:
+        return self.request("GET", path)
+
+    def post(self, path: str, json: Any = None) -> Reply:
+        return self.request("POST", path, json)
+
+    def _connect(self) -> http_client.HTTPConnection:
+        if self._conn is None:
+            conn = http_client.HTTPConnection(self.host, self.port, timeout=60)
+            conn.connect()
+            assert conn.sock is not None
+            conn.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            self._conn = conn
+        return self._conn
+
+    def close(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+    def __enter__(self) -> Http:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
 
 
 def percentile(values: Sequence[float], q: float) -> float:
@@ -136,7 +201,7 @@ def start_server(home: pathlib.Path) -> Server:
     )
     out.close()
     url = f"http://127.0.0.1:{port}"
-    http = client(url)
+    http = Http(url)
     _wait_healthy(proc, http, home.parent / "server.log")
     login = credentials.read(home / "credentials.json")  # written by the first start
     assert login is not None and login.token, "the server wrote no credential"
@@ -146,7 +211,7 @@ def start_server(home: pathlib.Path) -> Server:
 
 
 def _wait_healthy(
-    proc: subprocess.Popen[bytes], http: httpx.Client, log_path: pathlib.Path
+    proc: subprocess.Popen[bytes], http: Http, log_path: pathlib.Path
 ) -> None:
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
@@ -155,7 +220,7 @@ def _wait_healthy(
                 f"the server exited with {proc.returncode}:\n"
                 + log_path.read_text(errors="replace")[-4000:]
             )
-        with contextlib.suppress(httpx.TransportError):
+        with contextlib.suppress(OSError, http_client.HTTPException):
             if http.get("/healthz").status_code == 200:
                 return
         time.sleep(0.05)
@@ -198,7 +263,7 @@ def running_server() -> Iterator[Server]:
 # --- talking to it ----------------------------------------------------------------------
 
 
-def submit(srv: Server, http: httpx.Client, command: str, prefix: str = "bench") -> str:
+def submit(srv: Server, http: Http, command: str, prefix: str = "bench") -> str:
     r = http.post(srv.path("/training-jobs"), json=job_body(command, prefix))
     if r.status_code != 201:
         raise SystemExit(f"submit failed: {r.status_code} {r.text}")
@@ -313,8 +378,7 @@ def submit_many(srv: Server, n: int, prefix: str) -> float:
     chunks = [range(i, n, CLIENT_THREADS) for i in range(CLIENT_THREADS)]
 
     def post_chunk(chunk: range) -> None:
-        with client(srv.url) as http:
-            http.headers["X-Auth-Token"] = srv.http.headers["X-Auth-Token"]
+        with Http(srv.url, srv.http.headers["X-Auth-Token"]) as http:
             for _ in chunk:
                 submit(srv, http, trivial_command(), prefix)
 

@@ -85,6 +85,10 @@ class Platform:
         self.wake_event.set()
         for t in self.threads:
             t.join(timeout=10)
+        try:
+            self.reconciler.close()
+        except Exception:  # the next start settles those launches from their claim files
+            log.exception("recording the last launches failed")
         self.executor.close()
         self.store.dispose()
         for lock in self.locks:

@@ -169,6 +169,10 @@ class Settings(BaseSettings):
     tick_interval: float = 1.0
     #: seconds between resource samples of running tasks
     metrics_interval: float = 5.0
+    #: seconds a verified credential is remembered (0: look every request up). Revoking
+    #: through this server takes effect at once; a change made to the database behind its
+    #: back (another process) takes up to this long
+    auth_cache_seconds: float = Field(default=5.0, ge=0)
     #: the log preview returns at most this many bytes from the end of a log
     log_preview_bytes: int = 5 * 1024 * 1024
     #: flavors replace the detected defaults when given

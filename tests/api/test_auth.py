@@ -10,6 +10,7 @@ import datetime
 import json
 import pathlib
 import sqlite3
+import time
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -285,6 +286,35 @@ def test_a_revoked_key_or_token_or_membership_stops_working_at_once(
     assert refusal(carol.http.post(search, json={})) == NOT_YOURS
     assert live.http.delete("/corral/users/carol").status_code == 204
     assert refusal(carol.http.post(search, json={})) == BAD_CREDENTIAL
+
+
+def test_a_remembered_token_is_still_refused_once_it_expires(tmp_path: pathlib.Path) -> None:
+    live = conftest.start_live(tmp_path / "home", auth_cache_seconds=600)
+    try:
+        made = live.http.post("/corral/tokens", json={"description": "short",
+                                                      "ttl_s": 60}).json()
+        with conftest.http_client(live.url, made["token"]) as script:
+            assert script.get("/corral/whoami").status_code == 200  # now remembered
+            ctx = live.embedded.platform.context
+            ctx.clock = lambda: made["expires_at"] / 1000 + 1  # a minute later
+            assert refusal(script.get("/corral/whoami")) == BAD_CREDENTIAL
+    finally:
+        conftest.stop_live(live)
+
+
+def test_a_token_revoked_behind_the_servers_back_stops_working_within_the_cache_time(
+        tmp_path: pathlib.Path) -> None:
+    live = conftest.start_live(tmp_path / "home", auth_cache_seconds=0.5)
+    try:
+        made = live.http.post("/corral/tokens", json={"description": "x"}).json()
+        with conftest.http_client(live.url, made["token"]) as script:
+            assert script.get("/corral/whoami").status_code == 200
+            with sqlite3.connect(live.settings.home / "corral.db") as db:  # another process
+                db.execute("UPDATE tokens SET revoked_at = 1 WHERE id = ?", (made["id"],))
+            time.sleep(0.6)
+            assert refusal(script.get("/corral/whoami")) == BAD_CREDENTIAL
+    finally:
+        conftest.stop_live(live)
 
 
 def test_a_token_made_with_a_key_reaches_only_the_keys_project(live: conftest.Live) -> None:

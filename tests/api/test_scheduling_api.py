@@ -95,6 +95,7 @@ def test_a_job_shows_its_pool_priority_and_place_in_the_queue(live: conftest.Liv
     head = live.submit(body)["metadata"]["id"]
     behind = live.submit(factories.make_job(command="true"))["metadata"]["id"]
 
+    # A job is Creating (no queue place yet) until the scheduler's next pass admits it.
     job = factories.wait_for(lambda: wait_code(j := live.job(head)) == "no_capacity" and j,
                              what="the head to wait")
     assert job["spec"]["resource"]["pool_id"] == "default"

@@ -75,6 +75,16 @@ def _rows(store: db.Store, ids: list[str]) -> list[Any]:
         return list(conn.execute(sa.select(schema.jobs).where(schema.jobs.c.id.in_(ids))))
 
 
+def test_the_window_of_a_single_stream_is_its_first_jobs_without_those_staging(
+        store: db.Store, catalog: catalog_mod.Catalog, project: str) -> None:  # noqa: F811
+    jobs = [create(store, catalog, project) for _ in range(5)]
+    with store.begin() as conn:
+        conn.execute(schema.jobs.update().where(schema.jobs.c.id == jobs[1])
+                     .values(staging="pending"))
+        window = repo.queued(conn, limit=3)
+    assert [r.id for r in window] == [jobs[0], jobs[2], jobs[3]]
+
+
 def test_quotas_and_usage_round_trip(store: db.Store, project: str) -> None:  # noqa: F811
     rows = [{"pool_id": "default", "cpu": 2.5, "memory_mb": 4096, "gpu": None,
              "borrowing": True, "weight": 2.0}]

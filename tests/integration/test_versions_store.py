@@ -13,12 +13,12 @@ from alembic.migration import MigrationContext
 
 from corral.domain import errors, specs, versions
 from corral.domain import jobs as J
-from corral.scheduler import collect, submit
+from corral.scheduler import collect, finishing, submit
 from corral.storage import local as storage
 from corral.store import db, repo, schema
 from corral.store import models as models_repo
 from corral.store import versions as versions_repo
-from tests import factories
+from tests import conftest, factories
 from tests.integration.test_store import NOW, catalog, create, project  # noqa: F401
 
 
@@ -113,6 +113,39 @@ def test_reported_metrics_are_stored_once_however_often_they_are_read(
     assert sorted(read()) == [("acc", 1, 0.5), ("loss", 1, 3.0), ("loss", 2, 2.0)]
     with store.read() as conn:
         assert versions_repo.final_of(conn, job_id) == {"acc": 0.5, "loss": 2.0}
+
+
+def test_ended_jobs_finished_together_each_get_their_own_final_metrics(
+        store: db.Store, catalog: Any, project: str, tmp_path: pathlib.Path) -> None:  # noqa: F811
+    settings = conftest.make_settings(tmp_path / "home")
+    runs = settings.runs_dir
+    jobs = [create(store, catalog, project, name=n) for n in ("a", "b", "quiet", "gone")]
+    for job_id, lines in zip(jobs, (["loss=3", "loss=1 acc=0.9"], ["loss=7"], [], []),
+                             strict=True):
+        with store.begin() as conn:
+            repo.open_attempt(conn, job_id, 1, NOW, J.StartType.INIT_OR_RESCHEDULED)
+            repo.insert_tasks(conn, [{"job_id": job_id, "attempt": 1, "name": "worker-0",
+                                      "rank": 0, "node": "local", "state": "exited",
+                                      "launch_id": job_id[:8], "gpu_ids": ""}])
+            repo.update_job(conn, job_id, now=NOW, phase="Completed")
+        log = storage.RunPaths(runs, job_id).log_path(1, "worker-0")
+        log.parent.mkdir(parents=True)
+        log.write_text("".join(f"corral:metrics step={i} {m}\n" for i, m in enumerate(lines)))
+    with store.begin() as conn:
+        repo.mark_deleted(conn, jobs[3], NOW)
+        rows = [repo.job_by_id(conn, j) for j in jobs]
+
+    finishing.finish_plain(store, settings, rows, lambda: NOW + 1)
+
+    with store.read() as conn:
+        finals = {j: json.loads(versions_repo.version_of(conn, j).final_metrics or "null")
+                  for j in jobs}
+        assert {j: repo.job_by_id(conn, j).finalized_at for j in jobs} == dict.fromkeys(
+            jobs, NOW + 1)
+    assert finals[jobs[0]] == {"acc": 0.9, "loss": 1.0}
+    assert finals[jobs[1]] == {"loss": 7.0}
+    assert finals[jobs[2]] == {}
+    assert finals[jobs[3]] is None  # deleted: only marked finished
 
 
 def test_model_versions_and_aliases(store: db.Store, project: str) -> None:  # noqa: F811

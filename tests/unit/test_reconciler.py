@@ -603,6 +603,7 @@ def test_a_launch_that_never_started_runs_exactly_once_after_a_restart(world: Wo
     assert world.fake.recovered == [old_id]
     [launch] = world.fake.launches(job_id)
     assert launch.launch_id != old_id  # a relaunch never reuses a settled launch id
+    world.tick()  # records the handle
     [task] = world.tasks(job_id)
     assert (task.state, task.launch_id) == ("running", launch.launch_id)
 
@@ -665,7 +666,7 @@ def test_a_gang_half_launched_before_a_crash_is_completed_not_doubled(world: Wor
         world.tick()
     del world.fake.launch
     world.restart()
-    world.tick()
+    world.tick(2)
     launched = [s.task for s in world.fake.launches(job_id)]
     assert sorted(launched) == ["worker-0", "worker-1"]
     assert {t.state for t in world.tasks(job_id)} == {"running"}
@@ -679,9 +680,30 @@ def test_a_stop_requested_while_the_server_was_down_never_starts_the_launch(worl
     assert world.fake.launches(job_id) == []
 
 
+def test_a_launch_not_yet_recorded_when_the_server_stops_is_recorded_or_recovered(
+        world: World) -> None:
+    job_id = world.submit()
+    world.tick()  # started; its handle is recorded by the next pass
+    [task] = world.tasks(job_id)
+    assert (task.state, task.handle) == ("launching", None)
+    world.rec.close()  # a server that stops records it
+    [task] = world.tasks(job_id)
+    assert task.state == "running" and task.handle is not None
+
+    other = world.submit()
+    world.tick()
+    world.restart()  # one that dies settles it from what the process left
+    world.tick()
+    assert [t.state for t in world.tasks(other)] == ["running"]
+    assert len(world.fake.launches(other)) == 1
+    world.fake.exit(other, code=3)
+    world.tick()
+    assert [t.exit_code for t in world.tasks(other)] == [3]
+
+
 def test_a_running_task_is_adopted_after_a_restart(world: World) -> None:
     job_id = world.submit()
-    world.tick()
+    world.tick(2)  # started, then its handle recorded
     [launch] = world.fake.launches(job_id)
     world.restart()
     world.tick(2)

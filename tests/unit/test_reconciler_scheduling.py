@@ -15,7 +15,7 @@ import sqlalchemy as sa
 from corral import settings as settings_mod
 from corral.domain import errors, resources, specs
 from corral.scheduler import catalog as catalog_mod
-from corral.scheduler import pools, submit
+from corral.scheduler import pools, reconciler, submit
 from corral.store import db, repo, schema
 from tests import factories
 from tests.conftest import make_settings
@@ -182,10 +182,50 @@ def test_priority_orders_the_queue_and_the_others_say_why(world: World) -> None:
     assert world.job(high).wait_code == "no_capacity"
     assert world.job(low).wait_code == "behind_priority"
     assert world.job(low).wait_reason.startswith(
-        f"waiting behind higher priority: job {high} (priority 2)")
+        "waiting behind higher priority: a job of priority 2")
     world.fake.exit(blocker)
     world.tick()
     assert world.phase(high)[0] == "Running" and world.phase(low)[0] == "Pending"
+
+
+def test_a_queued_jobs_reason_stays_put_while_the_jobs_ahead_start(world: World) -> None:
+    # A reason that named the job next to start changed with every start: every waiting
+    # job's row was rewritten each time, so a long queue cost writes for each one ahead.
+    blocker = world.submit(spec=policy(1, flavor_id="corral.cpu.full"))
+    world.tick()
+    queued = [world.submit(spec=policy(1, flavor_id="corral.cpu.full")) for _ in range(5)]
+    world.tick(2)
+    last = world.job(queued[-1])
+    assert last.wait_code == "queued"
+    assert last.wait_reason == "queued: behind the job next to start in pool default"
+    for ahead in [blocker, *queued[:2]]:
+        world.fake.exit(ahead)
+        world.tick(2)
+    assert world.phase(queued[2])[0] == "Running"
+    now = world.job(queued[-1])
+    assert (now.wait_reason, now.updated_at) == (last.wait_reason, last.updated_at)
+    assert sum(e.startswith("queued") for e in world.events(queued[-1])) == 1
+
+
+def test_a_pass_looks_past_the_queue_window_at_once_only_while_there_is_room(
+        tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(reconciler, "QUEUE_WINDOW", 4)
+    (tmp_path / "big").mkdir()
+    (tmp_path / "small").mkdir()
+    big = make_world(tmp_path / "big", (resources.Node(name="local", cpu=16,
+                                                        memory_mb=65536),))
+    jobs = [big.submit() for _ in range(6)]
+    assert big.rec.tick() is True  # the whole window started: the rest may fit too
+    assert big.rec.tick() is False
+    assert {big.phase(j)[0] for j in jobs} == {"Running"}
+    # Two cores: the window is full but the machine is too, so another pass at once could
+    # start nothing (it runs when a job ends, as usual).
+    small = make_world(tmp_path / "small")
+    for _ in range(6):
+        small.submit()
+    assert small.rec.tick() is False
+    big.store.dispose()
+    small.store.dispose()
 
 
 def test_a_reason_is_an_event_when_its_kind_changes(world: World) -> None:

@@ -6,7 +6,10 @@ For every other request it
 
 1. verifies the credential: `X-Auth-Token` (a bearer token, stored as its SHA-256) or an
    `SDK-HMAC-SHA256` signature made with an access key (the secret is decrypted with the
-   server key; the date must be within 15 minutes; the body is part of the signature);
+   server key; the date must be within 15 minutes; the body is part of the signature).
+   Who a credential belongs to is remembered for a few seconds (`authcache`): a signature
+   and a token's expiry are still checked on every request, and revoking through this
+   server forgets every remembered credential at once;
 and then `authorize`, a dependency of the whole application (so of every API route, those
 of routers included later too), once the route is known:
 
@@ -36,7 +39,7 @@ from fastapi.dependencies.models import Dependant
 from starlette.concurrency import run_in_threadpool
 
 from corral import secretbox
-from corral.api import deps
+from corral.api import authcache, deps
 from corral.api import errors as api_errors
 from corral.domain import errors, identity, signing
 from corral.store import identity as store
@@ -65,8 +68,8 @@ def require_role(role: identity.Role | str) -> Any:
     """
     needed = identity.Role(role)
 
-    def _check(request: Request) -> None:
-        caller = _caller(request)
+    async def _check(request: Request) -> None:
+        caller = _principal(request)
         caller.require(request.path_params.get("project_id", ""), needed)
 
     _check.corral_role = needed  # type: ignore[attr-defined]
@@ -76,18 +79,22 @@ def require_role(role: identity.Role | str) -> Any:
 def require_platform_admin() -> Any:
     """`dependencies=[auth.require_platform_admin()]`: only a platform admin."""
 
-    def _check(request: Request) -> None:
-        _caller(request).require_platform_admin()
+    async def _check(request: Request) -> None:
+        _principal(request).require_platform_admin()
 
     _check.corral_role = PLATFORM_ADMIN  # type: ignore[attr-defined]
     return Depends(_check)
 
 
-def _caller(request: Request) -> identity.Principal:
+def _principal(request: Request) -> identity.Principal:
     principal = request.scope.get("state", {}).get("principal")
     if not isinstance(principal, identity.Principal):  # a route AuthMiddleware did not see
         raise errors.BadCredential()
     return principal
+
+
+async def _caller(request: Request) -> identity.Principal:
+    return _principal(request)
 
 
 Caller = Annotated[identity.Principal, Depends(_caller)]
@@ -96,7 +103,10 @@ Caller = Annotated[identity.Principal, Depends(_caller)]
 # --- verifying credentials -----------------------------------------------------------------
 
 
-def authenticate(ctx: deps.Context, scope: Scope, body: bytes) -> identity.Principal:
+def authenticate(ctx: deps.Context, scope: Scope, body: bytes, *,
+                 cached_only: bool = False) -> identity.Principal | None:
+    """The caller; with `cached_only`, None where that needs the database (the caller then
+    asks again without it, off the event loop)."""
     headers: dict[str, bytes] = {}
     for k, v in scope["headers"]:
         headers.setdefault(k.decode("latin-1").lower(), v)
@@ -105,40 +115,62 @@ def authenticate(ctx: deps.Context, scope: Scope, body: bytes) -> identity.Princ
     if signing.is_signed(authorization):
         if token is not None:
             raise errors.BadCredential("send either a signature or X-Auth-Token, not both")
-        return _by_signature(ctx, scope, headers, authorization, body)
+        return _by_signature(ctx, scope, headers, authorization, body, cached_only)
     if token is not None:
-        return _by_token(ctx, token.decode("latin-1").strip())
+        return _by_token(ctx, token.decode("latin-1").strip(), cached_only)
     raise errors.BadCredential(
         "this needs a credential: an SDK-HMAC-SHA256 signature made with an access key, or "
         "a token in X-Auth-Token")
 
 
-def _by_token(ctx: deps.Context, token: str) -> identity.Principal:
-    with ctx.store.read() as conn:
-        found = store.live_token(conn, secretbox.hash_token(token), ctx.now())
-        principal = found and store.principal(conn, found.user_id, key_project=found.project_id,
-                                              credential=f"token:{found.id}")
-    if not principal:
+def _by_token(ctx: deps.Context, token: str, cached_only: bool) -> identity.Principal | None:
+    digest = secretbox.hash_token(token)
+    key = "token:" + digest
+    entry = ctx.auth_cache.get(key)
+    if entry is None:
+        if cached_only:
+            return None
+        generation = ctx.auth_cache.generation
+        with ctx.store.read() as conn:
+            found = store.live_token(conn, digest, ctx.now())
+            principal = found and store.principal(
+                conn, found.user_id, key_project=found.project_id,
+                credential=f"token:{found.id}")
+        if not found or not principal:
+            raise errors.BadCredential("the token is unknown, expired or revoked")
+        entry = authcache.Entry(principal, expires_at=found.expires_at)
+        ctx.auth_cache.put(key, entry, generation)
+    if entry.expires_at is not None and entry.expires_at <= ctx.now():
         raise errors.BadCredential("the token is unknown, expired or revoked")
-    return principal
+    return entry.principal
 
 
 def _by_signature(ctx: deps.Context, scope: Scope, headers: dict[str, bytes],
-                  authorization: str, body: bytes) -> identity.Principal:
+                  authorization: str, body: bytes,
+                  cached_only: bool) -> identity.Principal | None:
     auth = signing.parse_authorization(authorization)
-    with ctx.store.read() as conn:
-        key = store.live_key(conn, auth.access_key)
-        principal = key and store.principal(conn, key.user_id, key_project=key.project_id,
-                                            credential=f"key:{key.access_key}")
-    if not key or not principal:
-        raise errors.BadCredential("the access key is unknown or revoked")
+    key = "key:" + auth.access_key
+    entry = ctx.auth_cache.get(key)
+    if entry is None:
+        if cached_only:
+            return None
+        generation = ctx.auth_cache.generation
+        with ctx.store.read() as conn:
+            found = store.live_key(conn, auth.access_key)
+            principal = found and store.principal(conn, found.user_id,
+                                                  key_project=found.project_id,
+                                                  credential=f"key:{found.access_key}")
+        if not found or not principal:
+            raise errors.BadCredential("the access key is unknown or revoked")
+        entry = authcache.Entry(principal, secret_sealed=found.secret_sealed)
+        ctx.auth_cache.put(key, entry, generation)
     assert ctx.box is not None
     raw_path = scope.get("raw_path") or scope["path"].encode()
-    signing.verify(auth, ctx.box.decrypt(key.secret_sealed), method=scope["method"],
+    signing.verify(auth, ctx.box.decrypt(entry.secret_sealed), method=scope["method"],
                    path=raw_path.decode("latin-1"),
                    query=scope.get("query_string", b"").decode("latin-1"), headers=headers,
                    body=body, now=datetime.datetime.fromtimestamp(ctx.clock(), datetime.UTC))
-    return principal
+    return entry.principal
 
 
 # --- which route, which project, which role ------------------------------------------------
@@ -155,7 +187,7 @@ def _declared(dependant: Dependant) -> Any:
     return None
 
 
-def authorize(request: Request) -> None:
+async def authorize(request: Request) -> None:
     """The application-wide dependency that checks the project and the role of every route.
 
     FastAPI applies an application's dependencies to every API route, those of routers
@@ -164,7 +196,7 @@ def authorize(request: Request) -> None:
     """
     if request.scope["path"] in PUBLIC:
         return
-    principal = _caller(request)
+    principal = _principal(request)
     route = request.scope.get("route")
     dependant = getattr(route, "dependant", None)
     declared = _declared(dependant) if dependant is not None else None
@@ -189,7 +221,10 @@ class AuthMiddleware:
             return
         try:
             body, replay = await _read_body(receive)
-            principal = await run_in_threadpool(authenticate, self.ctx, scope, body)
+            # A credential verified moments ago is answered here; looking one up in the
+            # database blocks, so that goes to a worker thread.
+            principal = (authenticate(self.ctx, scope, body, cached_only=True)
+                         or await run_in_threadpool(authenticate, self.ctx, scope, body))
         except errors.CorralError as exc:
             await api_errors.body(exc.error_code, exc.message, exc.http_status)(
                 scope, receive, send)

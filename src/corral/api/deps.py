@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Annotated
 
 import sqlalchemy as sa
@@ -12,6 +13,7 @@ from fastapi import Depends, Request
 
 from corral import secretbox
 from corral import settings as settings_mod
+from corral.api import authcache
 from corral.scheduler import catalog as catalog_mod
 from corral.scheduler import submit
 from corral.storage import objects, paths
@@ -30,9 +32,26 @@ class Context:
     stores: objects.Stores | None = None
     wake: Callable[[], None] = lambda: None
     clock: Callable[[], float] = time.time
+    #: credentials verified in the last few seconds (api/authcache.py)
+    auth_cache: authcache.CredentialCache = dataclasses.field(init=False)
+    _policies: dict[str, paths.Policy] = dataclasses.field(default_factory=dict, init=False)
+
+    def __post_init__(self) -> None:
+        self.auth_cache = authcache.CredentialCache(self.settings.auth_cache_seconds)
 
     def now(self) -> int:
         return int(self.clock() * 1000)
+
+    @contextlib.contextmanager
+    def credentials_change(self) -> Iterator[sa.Connection]:
+        """A write transaction that changes who may do what (a revoked key or token, a
+        disabled user, a changed membership): credentials verified before it are forgotten
+        once it has committed, before the change is answered."""
+        try:
+            with self.store.begin() as conn:
+                yield conn
+        finally:
+            self.auth_cache.clear()
 
     @property
     def places(self) -> submit.Places:
@@ -40,13 +59,23 @@ class Context:
                              model_channel=self.settings.model_channel)
 
     def path_policy(self, conn: sa.Connection, project_id: str) -> paths.Policy:
-        """Where the project's jobs may read and write on local disk (storage/paths.py)."""
-        return paths.policy_for(self.settings, project_id=project_id,
-                                project_name=identity.find_project(conn, project_id).name,
-                                is_default=project_id == self.default_project_id)
+        """Where the project's jobs may read and write on local disk (storage/paths.py).
+
+        Kept per project: it depends only on the settings and the project's name, and a
+        project is never renamed or removed (building it resolves every root on disk).
+        """
+        policy = self._policies.get(project_id)
+        if policy is None:
+            policy = self._policies[project_id] = paths.policy_for(
+                self.settings, project_id=project_id,
+                project_name=identity.find_project(conn, project_id).name,
+                is_default=project_id == self.default_project_id)
+        return policy
 
 
-def get_context(request: Request) -> Context:
+async def get_context(request: Request) -> Context:
+    # async: FastAPI runs a plain function dependency in its thread pool, a hop that costs
+    # more than this whole lookup
     ctx: Context = request.app.state.context
     return ctx
 

@@ -156,7 +156,7 @@ def create_project(body: ProjectIn, ctx: Ctx) -> dict[str, Any]:
             responses=ERRORS, dependencies=ADMIN_ONLY)
 def set_member(project_id: str, user_name: str, body: MemberIn, ctx: Ctx) -> dict[str, Any]:
     now = ctx.now()
-    with ctx.store.begin() as conn:
+    with ctx.credentials_change() as conn:
         project = store.find_project(conn, project_id)
         user = store.find_user(conn, user_name)
         store.set_role(conn, user.id, project.id, body.role, now)
@@ -166,7 +166,7 @@ def set_member(project_id: str, user_name: str, body: MemberIn, ctx: Ctx) -> dic
 @router.delete("/projects/{project_id}/members/{user_name}", response_model=UserOut,
                responses=ERRORS, dependencies=ADMIN_ONLY)
 def remove_member(project_id: str, user_name: str, ctx: Ctx) -> dict[str, Any]:
-    with ctx.store.begin() as conn:
+    with ctx.credentials_change() as conn:
         project = store.find_project(conn, project_id)
         user = store.find_user(conn, user_name)
         store.remove_member(conn, user.id, project.id, ctx.now())
@@ -206,7 +206,7 @@ def disable_user(user_name: str, ctx: Ctx, caller: auth.Caller) -> None:
     """Disable a user: every key and token of theirs stops working at once."""
     if user_name == caller.user_name:
         raise errors.BadParameter("you cannot disable yourself")
-    with ctx.store.begin() as conn:
+    with ctx.credentials_change() as conn:
         store.disable_user(conn, store.find_user(conn, user_name).id, ctx.now())
 
 
@@ -241,7 +241,7 @@ def list_keys(project_id: str, ctx: Ctx, caller: auth.Caller) -> dict[str, Any]:
                dependencies=[auth.require_role(identity.Role.VIEWER)])
 def revoke_key(project_id: str, access_key: str, ctx: Ctx, caller: auth.Caller) -> None:
     """Revoke a key at once: yours, or any of the project's for a project admin."""
-    with ctx.store.begin() as conn:
+    with ctx.credentials_change() as conn:
         row = store.key_row(conn, project_id, access_key)
         if row.user_id != caller.user_id and caller.role_in(project_id) is not identity.Role.ADMIN:
             raise errors.NotFound(f"access key '{access_key}' does not exist")
@@ -272,5 +272,5 @@ def list_tokens(ctx: Ctx, caller: auth.Caller) -> dict[str, Any]:
 
 @router.delete("/tokens/{token_id}", status_code=204, responses=ERRORS)
 def revoke_token(token_id: str, ctx: Ctx, caller: auth.Caller) -> None:
-    with ctx.store.begin() as conn:
+    with ctx.credentials_change() as conn:
         store.revoke_token(conn, caller.user_id, token_id, ctx.now())

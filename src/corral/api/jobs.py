@@ -34,7 +34,8 @@ def create_training_job(project_id: str, body: specs.JobCreate, ctx: Ctx,
                                    user_name=caller.user_name,
                                    policy=ctx.path_policy(conn, project_id),
                                    places=ctx.places)
-        out = views.job(conn, repo.get_job(conn, project_id, job_id), ctx.catalog, now)
+        out = views.job(conn, repo.get_job(conn, project_id, job_id), ctx.catalog, now,
+                        fresh=True)
     ctx.wake()
     return JSONResponse(out, status_code=201)
 

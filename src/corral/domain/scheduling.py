@@ -554,19 +554,24 @@ class _Pass:
         return ()
 
     def _behind(self, q: Queued) -> tuple[WaitCode, str]:
-        """Why `q` waits behind the head (a few messages for thousands of jobs). The head
-        is named only to its own project's jobs: others learn its priority, not its id."""
+        """Why `q` waits behind the head (a few messages for thousands of jobs). Other
+        projects' jobs learn only that it belongs to another project, and its priority."""
         h = self.head
         assert h is not None
         code = WaitCode.PRIORITY if h.priority > q.priority else WaitCode.QUEUED
         same = h.project == q.project
         msg = self.behind_msg.get((code, same))
         if msg is None:
-            who = f"job {h.job_id}" if same else "a job of another project"
+            # Never the head's id: the head changes with every start, and a reason naming
+            # it would rewrite every waiting job's row each time (the place in the queue
+            # is shown from the live order instead).
+            who = (f"a job of priority {h.priority}" if same
+                   else f"a job of another project (priority {h.priority})")
             msg = self.behind_msg[code, same] = (
-                f"waiting behind higher priority: {who} (priority {h.priority}) is next "
-                f"to start in pool {self.pool.name}" if code is WaitCode.PRIORITY
-                else f"queued: behind {who}, next to start in pool {self.pool.name}")
+                f"waiting behind higher priority: {who} is next to start in pool "
+                f"{self.pool.name}" if code is WaitCode.PRIORITY
+                else f"queued: behind {'the job' if same else 'a job of another project'} "
+                     f"next to start in pool {self.pool.name}")
         return code, msg
 
     def _key(self, project: str) -> float:

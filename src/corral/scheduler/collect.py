@@ -10,14 +10,12 @@ from __future__ import annotations
 
 import logging
 import pathlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
-
-import sqlalchemy as sa
 
 from corral.domain import metrics
 from corral.storage import local as storage
-from corral.store import db, schema
+from corral.store import db
 from corral.store import versions as versions_repo
 
 log = logging.getLogger(__name__)
@@ -43,12 +41,27 @@ def collect_job(store: db.Store, runs_dir: pathlib.Path, job_id: str,
 
     `memo` keeps how far files were read without finding anything, between passes.
     """
+    return collect_jobs(store, runs_dir, [job_id], now, memo)
+
+
+def collect_jobs(store: db.Store, runs_dir: pathlib.Path, job_ids: Sequence[str],
+                 now: Callable[[], int], memo: Memo | None = None) -> int:
+    """collect_job for several jobs, with where each stands read in one transaction."""
+    if not job_ids:
+        return 0
     memo = {} if memo is None else memo
     with store.read() as conn:
-        done = versions_repo.offsets(conn, job_id)
-        tasks = list(conn.execute(sa.select(schema.tasks.c.attempt, schema.tasks.c.name)
-                                  .where(schema.tasks.c.job_id == job_id)))
-        stored = versions_repo.count_points(conn, job_id) if tasks else 0
+        done = versions_repo.offsets_of(conn, job_ids)
+        tasks = versions_repo.tasks_of(conn, job_ids)
+        stored = versions_repo.count_points_of(conn, job_ids) if tasks else {}
+    return sum(_collect(store, runs_dir, job_id, tasks.get(job_id, []),
+                        done.setdefault(job_id, {}), stored.get(job_id, 0), now, memo)
+               for job_id in job_ids)
+
+
+def _collect(store: db.Store, runs_dir: pathlib.Path, job_id: str,
+             tasks: Sequence[tuple[int, str]], done: dict[tuple[int, str, str], int],
+             stored: int, now: Callable[[], int], memo: Memo) -> int:
     paths = storage.RunPaths(runs_dir, job_id)
     added = 0
     for attempt, task in tasks:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import pathlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import sqlalchemy as sa
@@ -36,20 +36,18 @@ def finish(store: db.Store, stores: objects.Stores, settings: settings_mod.Setti
            job: Any, now: Callable[[], int],
            uploads: list[staging.Upload] | None = None) -> None:
     if job.deleted_at is not None:
-        mark_finished(store, job.id, now())
+        finish_plain(store, settings, [job], now)
         return
     spec = repo.job_spec(job)
+    if is_plain(settings, job, spec, uploads):
+        finish_plain(store, settings, [job], now)
+        return
     collect.collect_job(store, settings.runs_dir, job.id, now)
     reg = models_mod.registration(spec, settings.model_channel)
     registering = reg is not None and reg.wanted(job.phase)
     ups = uploads if uploads is not None else staging.uploads_of(job, spec)
-    if not (registering or ups or _remote_log_export(spec)):
-        with store.begin() as conn:  # the common case: one transaction
-            _record_version(conn, settings.runs_dir, job)
-            _set_finished(conn, job.id, now())
-        return
     with store.begin() as conn:  # before registering: the model version copies these
-        _record_version(conn, settings.runs_dir, job)
+        _record_versions(conn, settings.runs_dir, [job])
     if reg is not None and registering:
         try:
             register(store, stores, settings, job, reg.model, reg.channel, now)
@@ -66,13 +64,35 @@ def finish(store: db.Store, stores: objects.Stores, settings: settings_mod.Setti
         _set_finished(conn, job.id, now())
 
 
+def is_plain(settings: settings_mod.Settings, job: Any, spec: specs.JobCreate,
+             uploads: list[staging.Upload] | None = None) -> bool:
+    """Whether finishing the job moves nothing: no model to register, no output to upload,
+    no logs to export to object storage (most jobs)."""
+    reg = models_mod.registration(spec, settings.model_channel)
+    ups = uploads if uploads is not None else staging.uploads_of(job, spec)
+    return not ((reg is not None and reg.wanted(job.phase)) or ups
+                or _remote_log_export(spec))
+
+
+def finish_plain(store: db.Store, settings: settings_mod.Settings, jobs: Sequence[Any],
+                 now: Callable[[], int]) -> None:
+    """Finish ended jobs that have nothing to move, together: their last metrics read, then
+    their versions fixed and all marked finished in one transaction (a deleted job is only
+    marked)."""
+    live = [j for j in jobs if j.deleted_at is None]
+    collect.collect_jobs(store, settings.runs_dir, [j.id for j in live], now)
+    with store.begin() as conn:
+        _record_versions(conn, settings.runs_dir, live)
+        repo.set_finalized(conn, [j.id for j in jobs], now())
+
+
 def _remote_log_export(spec: specs.JobCreate) -> bool:
     export = spec.spec.log_export_path
     return bool(export and objects.is_remote(export.obs_url or export.host_path))
 
 
 def _set_finished(conn: sa.Connection, job_id: str, now: int) -> None:
-    conn.execute(repo.J.update().where(repo.J.c.id == job_id).values(finalized_at=now))
+    repo.set_finalized(conn, [job_id], now)
 
 
 def mark_finished(store: db.Store, job_id: str, now: int) -> None:
@@ -80,16 +100,25 @@ def mark_finished(store: db.Store, job_id: str, now: int) -> None:
         _set_finished(conn, job_id, now)
 
 
-def _record_version(conn: sa.Connection, runs_dir: pathlib.Path, job: Any) -> None:
-    """Fix the ended version's final metrics and the code its last attempt ran."""
-    versions_repo.ensure_version(conn, job)
-    versions_repo.set_final_metrics(conn, job.id, versions_repo.final_of(conn, job.id))
-    paths = storage.RunPaths(runs_dir, job.id)
-    attempt = repo.latest_attempt(conn, job.id)
-    manifest = storage.read_code_manifest(paths.attempt_dir(attempt)) if attempt else None
-    if manifest:
-        versions_repo.set_code(conn, job.id, attempt, manifest.get("code_hash"),
-                               manifest.get("git_commit"))
+def _record_versions(conn: sa.Connection, runs_dir: pathlib.Path, jobs: Sequence[Any]) -> None:
+    """Fix each ended version's final metrics and the code its last attempt ran."""
+    if not jobs:
+        return
+    ids = [j.id for j in jobs]
+    have = versions_repo.versions_of(conn, ids)
+    for job in jobs:
+        if job.id not in have:
+            versions_repo.ensure_version(conn, job)
+    finals = versions_repo.finals_of(conn, ids)
+    versions_repo.set_final_metrics_of(conn, {i: finals.get(i, {}) for i in ids})
+    attempts = repo.latest_attempts(conn, ids)
+    for job_id in ids:
+        attempt = attempts.get(job_id, 0)
+        paths = storage.RunPaths(runs_dir, job_id)
+        manifest = storage.read_code_manifest(paths.attempt_dir(attempt)) if attempt else None
+        if manifest:
+            versions_repo.set_code(conn, job_id, attempt, manifest.get("code_hash"),
+                                   manifest.get("git_commit"))
 
 
 def register(store: db.Store, stores: objects.Stores, settings: settings_mod.Settings,

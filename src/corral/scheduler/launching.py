@@ -202,8 +202,7 @@ def prepare_attempt(paths: storage.RunPaths, attempt: int, alg: specs.Algorithm,
             made.mkdir(parents=True)
             if owner is not None:
                 _give(made, owner)
-    cwd = code or paths.attempt_dir(attempt)
-    cwd.mkdir(parents=True, exist_ok=True)
+    cwd = code or paths.attempt_dir(attempt)  # both exist by now (metrics' parent)
     if owner is not None:
         _give(paths.attempt_dir(attempt), owner)
         if code is not None:

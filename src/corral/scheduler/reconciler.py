@@ -57,6 +57,8 @@ class _Pass:
     ended: list[tuple[Any, base.Status]] = dataclasses.field(default_factory=list)
     exports: list[tuple[Any, int]] = dataclasses.field(default_factory=list)
     purged: list[str] = dataclasses.field(default_factory=list)
+    #: the pass's events, written in one statement before its transaction commits
+    events: repo.Events = dataclasses.field(default_factory=repo.Events)
 
 
 @dataclasses.dataclass
@@ -73,6 +75,13 @@ class Reconciler:
     on_catalog: Callable[[catalog_mod.Catalog], None] | None = None
     _known: set[str] = dataclasses.field(default_factory=set)
     _specs: dict[str, specs.JobCreate] = dataclasses.field(default_factory=dict)
+    #: launches of the last pass, their handles (or why they failed) to be recorded by the
+    #: next one: a launch not recorded when the server stops is settled by `recover`
+    _unrecorded: list[tuple[Any, base.Handle | None, str]] = dataclasses.field(
+        default_factory=list)
+    #: the queue as the scheduler saw it last pass, by job id: (its row, what decide takes)
+    _seen: dict[str, tuple[tuple[Any, ...], scheduling.Queued]] = dataclasses.field(
+        default_factory=dict)
 
     def now(self) -> int:
         return round(self.clock() * 1000)
@@ -85,11 +94,33 @@ class Reconciler:
         """One pass; True when work was left for another pass straight away.
 
         Every decision of the pass is one transaction (so a crash leaves all of it or none
-        of it); processes are started after it commits, and their handles recorded in a
-        second one.
+        of it); processes are started after it commits, and their handles recorded first
+        thing in the next pass's transaction (see `_record_launches`).
         """
         p = _Pass()
+        unrecorded, self._unrecorded = self._unrecorded, []
+        try:
+            more = self._decide(p, unrecorded)
+        except BaseException:
+            self._unrecorded = unrecorded + self._unrecorded
+            raise
+        self._after(p)
+        # A launch that failed is settled by the next pass (nothing else would wake it).
+        return more or any(handle is None for _t, handle, _err in self._unrecorded)
+
+    def close(self) -> None:
+        """Record the last pass's launches (a server stopping)."""
+        if self._unrecorded:
+            events = repo.Events()
+            with self.store.begin() as conn:
+                self._record_launches(conn, self._unrecorded, events)
+                events.write(conn)
+            self._unrecorded = []
+
+    def _decide(self, p: _Pass, unrecorded: Sequence[tuple[Any, base.Handle | None, str]]
+                ) -> bool:
         with self.store.begin() as conn:
+            self._record_launches(conn, unrecorded, p.events)
             self._observe(conn, p)
             active = repo.active_with_tasks(conn)
             holding = [(job, tasks) for job, tasks in active
@@ -99,8 +130,8 @@ class Reconciler:
             queue = repo.queued(conn, limit=QUEUE_WINDOW)
             self._refresh_nodes()
             more = self._place(conn, p, queue, holding)
+            p.events.write(conn)  # before purging: a purged job's events go with it
             self._purge(conn, p)
-        self._after(p)
         return more
 
     def _refresh_nodes(self) -> None:
@@ -129,7 +160,7 @@ class Reconciler:
                    for r in self._launch_tasks(job, seq, tasks)]
         for job_id, attempt in p.relaunch:
             results += self._relaunch(job_id, attempt)
-        self._record_launches(results)
+        self._unrecorded += results
 
     # --- observe --------------------------------------------------------------------------
 
@@ -142,7 +173,7 @@ class Reconciler:
                 if self._renew_launch(conn, row, now):
                     p.relaunch.add((row.job_id, row.attempt))
             elif status.state is not base.State.RUNNING or row.state != J.TaskState.RUNNING:
-                self._record(conn, row, status, now)
+                self._record(conn, p.events, row, status, now)
                 if status.handle and status.state is not base.State.RUNNING:
                     p.ended.append((row, status))
 
@@ -175,7 +206,8 @@ class Reconciler:
         return repo.update_task(conn, row.job_id, row.attempt, row.name, expect=LIVE,
                                 launch_id=launching.new_launch_id())
 
-    def _record(self, conn: sa.Connection, row: Any, status: base.Status, now: int) -> None:
+    def _record(self, conn: sa.Connection, events: repo.Events, row: Any, status: base.Status,
+                now: int) -> None:
         handle = status.handle.dumps() if status.handle else row.handle
         if status.state is base.State.RUNNING:
             if status.handle:
@@ -187,20 +219,20 @@ class Reconciler:
             repo.update_task(conn, row.job_id, row.attempt, row.name, expect=LIVE,
                              state=J.TaskState.EXITED.value, exit_code=code,
                              handle=handle, ended_at=now)
-            repo.add_event(conn, row.job_id, now, f"Task {row.name} exited with code {code}",
-                           level="Info" if code == 0 else "Warning", source="Task")
+            events.add(row.job_id, now, f"Task {row.name} exited with code {code}",
+                       level="Info" if code == 0 else "Warning", source="Task")
         elif status.state is base.State.NODE_LOST:
             repo.update_task(conn, row.job_id, row.attempt, row.name, expect=LIVE,
                              state=J.TaskState.NODE_LOST.value, message=status.message,
                              handle=handle, ended_at=now)
-            repo.add_event(conn, row.job_id, now, f"Task {row.name} lost with its node "
-                           f"{row.node}: {status.message}", level="Warning", source="Task")
+            events.add(row.job_id, now, f"Task {row.name} lost with its node "
+                       f"{row.node}: {status.message}", level="Warning", source="Task")
         else:
             repo.update_task(conn, row.job_id, row.attempt, row.name, expect=LIVE,
                              state=J.TaskState.LOST.value, message=status.message,
                              handle=handle, ended_at=now)
-            repo.add_event(conn, row.job_id, now, f"Task {row.name} lost: {status.message}",
-                           level="Error", source="Task")
+            events.add(row.job_id, now, f"Task {row.name} lost: {status.message}",
+                       level="Error", source="Task")
 
     # --- settle: decide what each active job's tasks add up to ----------------------------
 
@@ -211,7 +243,7 @@ class Reconciler:
             if live:
                 self._signal(conn, live)
                 return True
-            return not self._finish(conn, p, job, J.Phase.TERMINATED,
+            return not self._finish(conn, p, job, tasks, J.Phase.TERMINATED,
                                     J.SecondaryPhase.TERMINATED,
                                     end_reason="terminated by user", message="Job terminated",
                                     failure=(J.FailureClass.TERMINATED, "stopped on request"))
@@ -235,7 +267,8 @@ class Reconciler:
                                      related_task=lost[0].name)
         if failed:
             return self._attempt_failed(conn, p, job, tasks, failed)
-        return not self._finish(conn, p, job, J.Phase.COMPLETED, J.SecondaryPhase.COMPLETED,
+        return not self._finish(conn, p, job, tasks, J.Phase.COMPLETED,
+                                J.SecondaryPhase.COMPLETED,
                                 end_reason="job completed", message="Job completed")
 
     def _signal(self, conn: sa.Connection, live: Sequence[Any]) -> None:
@@ -265,7 +298,7 @@ class Reconciler:
             J.FailureClass.LOST: (J.Phase.ABNORMAL, J.SecondaryPhase.LOST),
             J.FailureClass.LAUNCH_ERROR: (J.Phase.FAILED, J.SecondaryPhase.CREATE_FAILED),
         }.get(fclass, (J.Phase.FAILED, J.SecondaryPhase.FAILED))
-        return not self._finish(conn, p, job, phase, secondary, end_reason=reason,
+        return not self._finish(conn, p, job, tasks, phase, secondary, end_reason=reason,
                                 related=first.name, level="Error",
                                 message=f"Job failed: {first.name} {reason}",
                                 failure=(fclass, f"{first.name}: {reason}"))
@@ -283,8 +316,8 @@ class Reconciler:
         rows = [_task_row(job.id, old + 1, t.rank, t.name, t.node, t.gpu_ids, t.accel_ids)
                 for t in tasks]
         repo.insert_tasks(conn, rows)
-        repo.add_event(conn, job.id, now, f"Restarting after {first.name} {reason} "
-                       f"(retry {retry} of {job.retry_limit})", level="Warning")
+        p.events.add(job.id, now, f"Restarting after {first.name} {reason} "
+                     f"(retry {retry} of {job.retry_limit})", level="Warning")
         p.exports.append((job, old))
         p.launches.append((job, old + 1, [types.SimpleNamespace(**r) for r in rows]))
 
@@ -299,7 +332,7 @@ class Reconciler:
         attempt = repo.latest_attempt(conn, job.id)
         if not repo.transition(conn, job.id, J.Phase.PENDING, J.SecondaryPhase.QUEUING,
                                now=now, message=f"Job requeued: {end_reason}",
-                               level="Warning",
+                               level="Warning", events=p.events,
                                fields={"preempt_requested_at": None, "borrowed": False,
                                        "wait_reason": None, "wait_code": None,
                                        "master_port": None}):
@@ -311,9 +344,9 @@ class Reconciler:
             p.exports.append((job, attempt))
         return True
 
-    def _finish(self, conn: sa.Connection, p: _Pass, job: Any, phase: J.Phase,
-                secondary: J.SecondaryPhase, *, end_reason: str, message: str,
-                related: str | None = None, level: str = "Info",
+    def _finish(self, conn: sa.Connection, p: _Pass, job: Any, tasks: Sequence[Any],
+                phase: J.Phase, secondary: J.SecondaryPhase, *, end_reason: str,
+                message: str, related: str | None = None, level: str = "Info",
                 failure: tuple[J.FailureClass, str] | None = None) -> bool:
         """Move the job to its end phase and close its running record; False if it had
         already moved on (a terminate racing the end, say)."""
@@ -322,9 +355,10 @@ class Reconciler:
                                   "preempt_requested_at": None}
         if failure:
             fields.update(failure_class=failure[0].value, failure_message=failure[1])
-        attempt = repo.latest_attempt(conn, job.id)
+        # The tasks are those of the latest attempt (an attempt opens with its tasks).
+        attempt = tasks[0].attempt if tasks else repo.latest_attempt(conn, job.id)
         if not repo.transition(conn, job.id, phase, secondary, now=now, message=message,
-                               level=level, fields=fields):
+                               level=level, fields=fields, events=p.events):
             return False
         if attempt:
             repo.close_attempt(conn, job.id, attempt, now=now, end_reason=end_reason,
@@ -351,29 +385,77 @@ class Reconciler:
         """Start what fits, preempt what must make room, say why the rest waits; True if a
         queue window was used up (look again at once)."""
         now = self.now()
-        for j in queue:  # admission: Creating -> Pending
-            if j.phase == J.Phase.CREATING.value:
-                repo.transition(conn, j.id, J.Phase.PENDING, J.SecondaryPhase.QUEUING,
-                                now=now, message="Job queued")
         running = [_running(job, tasks) for job, tasks in holding]
         nodes = self.catalog.scheduling_nodes()
         usage = self._usage(conn, running, nodes, now)
         if not queue:
             return False
-        d = scheduling.decide([_queued(j) for j in queue], nodes, running,
-                              [_quota(q) for q in repo.quotas(conn)], usage)
-        by_id = {j.id: j for j in queue}
+        queued, by_id, new, window_ends = self._queued(queue)
+        d = scheduling.decide(queued, nodes, running, [_quota(q) for q in repo.quotas(conn)],
+                              usage)
+        admitted = self._admit(conn, p, new, d.waits, now)
         for a in d.starts:
-            started = self._record_start(conn, a, now)
+            started = self._record_start(conn, p, a, now)
             if started:
                 p.launches.append(started)
         live = {job.id: (job, tasks) for job, tasks in holding}
         for v in d.preempts:
-            self._preempt(conn, live[v.job_id], v, by_id[v.for_job], now)
-        self._note_waiting(conn, d.waits, by_id, now)
-        return any(j.stream_rank == QUEUE_WINDOW for j in queue) and bool(d.starts)
+            self._preempt(conn, p, live[v.job_id], v, by_id[v.for_job], now)
+        self._note_waiting(conn, p, d.waits, by_id, now, admitted)
+        # Jobs past a stream's window were not looked at: look again at once when this
+        # pass started even the last job of a full window (it still had room at its end);
+        # otherwise they wait for the next pass like the rest of the window.
+        started_ids = {a.job_id for a in d.starts}
+        return any(job_id in started_ids for job_id in window_ends)
 
-    def _preempt(self, conn: sa.Connection, victim: tuple[Any, Sequence[Any]],
+    def _admit(self, conn: sa.Connection, p: _Pass, new: Sequence[Any],
+               waits: Sequence[scheduling.Wait], now: int) -> set[str]:
+        """Creating -> Pending for every new job; one that waits gets its reason in the same
+        write. Returns the jobs whose reason was written here."""
+        if not new:
+            return set()
+        reasons = {w.job_id: w for w in waits}
+        admitted = set()
+        for j in new:
+            w = reasons.get(j.id)
+            fields = None if w is None else {"wait_reason": w.message,
+                                             "wait_code": w.code.value}
+            if repo.transition(conn, j.id, J.Phase.PENDING, J.SecondaryPhase.QUEUING,
+                               now=now, message="Job queued", fields=fields,
+                               events=p.events) and w is not None:
+                admitted.add(j.id)
+                if j.wait_code != w.code:
+                    p.events.add(j.id, now, w.message, level=_wait_level(w))
+        return admitted
+
+    def _queued(self, queue: Sequence[Any]) -> tuple[list[scheduling.Queued], dict[str, Any],
+                                                     list[Any], list[str]]:
+        """The queue as decide takes it, its rows by id, the new jobs (Creating) and the
+        last job of each full window, in one loop over a queue that may be long.
+
+        Most of a long queue is the same rows pass after pass: what was built from a row is
+        used again while the row is unchanged."""
+        seen, self._seen = self._seen, {}
+        creating = J.Phase.CREATING.value
+        out, by_id, new = [], {}, []
+        streams: dict[tuple[str, int, str], list[Any]] = {}  # stream -> [jobs, last id]
+        for j in queue:
+            job_id = j.id
+            row = tuple(j)
+            known = seen.get(job_id)
+            q = known[1] if known is not None and known[0] == row else _queued(j)
+            self._seen[job_id] = (row, q)
+            out.append(q)
+            by_id[job_id] = j
+            if j.phase == creating:
+                new.append(j)
+            stream = streams.setdefault((q.pool, q.priority, q.project), [0, None])
+            stream[0] += 1
+            stream[1] = job_id
+        ends = [last for n, last in streams.values() if n == QUEUE_WINDOW]
+        return out, by_id, new, ends
+
+    def _preempt(self, conn: sa.Connection, p: _Pass, victim: tuple[Any, Sequence[Any]],
                  v: scheduling.Preempt, for_job: Any, now: int) -> None:
         """Stop a victim (SIGTERM now, SIGKILL after the grace period); it is requeued once
         its processes have gone."""
@@ -385,28 +467,28 @@ class Reconciler:
         # Another project's job is described, never named: events are the victim's.
         who = (f"job {for_job.id}" if for_job.project_id == job.project_id
                else f"a priority-{for_job.priority} job of another project")
-        repo.add_event(conn, job.id, now, f"Preempted for {who} ({why}): "
-                       f"stopping it with a grace period of {self.settings.grace_period:g} s; "
-                       "it is requeued and keeps its place", level="Warning")
+        p.events.add(job.id, now, f"Preempted for {who} ({why}): "
+                     f"stopping it with a grace period of {self.settings.grace_period:g} s; "
+                     "it is requeued and keeps its place", level="Warning")
         self._signal(conn, [t for t in tasks if t.state in LIVE])
 
-    def _note_waiting(self, conn: sa.Connection, waits: Sequence[scheduling.Wait],
-                      by_id: Mapping[str, Any], now: int) -> None:
+    def _note_waiting(self, conn: sa.Connection, p: _Pass, waits: Sequence[scheduling.Wait],
+                      by_id: Mapping[str, Any], now: int, admitted: set[str]) -> None:
         """Record why each job waits; an event whenever the kind of reason changes."""
         writes = 0
         for w in waits:
             row = by_id[w.job_id]
-            if row.wait_reason == w.message and row.wait_code == w.code.value:
+            if row.wait_code == w.code and row.wait_reason == w.message:  # (a StrEnum)
+                continue
+            if w.job_id in admitted:
                 continue
             writes += 1
             if writes > REASON_WRITES:
                 return
             repo.update_job(conn, w.job_id, now=now, wait_reason=w.message,
                             wait_code=w.code.value)
-            if row.wait_code != w.code.value:
-                repo.add_event(conn, w.job_id, now, w.message,
-                               level="Info" if w.code is scheduling.WaitCode.QUEUED
-                               else "Warning")
+            if row.wait_code != w.code:
+                p.events.add(w.job_id, now, w.message, level=_wait_level(w))
 
     def _usage(self, conn: sa.Connection, running: Sequence[scheduling.Running],
                nodes: Sequence[scheduling.Node], now: int) -> dict[tuple[str, str], float]:
@@ -437,7 +519,7 @@ class Reconciler:
                                 "updated_at": now} for k, v in out.items()])
         return out
 
-    def _record_start(self, conn: sa.Connection, a: scheduling.Start,
+    def _record_start(self, conn: sa.Connection, p: _Pass, a: scheduling.Start,
                       now: int) -> tuple[Any, int, list[Any]] | None:
         nodes = ", ".join(sorted({s.node for s in a.slots}))
         port = launching.free_port()
@@ -450,9 +532,11 @@ class Reconciler:
                 message=f"Job started: {len(a.slots)} task(s) on {nodes}{notes}",
                 fields={"start_time": job.start_time or now, "wait_reason": None,
                         "wait_code": None, "master_port": port, "borrowed": a.borrowed,
-                        "preempt_requested_at": None}):
+                        "preempt_requested_at": None}, events=p.events):
             return None
-        seq = repo.latest_attempt(conn, a.job_id) + 1
+        # A job that never started has no running record yet (start_time is set with its
+        # first and kept through requeues).
+        seq = 1 if job.start_time is None else repo.latest_attempt(conn, a.job_id) + 1
         repo.open_attempt(conn, a.job_id, seq, now, J.StartType.INIT_OR_RESCHEDULED)
         tasks = [_task_row(a.job_id, seq, rank, name, slot.node,
                            ",".join(str(g) for g in slot.gpu_ids),
@@ -512,23 +596,30 @@ class Reconciler:
         self._known.add(handle.launch_id)
         return t, handle, ""
 
-    def _record_launches(self, results: Sequence[tuple[Any, base.Handle | None, str]]) -> None:
+    def _record_launches(self, conn: sa.Connection,
+                         results: Sequence[tuple[Any, base.Handle | None, str]],
+                         events: repo.Events) -> None:
+        """Record the handles of started tasks (or why they failed to start).
+
+        Until then a task stays `launching`; that is safe at any moment: a server that
+        stops first settles such a launch through the executor's `recover` (the wrapper's
+        claim file says whether it ran), exactly as one killed between starting a process
+        and recording it. Recording them with the next pass saves a transaction a pass.
+        """
         if not results:
             return
         now = self.now()
-        with self.store.begin() as conn:
-            for t, handle, err in results:
-                if handle is not None:
-                    repo.update_task(conn, t.job_id, t.attempt, t.name, expect=LIVE,
-                                     state=J.TaskState.RUNNING.value, handle=handle.dumps(),
-                                     launched_at=now)
-                else:
-                    repo.update_task(conn, t.job_id, t.attempt, t.name, expect=LIVE,
-                                     state=J.TaskState.FAILED_TO_START.value, message=err,
-                                     ended_at=now)
-                    repo.add_event(conn, t.job_id, now,
-                                   f"Task {t.name} failed to start: {err}",
-                                   level="Error", source="Task")
+        for t, handle, err in results:
+            if handle is not None:
+                repo.update_task(conn, t.job_id, t.attempt, t.name, expect=LIVE,
+                                 state=J.TaskState.RUNNING.value, handle=handle.dumps(),
+                                 launched_at=now)
+            else:
+                repo.update_task(conn, t.job_id, t.attempt, t.name, expect=LIVE,
+                                 state=J.TaskState.FAILED_TO_START.value, message=err,
+                                 ended_at=now)
+                events.add(t.job_id, now, f"Task {t.name} failed to start: {err}",
+                           level="Error", source="Task")
 
     # --- purge deleted jobs ---------------------------------------------------------------
 
@@ -543,6 +634,10 @@ class Reconciler:
 def _ended_badly(row: Any, status: base.Status) -> bool:
     return (status.state is not base.State.EXITED or status.exit_code != 0
             or row.job_phase != J.Phase.RUNNING.value)
+
+
+def _wait_level(w: scheduling.Wait) -> str:
+    return "Info" if w.code is scheduling.WaitCode.QUEUED else "Warning"
 
 
 def _failed(t: Any) -> bool:

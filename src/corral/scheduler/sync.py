@@ -60,8 +60,16 @@ class Syncer:
             self._periodic_uploads(job)
         for job in waiting:
             self._submit(("stage", job.id), self._stage, job)
+        # Most ended jobs have nothing to move: they are finished together, one piece of
+        # work for all; the others one by one, as their transfers take their own time.
+        plain = [j for j in ended if j.deleted_at is not None or finishing.is_plain(
+            self.settings, j, self._specs.get(j.id) or repo.job_spec(j),
+            self._uploads.get(j.id))]
+        self._submit_batch([("finish", j.id) for j in plain], self._finish_plain, plain)
+        done = {j.id for j in plain}
         for job in ended:
-            self._submit(("finish", job.id), self._finish, job)
+            if job.id not in done:
+                self._submit(("finish", job.id), self._finish, job)
         live = {j.id for j in running}
         for job_id in [j for j in self._uploads if j not in live]:
             if not self._is_busy(("finish", job_id)):
@@ -137,6 +145,20 @@ class Syncer:
                         "Error")
             finishing.mark_finished(self.store, job.id, self.now())
 
+    def _finish_plain(self, jobs: list[Any]) -> None:
+        """Jobs with nothing to move, finished together; one by one if that fails (so that
+        one job's trouble is retried and given up on alone)."""
+        try:
+            finishing.finish_plain(self.store, self.settings, jobs, self.now)
+        except Exception:
+            log.exception("finishing %d jobs together failed; trying them one by one",
+                          len(jobs))
+            for job in jobs:
+                try:
+                    self._finish(job)
+                except Exception:
+                    log.exception("finishing job %s failed", job.id)
+
     # --- plumbing --------------------------------------------------------------------------
 
     def _spec(self, job: Any) -> specs.JobCreate:
@@ -163,14 +185,35 @@ class Syncer:
             with self._lock:
                 self._busy.discard(key)
 
+    def _submit_batch(self, keys: list[tuple[str, str]], fn: Callable[[Any], None],
+                      items: list[Any]) -> None:
+        """One piece of work for those of `items` whose key is not busy already."""
+        with self._lock:
+            todo = [(k, i) for k, i in zip(keys, items, strict=True) if k not in self._busy]
+            if not todo:
+                return
+            self._busy.update(k for k, _ in todo)
+            if self._pool is None:
+                self._pool = concurrent.futures.ThreadPoolExecutor(
+                    self.workers, thread_name_prefix="corral-storage")
+        try:
+            self._pool.submit(self._run_batch, [k for k, _ in todo], fn, [i for _, i in todo])
+        except RuntimeError:  # shutting down
+            with self._lock:
+                self._busy.difference_update(k for k, _ in todo)
+
     def _run(self, key: tuple[str, str], fn: Callable[[Any], None], arg: Any) -> None:
+        self._run_batch([key], fn, arg)
+
+    def _run_batch(self, keys: list[tuple[str, str]], fn: Callable[[Any], None],
+                   arg: Any) -> None:
         try:
             fn(arg)
         except Exception:
-            log.exception("storage work %s failed", key)
+            log.exception("storage work %s failed", keys[0] if len(keys) == 1 else keys)
         finally:
             with self._lock:
-                self._busy.discard(key)
+                self._busy.difference_update(keys)
 
     def _event(self, job_id: str, message: str, level: str) -> None:
         try:

@@ -192,9 +192,10 @@ def create_token(conn: sa.Connection, *, user_id: str, token_hash: str, descript
 
 
 def live_token(conn: sa.Connection, token_hash: str, now: int) -> Any:
-    """(id, user_id, project_id) of a token that is neither revoked nor expired, or None."""
+    """(id, user_id, project_id, expires_at) of a token that is neither revoked nor expired,
+    or None."""
     row = conn.execute(
-        sa.select(TK.c.id, TK.c.user_id, TK.c.project_id).where(
+        sa.select(TK.c.id, TK.c.user_id, TK.c.project_id, TK.c.expires_at).where(
             TK.c.token_hash == token_hash, TK.c.revoked_at.is_(None),
             sa.or_(TK.c.expires_at.is_(None), TK.c.expires_at > now))).first()
     return row

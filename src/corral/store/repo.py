@@ -27,6 +27,7 @@ M = schema.task_metrics
 DEFAULT_PROJECT_KEY = "default_project_id"
 _ACTIVE = [p.value for p in jobs_mod.ACTIVE]
 _LIVE = [jobs_mod.TaskState.LAUNCHING.value, jobs_mod.TaskState.RUNNING.value]
+_FROM = {p: sorted(f.value for f in jobs_mod.allowed_from(p)) for p in jobs_mod.Phase}
 
 
 def _p(name: str, **kw: Any) -> sa.BindParameter[Any]:
@@ -50,26 +51,37 @@ _Q_ACTIVE = sa.select(J).where(J.c.phase.in_(_ACTIVE)).order_by(J.c.seq)
 _Q_TASKS_OF_JOBS = (sa.select(T).where(T.c.job_id.in_(_p("ids", expanding=True)))
                     .order_by(T.c.job_id, T.c.attempt, T.c.rank))
 # The queue as the scheduler reads it: the first `limit` jobs of every (pool, priority,
-# project) stream, which is all that fair share and backfill can reach in one pass. Only
-# ids are ranked (a long queue sorts small rows), then the chosen rows are read.
+# project) stream, which is all that fair share and backfill can reach in one pass.
+# Only what placement needs: a long queue is read on every pass, and each column of each
+# row costs a Python object. Only ids are ranked (a long queue sorts small rows), then the
+# chosen rows are read.
+_QUEUE_COLUMNS = (J.c.id, J.c.phase, J.c.cpu, J.c.memory_mb, J.c.gpu, J.c.accelerators,
+                  J.c.node_count, J.c.wait_reason, J.c.wait_code, J.c.project_id,
+                  J.c.pool_id, J.c.priority, J.c.seq, J.c.spread, J.c.gpu_type)
+#: the queue `decide` reads: new and admitted jobs, less those still fetching their inputs
+_IN_QUEUE = sa.and_(J.c.phase.in_([jobs_mod.Phase.CREATING.value, jobs_mod.Phase.PENDING.value]),
+                    J.c.staging.is_(None))
 _RANKED = (sa.select(J.c.id, sa.func.row_number().over(
                partition_by=(J.c.pool_id, J.c.priority, J.c.project_id),
                order_by=J.c.seq).label("stream_rank"))
-           .where(J.c.phase.in_([jobs_mod.Phase.CREATING.value, jobs_mod.Phase.PENDING.value]),
-                  J.c.staging.is_(None))  # jobs still fetching inputs wait outside the queue
-           .subquery())
-_Q_QUEUED = (sa.select(J.c.id, J.c.name, J.c.phase, J.c.cpu, J.c.memory_mb, J.c.gpu,
-                       J.c.node_count, J.c.wait_reason, J.c.wait_code, J.c.deleted_at,
-                       J.c.project_id, J.c.pool_id, J.c.priority, J.c.seq, J.c.spread,
-                       J.c.gpu_type, J.c.preemptible, J.c.accelerators, _RANKED.c.stream_rank)
-             .join(_RANKED, _RANKED.c.id == J.c.id)
+           .where(_IN_QUEUE).subquery())
+_Q_QUEUED = (sa.select(*_QUEUE_COLUMNS).join(_RANKED, _RANKED.c.id == J.c.id)
              .where(_RANKED.c.stream_rank <= _p("limit")).order_by(J.c.seq))
+# One stream (one pool, priority and project: the usual case) needs no window function,
+# which costs SQLite more than reading the rows.
+_Q_STREAMS = (sa.select(J.c.pool_id, J.c.priority, J.c.project_id).where(_IN_QUEUE)
+              .distinct().limit(2))
+_Q_QUEUED_ONE = sa.select(*_QUEUE_COLUMNS).where(_IN_QUEUE).order_by(J.c.seq).limit(
+    _p("limit"))
 _Q_DELETED = sa.select(J.c.id, J.c.phase).where(J.c.deleted_at.is_not(None))
 _I_ATTEMPT = A.insert()
 _U_ATTEMPT_OPEN = A.update().where(A.c.job_id == _p("job"), A.c.seq == _p("seq"),
                                    A.c.end_at.is_(None))
 _Q_ATTEMPTS = sa.select(A).where(A.c.job_id == _p("job")).order_by(A.c.seq)
 _Q_LATEST_ATTEMPT = sa.select(sa.func.max(A.c.seq)).where(A.c.job_id == _p("job"))
+_Q_LATEST_ATTEMPTS = (sa.select(A.c.job_id, sa.func.max(A.c.seq).label("seq"))
+                      .where(A.c.job_id.in_(_p("jobs", expanding=True))).group_by(A.c.job_id))
+_U_FINALIZED = J.update().where(J.c.id.in_(_p("jobs", expanding=True)))
 _I_TASK = T.insert()
 _U_TASK = T.update().where(T.c.job_id == _p("job"), T.c.attempt == _p("attempt"),
                            T.c.name == _p("name"))
@@ -151,19 +163,23 @@ def job_spec(row: sa.Row[Any]) -> specs.JobCreate:
 def transition(
     conn: sa.Connection, job_id: str, to: jobs_mod.Phase, secondary: jobs_mod.SecondaryPhase,
     *, now: int, message: str, level: str = "Info", fields: Mapping[str, Any] | None = None,
+    events: Events | None = None,
 ) -> bool:
     """Move a job to `to` if the transition table allows it from its current phase.
 
-    Returns False (and writes nothing) when the job is in no such phase any more.
+    Returns False (and writes nothing) when the job is in no such phase any more. Its event
+    goes to `events` when given (written with the others before the transaction commits).
     """
-    allowed = [p.value for p in jobs_mod.allowed_from(to)]
     values = {"phase": to.value, "secondary_phase": secondary.value, "updated_at": now}
     if fields:
         values.update(fields)
-    res = conn.execute(_U_JOB_GUARDED, {**values, "k_id": job_id, "k_from": allowed})
+    res = conn.execute(_U_JOB_GUARDED, {**values, "k_id": job_id, "k_from": _FROM[to]})
     if res.rowcount != 1:
         return False
-    add_event(conn, job_id, now, message, level=level)
+    if events is None:
+        add_event(conn, job_id, now, message, level=level)
+    else:
+        events.add(job_id, now, message, level=level)
     return True
 
 
@@ -211,11 +227,6 @@ def active_with_tasks(conn: sa.Connection) -> list[tuple[sa.Row[Any], list[sa.Ro
         last = max((t.attempt for t in tasks), default=0)
         out.append((job, [t for t in tasks if t.attempt == last]))
     return out
-
-
-#: the queue `decide` reads: new and admitted jobs, less those still fetching their inputs
-_IN_QUEUE = sa.and_(J.c.phase.in_([jobs_mod.Phase.CREATING.value, jobs_mod.Phase.PENDING.value]),
-                    J.c.staging.is_(None))
 
 
 def queue_order(keys: Mapping[tuple[str, str], float], heads: Sequence[str]) -> list[Any]:
@@ -295,7 +306,8 @@ def held_totals(conn: sa.Connection) -> list[sa.Row[Any]]:
 def queued(conn: sa.Connection, limit: int) -> list[sa.Row[Any]]:
     """Jobs waiting to start (new ones too), in submission order: the first `limit` of
     each pool, priority and project."""
-    return list(conn.execute(_Q_QUEUED, {"k_limit": limit}))
+    one = len(conn.execute(_Q_STREAMS).all()) <= 1
+    return list(conn.execute(_Q_QUEUED_ONE if one else _Q_QUEUED, {"k_limit": limit}))
 
 
 def pending_jobs(conn: sa.Connection, pool_id: str | None = None,
@@ -408,6 +420,27 @@ def add_event(conn: sa.Connection, job_id: str, now: int, message: str, *,
                             "message": message})
 
 
+class Events:
+    """Events written together, in the order they were added, by one statement.
+
+    For a transaction that writes many (a reconciler pass): `write` them before it commits,
+    so that they are part of it like any other row.
+    """
+
+    def __init__(self) -> None:
+        self.rows: list[dict[str, Any]] = []
+
+    def add(self, job_id: str, now: int, message: str, *, level: str = "Info",
+            source: str = "Job") -> None:
+        self.rows.append({"job_id": job_id, "time": now, "level": level, "source": source,
+                          "message": message})
+
+    def write(self, conn: sa.Connection) -> None:
+        if self.rows:
+            conn.execute(_I_EVENT, self.rows)
+            self.rows = []
+
+
 def list_events(conn: sa.Connection, job_id: str, *, offset: int, limit: int, order: str,
                 level: str | None = None, pattern: str | None = None,
                 start_time: int | None = None,
@@ -449,6 +482,18 @@ def attempts_of(conn: sa.Connection, job_id: str) -> list[sa.Row[Any]]:
 
 def latest_attempt(conn: sa.Connection, job_id: str) -> int:
     return int(conn.execute(_Q_LATEST_ATTEMPT, {"k_job": job_id}).scalar_one() or 0)
+
+
+def latest_attempts(conn: sa.Connection, job_ids: Sequence[str]) -> dict[str, int]:
+    """latest_attempt of several jobs (one query); jobs that never started are left out."""
+    return {r.job_id: int(r.seq) for r in conn.execute(_Q_LATEST_ATTEMPTS,
+                                                        {"k_jobs": list(job_ids)})}
+
+
+def set_finalized(conn: sa.Connection, job_ids: Sequence[str], now: int) -> None:
+    """The storage component is done with these ended jobs."""
+    if job_ids:
+        conn.execute(_U_FINALIZED, {"finalized_at": now, "k_jobs": list(job_ids)})
 
 
 def insert_tasks(conn: sa.Connection, rows: Sequence[Mapping[str, Any]]) -> None:

@@ -21,6 +21,21 @@ V = schema.job_versions
 TM = schema.training_metrics
 MO = schema.metric_offsets
 _ENDED = [p.value for p in jobs_mod.TERMINAL]
+_I_FAMILY = F.insert()
+_I_VERSION = V.insert()
+# Finishing and metrics collection run these for every ended job, many jobs at a time.
+_JOBS: sa.BindParameter[Any] = sa.bindparam("k_jobs", expanding=True)
+_Q_VERSIONS = sa.select(V).where(V.c.job_id.in_(_JOBS))
+_U_FINAL = V.update().where(V.c.job_id == sa.bindparam("k_job"))
+_Q_OFFSETS = sa.select(MO).where(MO.c.job_id.in_(_JOBS))
+_Q_TASK_NAMES = (sa.select(schema.tasks.c.job_id, schema.tasks.c.attempt, schema.tasks.c.name)
+                 .where(schema.tasks.c.job_id.in_(_JOBS)))
+_Q_COUNTS = (sa.select(TM.c.job_id, sa.func.count().label("n")).where(TM.c.job_id.in_(_JOBS))
+             .group_by(TM.c.job_id))
+_LAST_IDS = (sa.select(sa.func.max(TM.c.id)).where(TM.c.job_id.in_(_JOBS))
+             .group_by(TM.c.job_id, TM.c.name).scalar_subquery())
+_Q_FINALS = (sa.select(TM.c.job_id, TM.c.name, TM.c.value).where(TM.c.id.in_(_LAST_IDS))
+             .order_by(TM.c.job_id, TM.c.name))
 
 
 # --- families and versions ----------------------------------------------------------------
@@ -29,11 +44,13 @@ _ENDED = [p.value for p in jobs_mod.TERMINAL]
 def start_family(conn: sa.Connection, *, job_id: str, project_id: str, name: str, now: int,
                  output_bases: Mapping[str, str]) -> None:
     """Make `job_id` version 1 of a new family named after it."""
-    conn.execute(F.insert().values(id=job_id, project_id=project_id, name=name,
-                                   next_version=2, created_at=now))
-    conn.execute(V.insert().values(job_id=job_id, family_id=job_id, number=1, resume=False,
-                                   output_bases=json.dumps(dict(output_bases)),
-                                   created_at=now))
+    # Plain inserts with parameters (every submission runs these): building a statement
+    # with .values() each time costs more than running it.
+    conn.execute(_I_FAMILY, {"id": job_id, "project_id": project_id, "name": name,
+                             "next_version": 2, "created_at": now})
+    conn.execute(_I_VERSION, {"job_id": job_id, "family_id": job_id, "number": 1,
+                              "resume": False, "output_bases": json.dumps(dict(output_bases)),
+                              "created_at": now})
 
 
 def ensure_version(conn: sa.Connection, job: Any) -> sa.Row[Any]:
@@ -94,8 +111,19 @@ def set_code(conn: sa.Connection, job_id: str, attempt: int, code_hash: str | No
 
 
 def set_final_metrics(conn: sa.Connection, job_id: str, final: Mapping[str, float]) -> None:
-    conn.execute(V.update().where(V.c.job_id == job_id).values(
-        final_metrics=json.dumps(dict(final))))
+    set_final_metrics_of(conn, {job_id: final})
+
+
+def set_final_metrics_of(conn: sa.Connection, finals: Mapping[str, Mapping[str, float]]
+                         ) -> None:
+    """The final metrics of several jobs' versions (one statement)."""
+    if finals:
+        conn.execute(_U_FINAL, [{"k_job": job_id, "final_metrics": json.dumps(dict(final))}
+                                for job_id, final in finals.items()])
+
+
+def versions_of(conn: sa.Connection, job_ids: Sequence[str]) -> dict[str, sa.Row[Any]]:
+    return {r.job_id: r for r in conn.execute(_Q_VERSIONS, {"k_jobs": list(job_ids)})}
 
 
 # --- staging and finishing -----------------------------------------------------------------
@@ -125,8 +153,24 @@ def running_jobs(conn: sa.Connection) -> list[sa.Row[Any]]:
 
 
 def offsets(conn: sa.Connection, job_id: str) -> dict[tuple[int, str, str], int]:
-    q = sa.select(MO).where(MO.c.job_id == job_id)
-    return {(r.attempt, r.task, r.source): int(r.position) for r in conn.execute(q)}
+    return offsets_of(conn, [job_id]).get(job_id, {})
+
+
+def offsets_of(conn: sa.Connection, job_ids: Sequence[str]
+               ) -> dict[str, dict[tuple[int, str, str], int]]:
+    """How far each job's files were read: (attempt, task, source) -> byte position."""
+    out: dict[str, dict[tuple[int, str, str], int]] = {}
+    for r in conn.execute(_Q_OFFSETS, {"k_jobs": list(job_ids)}):
+        out.setdefault(r.job_id, {})[(r.attempt, r.task, r.source)] = int(r.position)
+    return out
+
+
+def tasks_of(conn: sa.Connection, job_ids: Sequence[str]) -> dict[str, list[tuple[int, str]]]:
+    """(attempt, task) of every task each job ever had."""
+    out: dict[str, list[tuple[int, str]]] = {}
+    for r in conn.execute(_Q_TASK_NAMES, {"k_jobs": list(job_ids)}):
+        out.setdefault(r.job_id, []).append((r.attempt, r.name))
+    return out
 
 
 def save_points(conn: sa.Connection, job_id: str, attempt: int, task: str, source: str,
@@ -144,8 +188,11 @@ def save_points(conn: sa.Connection, job_id: str, attempt: int, task: str, sourc
 
 
 def count_points(conn: sa.Connection, job_id: str) -> int:
-    return int(conn.execute(sa.select(sa.func.count()).select_from(TM)
-                            .where(TM.c.job_id == job_id)).scalar_one())
+    return count_points_of(conn, [job_id]).get(job_id, 0)
+
+
+def count_points_of(conn: sa.Connection, job_ids: Sequence[str]) -> dict[str, int]:
+    return {r.job_id: int(r.n) for r in conn.execute(_Q_COUNTS, {"k_jobs": list(job_ids)})}
 
 
 def points_of(conn: sa.Connection, job_id: str, task: str | None = None,
@@ -159,7 +206,12 @@ def points_of(conn: sa.Connection, job_id: str, task: str | None = None,
 
 def final_of(conn: sa.Connection, job_id: str) -> dict[str, float]:
     """The last value reported of each metric, by any task of any attempt."""
-    last_ids = (sa.select(sa.func.max(TM.c.id)).where(TM.c.job_id == job_id)
-                .group_by(TM.c.name).scalar_subquery())
-    q = sa.select(TM.c.name, TM.c.value).where(TM.c.id.in_(last_ids)).order_by(TM.c.name)
-    return {r.name: r.value for r in conn.execute(q)}
+    return finals_of(conn, [job_id]).get(job_id, {})
+
+
+def finals_of(conn: sa.Connection, job_ids: Sequence[str]) -> dict[str, dict[str, float]]:
+    """final_of for several jobs (one query); jobs that reported nothing are left out."""
+    out: dict[str, dict[str, float]] = {}
+    for r in conn.execute(_Q_FINALS, {"k_jobs": list(job_ids)}):
+        out.setdefault(r.job_id, {})[r.name] = r.value
+    return out
