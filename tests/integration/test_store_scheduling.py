@@ -161,3 +161,26 @@ def test_migration_0005_keeps_jobs_and_tasks_and_goes_back_down(db_url: str) -> 
         db.upgrade(engine)
     finally:
         engine.dispose()
+
+
+def test_the_schedulers_guarded_writes_skip_a_job_that_moved_on(
+        store: db.Store, catalog: catalog_mod.Catalog, project: str) -> None:  # noqa: F811
+    """A reason only for a job that still waits, a preemption only of one that still runs
+    (and once): what the reconciler decided from an older snapshot."""
+    waits, stopped, runs = (create(store, catalog, project) for _ in range(3))
+    with store.begin() as conn:
+        repo.request_terminate(conn, stopped, NOW, "Termination requested")
+        conn.execute(schema.jobs.update().where(schema.jobs.c.id == runs)
+                     .values(phase="Running", secondary_phase="Running"))
+    with store.begin() as conn:
+        assert repo.note_wait(conn, waits, now=NOW, reason="no room", code="resources")
+        assert not repo.note_wait(conn, stopped, now=NOW, reason="no room", code="resources")
+        assert not repo.request_preempt(conn, waits, NOW)
+        assert repo.request_preempt(conn, runs, NOW)
+        assert not repo.request_preempt(conn, runs, NOW + 1)
+    with store.read() as conn:
+        rows = {j: repo.job_by_id(conn, j) for j in (waits, stopped, runs)}
+    assert (rows[waits].wait_code, rows[waits].wait_reason) == ("resources", "no room")
+    assert rows[stopped].wait_code is None
+    assert rows[runs].preempt_requested_at == NOW
+    assert rows[waits].preempt_requested_at is None

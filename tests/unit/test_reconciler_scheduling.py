@@ -24,8 +24,8 @@ from tests.unit.test_reconciler import GRACE, NODE, World, make_reconciler
 
 
 def make_world(tmp: pathlib.Path, nodes: tuple[resources.Node, ...] = (NODE,),
-               **overrides: Any) -> World:
-    store = db.Store(f"sqlite:///{tmp / 'state.db'}")
+               url: str | None = None, **overrides: Any) -> World:
+    store = db.Store(url or f"sqlite:///{tmp / 'state.db'}")
     store.migrate()
     clock = fakes.FakeClock()
     settings = make_settings(tmp / "home", grace_period=GRACE, **overrides)

@@ -93,18 +93,25 @@ class Reconciler:
     def tick(self) -> bool:
         """One pass; True when work was left for another pass straight away.
 
-        Every decision of the pass is one transaction (so a crash leaves all of it or none
-        of it); processes are started after it commits, and their handles recorded first
-        thing in the next pass's transaction (see `_record_launches`).
+        A pass is two write transactions and a read between them. The first brings the
+        running jobs up to date (observe, settle, purge; so a crash leaves all of it or none
+        of it). The queue is then read in a snapshot and decided on without the write lock,
+        which a long queue would otherwise hold for most of the pass, keeping every API
+        write waiting; the decisions are applied, each under a guard, in a second short
+        transaction (see `_schedule`). Processes are started after the transactions commit,
+        and their handles recorded first thing in the next pass (see `_record_launches`).
         """
         p = _Pass()
         unrecorded, self._unrecorded = self._unrecorded, []
         try:
-            more = self._decide(p, unrecorded)
+            holding = self._settle_all(p, unrecorded)
         except BaseException:
             self._unrecorded = unrecorded + self._unrecorded
             raise
-        self._after(p)
+        try:
+            more = self._schedule(p, holding)
+        finally:  # what the first transaction committed is carried out even so
+            self._after(p)
         # A launch that failed is settled by the next pass (nothing else would wake it).
         return more or any(handle is None for _t, handle, _err in self._unrecorded)
 
@@ -117,22 +124,19 @@ class Reconciler:
                 events.write(conn)
             self._unrecorded = []
 
-    def _decide(self, p: _Pass, unrecorded: Sequence[tuple[Any, base.Handle | None, str]]
-                ) -> bool:
+    def _settle_all(self, p: _Pass, unrecorded: Sequence[tuple[Any, base.Handle | None, str]]
+                    ) -> list[tuple[Any, list[Any]]]:
+        """The first transaction: the jobs that hold resources once settled, with their
+        tasks."""
         with self.store.begin() as conn:
             self._record_launches(conn, unrecorded, p.events)
             self._observe(conn, p)
             active = repo.active_with_tasks(conn)
             holding = [(job, tasks) for job, tasks in active
                        if self._settle(conn, p, job, tasks)]
-            # After settling: a job put back in the queue is served in its old place, on
-            # the nodes there are now (observing may just have seen one leave).
-            queue = repo.queued(conn, limit=QUEUE_WINDOW)
-            self._refresh_nodes()
-            more = self._place(conn, p, queue, holding)
             p.events.write(conn)  # before purging: a purged job's events go with it
             self._purge(conn, p)
-        return more
+        return holding
 
     def _refresh_nodes(self) -> None:
         """Follow the executor's nodes (a cluster's nodes join and leave)."""
@@ -380,28 +384,53 @@ class Reconciler:
 
     # --- admit, place and launch ----------------------------------------------------------
 
-    def _place(self, conn: sa.Connection, p: _Pass, queue: Sequence[Any],
-               holding: Sequence[tuple[Any, Sequence[Any]]]) -> bool:
+    def _schedule(self, p: _Pass, holding: Sequence[tuple[Any, Sequence[Any]]]) -> bool:
         """Start what fits, preempt what must make room, say why the rest waits; True if a
-        queue window was used up (look again at once)."""
+        queue window was used up (look again at once).
+
+        The queue is read in a snapshot taken after the first transaction committed (a job
+        put back in the queue there is served in its old place, on the nodes there are
+        now) and decided on outside any transaction. By the time the decisions are written
+        the API may have changed a job, so each write is guarded and one whose guard fails
+        is dropped for this pass (the next one decides again): a job starts only if it
+        still waits and is not deleted, a reason is written only for a job that still
+        waits, a victim is preempted only if it still runs. Nothing can over-commit a node:
+        only this reconciler takes capacity (it is the one writer of starts, and its passes
+        run one at a time), and the API can only free it later (a job it stops holds its
+        resources until this reconciler has seen its processes go), so the capacity decide
+        saw free is still free when the starts are written.
+        """
         now = self.now()
         running = [_running(job, tasks) for job, tasks in holding]
+        # After settling: observing may just have seen a node leave.
+        self._refresh_nodes()
         nodes = self.catalog.scheduling_nodes()
-        usage = self._usage(conn, running, nodes, now)
+        with self.store.read() as conn:
+            queue = repo.queued(conn, limit=QUEUE_WINDOW)
+            quotas = [_quota(q) for q in repo.quotas(conn)] if queue else []
+            usage, new_usage = self._usage(repo.usage(conn), running, nodes, now)
         if not queue:
+            if new_usage is not None:
+                with self.store.begin() as conn:
+                    repo.save_usage(conn, new_usage)
             return False
         queued, by_id, new, window_ends = self._queued(queue)
-        d = scheduling.decide(queued, nodes, running, [_quota(q) for q in repo.quotas(conn)],
-                              usage)
-        admitted = self._admit(conn, p, new, d.waits, now)
-        for a in d.starts:
-            started = self._record_start(conn, p, a, now)
-            if started:
-                p.launches.append(started)
+        d = scheduling.decide(queued, nodes, running, quotas, usage)
+        launches = []
         live = {job.id: (job, tasks) for job, tasks in holding}
-        for v in d.preempts:
-            self._preempt(conn, p, live[v.job_id], v, by_id[v.for_job], now)
-        self._note_waiting(conn, p, d.waits, by_id, now, admitted)
+        with self.store.begin() as conn:
+            if new_usage is not None:
+                repo.save_usage(conn, new_usage)
+            admitted = self._admit(conn, p, new, d.waits, now)
+            for a in d.starts:
+                started = self._record_start(conn, p, a, now)
+                if started:
+                    launches.append(started)
+            for v in d.preempts:
+                self._preempt(conn, p, live[v.job_id], v, by_id[v.for_job], now)
+            self._note_waiting(conn, p, d.waits, by_id, now, admitted)
+            p.events.write(conn)
+        p.launches += launches  # once their rows are durable
         # Jobs past a stream's window were not looked at: look again at once when this
         # pass started even the last job of a full window (it still had room at its end);
         # otherwise they wait for the next pass like the rest of the window.
@@ -460,8 +489,8 @@ class Reconciler:
         """Stop a victim (SIGTERM now, SIGKILL after the grace period); it is requeued once
         its processes have gone."""
         job, tasks = victim
-        if not repo.update_job(conn, job.id, now=now, preempt_requested_at=now):
-            return
+        if not repo.request_preempt(conn, job.id, now):
+            return  # it stopped or was stopped meanwhile
         why = ("reclaiming capacity it borrowed beyond its project's quota" if v.reclaim
                else f"priority {for_job.priority} over its {job.priority}")
         # Another project's job is described, never named: events are the victim's.
@@ -485,20 +514,22 @@ class Reconciler:
             writes += 1
             if writes > REASON_WRITES:
                 return
-            repo.update_job(conn, w.job_id, now=now, wait_reason=w.message,
-                            wait_code=w.code.value)
+            if not repo.note_wait(conn, w.job_id, now=now, reason=w.message,
+                                  code=w.code.value):
+                continue  # it no longer waits (stopped meanwhile)
             if row.wait_code != w.code:
                 p.events.add(w.job_id, now, w.message, level=_wait_level(w))
 
-    def _usage(self, conn: sa.Connection, running: Sequence[scheduling.Running],
-               nodes: Sequence[scheduling.Node], now: int) -> dict[tuple[str, str], float]:
+    def _usage(self, rows: Sequence[Any], running: Sequence[scheduling.Running],
+               nodes: Sequence[scheduling.Node], now: int,
+               ) -> tuple[dict[tuple[str, str], float], list[dict[str, Any]] | None]:
         """Each project's recent mean dominant share per pool (updated every few seconds):
-        an exponential moving average over `fair_share_window` of what it held."""
-        rows = repo.usage(conn)
+        an exponential moving average over `fair_share_window` of what it held; and the
+        rows to save when it was updated (None otherwise)."""
         usage = {(r.project_id, r.pool_id): r.share for r in rows}
         last = max((r.updated_at for r in rows), default=None)
         if last is not None and now - last < USAGE_EVERY_MS:
-            return usage
+            return usage, None
         totals: dict[str, resources.Resources] = {}
         for n in nodes:
             totals[n.pool] = totals.get(n.pool, resources.ZERO) + n.capacity
@@ -515,9 +546,8 @@ class Reconciler:
             value = usage.get(key, 0.0) * keep + share * (1 - keep)
             if value > 1e-6 or key in held:
                 out[key] = value
-        repo.save_usage(conn, [{"project_id": k[0], "pool_id": k[1], "share": v,
-                                "updated_at": now} for k, v in out.items()])
-        return out
+        return out, [{"project_id": k[0], "pool_id": k[1], "share": v, "updated_at": now}
+                     for k, v in out.items()]
 
     def _record_start(self, conn: sa.Connection, p: _Pass, a: scheduling.Start,
                       now: int) -> tuple[Any, int, list[Any]] | None:
@@ -527,7 +557,7 @@ class Reconciler:
         notes = "".join(((" in a gap (backfill)" if a.backfill else ""),
                          (" on borrowed capacity: it may be preempted to give it back"
                           if a.borrowed else "")))
-        if job is None or not repo.transition(
+        if job is None or job.deleted_at is not None or not repo.transition(
                 conn, a.job_id, J.Phase.RUNNING, J.SecondaryPhase.RUNNING, now=now,
                 message=f"Job started: {len(a.slots)} task(s) on {nodes}{notes}",
                 fields={"start_time": job.start_time or now, "wait_reason": None,

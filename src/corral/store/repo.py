@@ -46,6 +46,12 @@ _Q_LIVE_JOB = sa.select(J).where(J.c.id == _p("id"), J.c.project_id == _p("proje
 _Q_JOB = sa.select(J).where(J.c.id == _p("id"))
 _U_JOB = J.update().where(J.c.id == _p("id"))
 _U_JOB_GUARDED = J.update().where(J.c.id == _p("id"), J.c.phase.in_(_p("from", expanding=True)))
+# The scheduler's guards for what it decided from an earlier snapshot: a reason only for a
+# job that still waits, a preemption only of a job that still runs and was not asked yet.
+_U_JOB_WAITING = _U_JOB.where(J.c.phase.in_([jobs_mod.Phase.CREATING.value,
+                                             jobs_mod.Phase.PENDING.value]))
+_U_JOB_PREEMPT = _U_JOB.where(J.c.phase == jobs_mod.Phase.RUNNING.value,
+                              J.c.preempt_requested_at.is_(None))
 _I_EVENT = E.insert()
 _Q_ACTIVE = sa.select(J).where(J.c.phase.in_(_ACTIVE)).order_by(J.c.seq)
 _Q_TASKS_OF_JOBS = (sa.select(T).where(T.c.job_id.in_(_p("ids", expanding=True)))
@@ -185,6 +191,20 @@ def transition(
 
 def update_job(conn: sa.Connection, job_id: str, *, now: int, **fields: Any) -> bool:
     res = conn.execute(_U_JOB, {**fields, "updated_at": now, "k_id": job_id})
+    return res.rowcount == 1
+
+
+def note_wait(conn: sa.Connection, job_id: str, *, now: int, reason: str, code: str) -> bool:
+    """Say why a job waits, if it still waits (False, and nothing written, otherwise)."""
+    res = conn.execute(_U_JOB_WAITING, {"wait_reason": reason, "wait_code": code,
+                                        "updated_at": now, "k_id": job_id})
+    return res.rowcount == 1
+
+
+def request_preempt(conn: sa.Connection, job_id: str, now: int) -> bool:
+    """Mark a running job to be preempted, if it still runs and was not marked already."""
+    res = conn.execute(_U_JOB_PREEMPT, {"preempt_requested_at": now, "updated_at": now,
+                                        "k_id": job_id})
     return res.rowcount == 1
 
 
