@@ -11,6 +11,7 @@ from typing import Any
 import pydantic
 import pytest
 
+from corral import server
 from corral import settings as settings_mod
 from corral.domain import errors, resources
 from corral.executors import base, routing
@@ -70,6 +71,25 @@ def test_a_bad_pool_executor_stops_the_server_with_one_line(tmp_path: pathlib.Pa
     assert "pools.0.executor: Value error, unknown executor 'slurm'; use one of: local, ray" \
         in out.stderr
     assert len(out.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("address", ["127.0.0.1:1", "ray://127.0.0.1:1"])
+def test_an_unreachable_cluster_fails_the_start_before_a_fresh_home_is_written(
+        tmp_path: pathlib.Path, address: str) -> None:
+    home = tmp_path / "home"
+    with pytest.raises(errors.CorralError, match="cannot reach the Ray cluster"):
+        server.build(make_settings(home, pools=[pool("gpu", address=address)]))
+    assert not home.exists()  # no database, admin, key or credential to match later
+
+
+def test_a_used_home_is_refused_to_a_second_server_before_its_cluster_is_tried(
+        tmp_path: pathlib.Path) -> None:
+    first = server.build(make_settings(tmp_path / "home"))
+    try:
+        with pytest.raises(server.AlreadyRunning):
+            server.build(make_settings(tmp_path / "home", ray_address="127.0.0.1:1"))
+    finally:
+        first.stop()
 
 
 def test_each_pool_runs_on_its_executor_and_the_rest_on_the_default_pools(
