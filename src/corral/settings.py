@@ -339,6 +339,13 @@ def ray_address_of(key: str) -> str | None:
     return key.removeprefix("ray:") if key.startswith("ray:") else None
 
 
+def public_address(address: str) -> str:
+    """A cluster's address fit to show: "ray://user:secret@head:10001" as "ray://head:10001"."""
+    scheme, sep, rest = address.rpartition("://")
+    host = rest.rpartition("@")[2]
+    return f"{scheme}{sep}{host}"
+
+
 def _executor_words(key: str) -> str:
     address = ray_address_of(key)
     return "this machine" if address is None else f"the Ray cluster at {address}"

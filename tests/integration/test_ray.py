@@ -325,9 +325,12 @@ def test_a_local_pool_and_a_ray_pool_side_by_side_and_outputs_come_back_from_ray
                       pools=[{"pool_id": "cpu", "executor": "local"},
                              {"pool_id": "ray", "address": cluster.address}])
     try:
-        pools = {p["pool_id"]: sorted(n["name"] for n in p["nodes"]) for p in
-                 live.http.get(live.path("/training-pools")).json()["pools"]}
+        shown = live.http.get(live.path("/training-pools")).json()["pools"]
+        pools = {p["pool_id"]: sorted(n["name"] for n in p["nodes"]) for p in shown}
         assert pools["cpu"] == ["local"] and pools["default"] == []
+        runs = {p["pool_id"]: (p["executor"], p["address"]) for p in shown}
+        assert runs == {"default": ("local", None), "cpu": ("local", None),
+                        "ray": ("ray", cluster.address)}
         assert len(pools["ray"]) == 3 and all(n.startswith("ray-") for n in pools["ray"])
 
         here = live.submit(in_pool(factories.make_job(

@@ -131,6 +131,20 @@ def test_nodes_go_to_pools_on_their_own_executor(tmp_path: pathlib.Path) -> None
 # --- the routed executor --------------------------------------------------------------------
 
 
+def test_pools_say_what_runs_them_and_no_password_of_an_address(
+        tmp_path: pathlib.Path) -> None:
+    s = settings(tmp_path, pool("cpu", executor="local"), pool("gpu", address=RAY),
+                 pool("lab", address="ray://corral:s3cret@lab-head:10001"),
+                 ray_address="10.0.0.5:6379")
+    cat = catalog_mod.Catalog.build(s, [])
+    assert {p: cat.executor_of(p) for p in cat.pool_ids} == {
+        "default": {"executor": "ray", "address": "10.0.0.5:6379"},
+        "cpu": {"executor": "local", "address": None},
+        "gpu": {"executor": "ray", "address": RAY},
+        "lab": {"executor": "ray", "address": "ray://lab-head:10001"},
+    }
+
+
 def test_a_node_seen_through_two_executors_is_refused() -> None:
     with pytest.raises(errors.CorralError, match="seen through two executors"):
         routing.Routed({"ray:a": fakes.FakeExecutor(R1), "ray:b": fakes.FakeExecutor(R1)})
