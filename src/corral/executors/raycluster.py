@@ -167,15 +167,13 @@ class RayExecutor:
             return self._lost_before_start(spec)
         master = self._ip(node_id)
         if len(spec.gang) > 1:
-            group = group_name(spec.job_id, spec.attempt)
             master = self._ip(self._node_id(spec.gang[0]) or node_id)
-        else:
-            group = task_group_name(spec.launch_id)
+        group = _group_of(spec)
         try:
             pg = self._placement_group(group, spec)
             agent = self._agent(node_id)
             payload = {**_payload(spec, master), "group": pg, "run_as": self._run_as}
-            outputs = rayfiles.record(spec)
+            outputs = rayfiles.record(spec, group=group)
             agent.start.remote(spec.launch_id, payload, self._code_ref(spec.code_dir),
                                self._seed_ref(spec))
         except (ValueError, OSError, self._ray.exceptions.RayError) as exc:
@@ -245,15 +243,16 @@ class RayExecutor:
         # The agent refuses a start it was told to abandon, so NOT_STARTED is final; no
         # agent at all means nothing was ever started on that node by this launch.
         node_id = self._node_id(spec.node) or ""
+        group = _recorded_group(spec)
         try:
             agent = self._ray.get_actor(agent_name(node_id), namespace=self._ns)
             never = bool(self._ray.get(agent.abandon.remote(spec.launch_id), timeout=30))
         except (ValueError, self._ray.exceptions.RayError):
             never = True
         if never:
+            if group == task_group_name(spec.launch_id):  # this launch's own reservation
+                self._drop_group_if_unused(group)  # (a gang's serves its relaunch)
             return base.Status(base.State.NOT_STARTED)
-        group = (group_name(spec.job_id, spec.attempt) if len(spec.gang) > 1
-                 else task_group_name(spec.launch_id))
         handle = base.Handle(node=spec.node, task=spec.task, pid=0, start_time=0.0,
                              control_dir=spec.control_dir, launch_id=spec.launch_id,
                              actor=agent_name(node_id), node_id=node_id, group=group)
@@ -268,7 +267,7 @@ class RayExecutor:
         with contextlib.suppress(ValueError, self._ray.exceptions.RayError):
             agent = self._ray.get_actor(agent_name(node_id), namespace=self._ns)
             self._ray.get(agent.finish.remote(spec.launch_id), timeout=30)
-        self._drop_group_if_unused(task_group_name(spec.launch_id))
+        self._drop_group_if_unused(_recorded_group(spec))
 
     def sample(self, handle: base.Handle) -> base.Sample | None:
         with self._lock:
@@ -509,6 +508,20 @@ class RayExecutor:
                 self._code.clear()
             ref = self._code[code_dir] = self._ray.put(buf.getvalue())
         return ref
+
+
+def _group_of(spec: base.LaunchSpec) -> str:
+    """The placement group a launch reserves its resources in: its gang's, or its own."""
+    if len(spec.gang) > 1:
+        return group_name(spec.job_id, spec.attempt)
+    return task_group_name(spec.launch_id)
+
+
+def _recorded_group(spec: base.LaunchSpec) -> str:
+    """The group a launch was given, as its plan says: a spec rebuilt after a restart
+    does not know the gang (one without a plan never asked its agent to start)."""
+    found = rayfiles.plan(spec.control_dir, spec.task, spec.launch_id).get("group")
+    return str(found) if found else _group_of(spec)
 
 
 def _payload(spec: base.LaunchSpec, master_addr: str) -> dict[str, Any]:
