@@ -208,7 +208,8 @@ def _executor(settings: settings_mod.Settings, key: str) -> base.Executor:
 
     return raybridge.RayBridge(raybridge.Options(
         address=address, namespace=settings.ray_namespace, run_as=settings.run_as,
-        connect_timeout=settings.ray_connect_timeout, lost_after=settings.ray_lost_after))
+        connect_timeout=settings.ray_connect_timeout, lost_after=settings.ray_lost_after,
+        shared_fs=settings.ray_shared_fs))
 
 
 def _lock_home(settings: settings_mod.Settings) -> IO[str]:

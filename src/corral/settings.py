@@ -221,6 +221,9 @@ class Settings(BaseSettings):
     #: their nodes (and their jobs are queued again); a cluster's own nodes give up on a
     #: head they cannot reach after 60 s
     ray_lost_after: float = Field(default=60.0, ge=0)
+    #: the Ray clusters' nodes see the server's files at the same paths (a shared file
+    #: system): tasks read their inputs there instead of copies shipped to their node
+    ray_shared_fs: bool = False
 
     @field_validator("home", mode="after")
     @classmethod

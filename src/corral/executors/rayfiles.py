@@ -10,8 +10,8 @@ copied: output files whole (made beside and renamed into place), the metrics fil
 appending what was added since.
 
 Where a launch's files go is written beside its control files when it is launched (its
-plan, with the placement group it was given), so a restarted server goes on copying them
-for the tasks it adopts.
+plan, with the placement group it was given and the inputs shipped to it), so a restarted
+server goes on copying them for the tasks it adopts.
 """
 
 from __future__ import annotations
