@@ -35,9 +35,10 @@ class Ref:
 class Group:
     name: str
     bundles: list[dict[str, float]]
+    placed: threading.Event = dataclasses.field(default_factory=threading.Event)
 
     def wait(self, timeout: float) -> bool:
-        return True
+        return self.placed.wait(min(timeout, 0.05))
 
 
 class Method:
@@ -45,14 +46,15 @@ class Method:
         self.cluster, self.actor, self.name = cluster, actor, name
 
     def remote(self, *args: Any, **kwargs: Any) -> Ref:
-        self.cluster.calls.append((self.actor.name, self.name, args))
         fn = getattr(self.actor.obj, self.name)
 
         def run() -> Any:
             # Ray hands a method the values of the references it is given.
             return fn(*[a.fut.result() if isinstance(a, Ref) else a for a in args], **kwargs)
 
-        return Ref(self.cluster.pool.submit(run))
+        ref = Ref(self.cluster.pool.submit(run))
+        self.cluster.calls.append((self.actor.name, self.name, args, ref))
+        return ref
 
 
 class Actor:
@@ -101,8 +103,10 @@ class Cluster:
         self.actors: dict[str, Actor] = {}
         self.groups: dict[str, Group] = {}
         self.removed: list[str] = []
-        self.calls: list[tuple[str, str, tuple[Any, ...]]] = []
+        #: (actor, method, arguments, answer) of every call
+        self.calls: list[tuple[str, str, tuple[Any, ...], Ref]] = []
         self.current_node = ""
+        self.room = True  #: placement groups are placed at once (else: never)
 
     def install(self, mp: pytest.MonkeyPatch) -> None:
         mp.setattr(ray, "is_initialized", lambda: True)
@@ -121,7 +125,10 @@ class Cluster:
         self.pool.shutdown(wait=False, cancel_futures=True)
 
     def called(self, method: str) -> list[tuple[Any, ...]]:
-        return [args for _, m, args in list(self.calls) if m == method]
+        return [args for _, m, args, _ in list(self.calls) if m == method]
+
+    def answers(self, method: str) -> list[Ref]:
+        return [ref for _, m, _, ref in list(self.calls) if m == method]
 
     # --- Ray's driver calls ---------------------------------------------------------------
 
@@ -164,6 +171,8 @@ class Cluster:
                         name: str = "", **_: Any) -> Group:
         with self.lock:
             group = self.groups[name] = Group(name, bundles)
+            if self.room:
+                group.placed.set()
             return group
 
     def get_placement_group(self, name: str) -> Group:
