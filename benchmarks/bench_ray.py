@@ -6,6 +6,11 @@ trivial job both ways: one at a time (latency) and N submitted at once (throughp
 prints both figures and the ratio; nothing here asserts (see README.md in this directory).
 
     python benchmarks/bench_ray.py [--seq 10] [--jobs 100] [--quick] [--json PATH]
+    python benchmarks/bench_ray.py --inputs MB      # shipping an input of MB to the node
+
+With `--inputs` it measures instead what an input channel of that size costs a job (the
+files shipped to the node through Ray) against copying the same folder on this disk, and
+the most memory the server's Ray driver process holds meanwhile.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ import shutil
 import statistics
 import sys
 import tempfile
+import threading
 import time
 import uuid
 from collections.abc import Iterator, Sequence
@@ -119,6 +125,78 @@ def run_all(seq: int, n: int) -> dict[str, Any]:
             "corral_completed": completed, "corral_s": corral, "ray_jobs_s": ray_jobs}
 
 
+def input_run(srv: bl.Server, data: pathlib.Path | None) -> float:
+    """A job that reads nothing (`true`), with `data` as its input channel if given."""
+    body = bl.job_body("true")
+    if data is not None:
+        body["algorithm"]["inputs"] = [{"name": "data_url",
+                                        "remote": {"obs": {"obs_url": str(data)}}}]
+    t0 = time.perf_counter()
+    r = srv.http.post(srv.path("/training-jobs"), json=body)
+    if r.status_code != 201:
+        raise SystemExit(f"submit failed: {r.status_code} {r.text}")
+    bl.wait_phase(srv, r.json()["metadata"]["id"], "Completed", timeout=1800)
+    return time.perf_counter() - t0
+
+
+def driver_peak_rss(srv: bl.Server, stop: threading.Event, peak: list[float]) -> None:
+    """The most resident memory of the server's Ray driver process until `stop`."""
+    import psutil
+
+    while not stop.wait(0.05):
+        with contextlib.suppress(psutil.Error):
+            for child in psutil.Process(srv.proc.pid).children(recursive=True):
+                if "corral.executors.raybridge" in " ".join(child.cmdline()):
+                    peak[0] = max(peak[0], child.memory_info().rss / 2**20)
+
+
+def run_inputs(mb: int) -> dict[str, Any]:
+    with ray_cluster() as (address, _), \
+            tempfile.TemporaryDirectory(prefix="corral-bench-") as tmp:
+        data = pathlib.Path(tmp) / "data"
+        data.mkdir()
+        for i in range(4):  # four files of a quarter each, random (nothing compresses)
+            with (data / f"part-{i}.bin").open("wb") as fh:
+                for _ in range(mb // 4):
+                    fh.write(os.urandom(2**20))
+        t0 = time.perf_counter()
+        shutil.copytree(data, pathlib.Path(tmp) / "copy")
+        copy_s = time.perf_counter() - t0
+        shutil.rmtree(pathlib.Path(tmp) / "copy")
+        os.environ["CORRAL_RAY_ADDRESS"] = address
+        srv = bl.start_server(pathlib.Path(tmp) / "home")
+        try:
+            input_run(srv, None)  # warm-up: the node's agent
+            bare = input_run(srv, None)
+            peak, stop = [0.0], threading.Event()
+            watcher = threading.Thread(target=driver_peak_rss, args=(srv, stop, peak))
+            watcher.start()
+            time.sleep(0.5)
+            idle = peak[0]
+            with_input = input_run(srv, data)
+            stop.set()
+            watcher.join()
+        finally:
+            bl.stop_server(srv)
+    ship = with_input - bare
+    return {"mb": mb, "job_without_input_s": bare, "job_with_input_s": with_input,
+            "shipping_s": ship, "local_copy_s": copy_s, "ratio": ship / copy_s,
+            "mb_per_s": mb * 2**20 / 1e6 / ship, "driver_rss_idle_mb": idle,
+            "driver_rss_peak_mb": peak[0]}
+
+
+def report_inputs(r: dict[str, Any]) -> str:
+    return "\n".join([
+        "| figure | value |", "|---|---|",
+        f"| job with a {r['mb']} MiB input, minus the same job without | "
+        f"{r['shipping_s']:.1f} s ({r['mb_per_s']:.0f} MB/s) |",
+        f"| copying the same folder on this disk (baseline) | {r['local_copy_s']:.1f} s |",
+        f"| shipping / local copy | {r['ratio']:.1f}x |",
+        f"| the server's Ray driver, resident memory idle / peak | "
+        f"{r['driver_rss_idle_mb']:.0f} / {r['driver_rss_peak_mb']:.0f} MiB |",
+    ])
+
+
 def report(r: dict[str, Any]) -> str:
     def line(what: str, c: float, ray: float, ratio: float) -> str:
         ok = "PASS" if ratio >= 2 else "MISS"
@@ -142,10 +220,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--jobs", type=int, default=100)
     p.add_argument("--quick", action="store_true", help="3 sequential, 10 at once")
     p.add_argument("--json", help="also write every figure to this file")
+    p.add_argument("--inputs", type=int, metavar="MB",
+                   help="measure shipping an input of MB MiB instead")
     a = p.parse_args(argv)
     seq, n = (3, 10) if a.quick else (a.seq, a.jobs)
-    r = run_all(seq, n)
-    print(report(r))
+    if a.inputs:
+        r = run_inputs(a.inputs)
+        print(report_inputs(r))
+    else:
+        r = run_all(seq, n)
+        print(report(r))
     if a.json:
         pathlib.Path(a.json).write_text(json.dumps(r, indent=2))
     return 0

@@ -520,8 +520,11 @@ def pools(state: State, as_json: bool) -> None:
         return
     for pool in found.get("pools", []):
         cap, used = pool.get("capacity") or {}, pool.get("used") or {}
+        runs = terminal.esc(str(pool.get("executor") or "local"))
+        if pool.get("address"):
+            runs += f" at {terminal.esc(str(pool['address']))}"
         state.out.print(
-            f"[bold]pool {terminal.esc(str(pool.get('pool_id')))}[/]: "
+            f"[bold]pool {terminal.esc(str(pool.get('pool_id')))}[/] ({runs}): "
             f"{len(pool.get('nodes') or [])} node(s), {_amounts(used)} used of {_amounts(cap)}"
             f", {pool.get('pending_jobs', 0)} waiting")
         table = terminal.table("PROJECT", "NAME", "USED", "QUOTA", "BORROWING", "WEIGHT",

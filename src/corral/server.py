@@ -105,38 +105,28 @@ class Platform:
 
 
 def build(settings: settings_mod.Settings) -> Platform:
-    settings.home.mkdir(parents=True, exist_ok=True)
-    locks: list[Any] = [_lock_home(settings)]
-    store = db.Store(settings.db_url)
+    # A home a server has used is locked first (a second server is refused at once); a
+    # fresh one is made only once the executors are up, so that an unreachable cluster
+    # leaves nothing behind (no admin, database or credential it would have to match).
+    used = (settings.home / "server.lock").exists()
+    locks: list[Any] = [_lock_home(settings)] if used else []
     try:
-        box = secretbox.load(settings)
         # Tasks on a Ray cluster are started by its agents, as their own user allows.
         run_as = (launching.task_user(settings)
                   if settings_mod.LOCAL in settings.pool_executors().values() else None)
-        if not store.is_sqlite:
-            locks.append(_lock_database(store))
-        store.migrate()
-        for name in ("corral.db", "corral.db-wal", "corral.db-shm"):
-            _private(settings.home / name)
-        with store.begin() as conn:
-            now = int(time.time() * 1000)
-            project_id = repo.ensure_default_project(conn, now)
-            login = accounts.bootstrap(conn, box, project_id=project_id, now=now)
-            if login is not None:
-                # Written before the commit: a credential that never reaches the database
-                # is replaced at the next start; one in the database that no file holds
-                # could never be used.
-                credentials.write(settings.credentials_file, login)
-                log.info("first start: created the platform admin '%s'; its credential is "
-                         "in %s", login.user, settings.credentials_file)
+        executor = make_executor(settings)
     except BaseException:
         for lock in locks:
             lock.close()
-        store.dispose()
         raise
+    store = db.Store(settings.db_url)
     try:
-        executor = make_executor(settings)
+        if not used:
+            settings.home.mkdir(parents=True, exist_ok=True)
+            locks.append(_lock_home(settings))
+        box, project_id = _open_state(settings, store, locks)
     except BaseException:
+        executor.close()
         for lock in locks:
             lock.close()
         store.dispose()
@@ -158,6 +148,30 @@ def build(settings: settings_mod.Settings) -> Platform:
     syncer.wake = platform.wake
     executor.set_waker(platform.wake)
     return platform
+
+
+def _open_state(settings: settings_mod.Settings, store: db.Store,
+                locks: list[Any]) -> tuple[secretbox.SecretBox, str]:
+    """The server key, the migrated database, the default project and, on the first start,
+    the platform admin and its credential file."""
+    box = secretbox.load(settings)
+    if not store.is_sqlite:
+        locks.append(_lock_database(store))
+    store.migrate()
+    for name in ("corral.db", "corral.db-wal", "corral.db-shm"):
+        _private(settings.home / name)
+    with store.begin() as conn:
+        now = int(time.time() * 1000)
+        project_id = repo.ensure_default_project(conn, now)
+        login = accounts.bootstrap(conn, box, project_id=project_id, now=now)
+        if login is not None:
+            # Written before the commit: a credential that never reaches the database
+            # is replaced at the next start; one in the database that no file holds
+            # could never be used.
+            credentials.write(settings.credentials_file, login)
+            log.info("first start: created the platform admin '%s'; its credential is "
+                     "in %s", login.user, settings.credentials_file)
+    return box, project_id
 
 
 def _private(path: Any) -> None:
@@ -198,7 +212,8 @@ def _executor(settings: settings_mod.Settings, key: str) -> base.Executor:
 
     return raybridge.RayBridge(raybridge.Options(
         address=address, namespace=settings.ray_namespace, run_as=settings.run_as,
-        connect_timeout=settings.ray_connect_timeout, lost_after=settings.ray_lost_after))
+        connect_timeout=settings.ray_connect_timeout, lost_after=settings.ray_lost_after,
+        shared_fs=settings.ray_shared_fs))
 
 
 def _lock_home(settings: settings_mod.Settings) -> IO[str]:

@@ -225,6 +225,9 @@ class Settings(BaseSettings):
     #: their nodes (and their jobs are queued again); a cluster's own nodes give up on a
     #: head they cannot reach after 60 s
     ray_lost_after: float = Field(default=60.0, ge=0)
+    #: the Ray clusters' nodes see the server's files at the same paths (a shared file
+    #: system): tasks read their inputs there instead of copies shipped to their node
+    ray_shared_fs: bool = False
 
     @field_validator("home", mode="after")
     @classmethod
@@ -341,6 +344,13 @@ class _TomlSource(PydanticBaseSettingsSource):
 def ray_address_of(key: str) -> str | None:
     """The Ray address of an executor key, None for this machine."""
     return key.removeprefix("ray:") if key.startswith("ray:") else None
+
+
+def public_address(address: str) -> str:
+    """A cluster's address fit to show: "ray://user:secret@head:10001" as "ray://head:10001"."""
+    scheme, sep, rest = address.rpartition("://")
+    host = rest.rpartition("@")[2]
+    return f"{scheme}{sep}{host}"
 
 
 def _executor_words(key: str) -> str:

@@ -138,6 +138,7 @@ def test_pools_show_capacity_use_and_quota_per_project(live: conftest.Live) -> N
     found = live.http.get(live.path("/training-pools")).json()
     [pool] = found["pools"]
     assert pool["pool_id"] == "default" and pool["capacity"]["cpu"] == 2
+    assert (pool["executor"], pool["address"]) == ("local", None)  # what runs the pool
     assert pool["used"]["cpu"] == 1 and pool["free"]["cpu"] == 1
     [project] = pool["projects"]
     assert project["project_id"] == live.project_id
@@ -146,6 +147,7 @@ def test_pools_show_capacity_use_and_quota_per_project(live: conftest.Live) -> N
     text = corral(live, "pools")
     assert text.exit_code == 0, text.output
     assert "1 CPU" in text.output and "2 CPU" in text.output
+    assert "pool default (local): 1 node(s)" in text.output
     quota = corral(live, "quota", "--pool", "default", "--gpu", "1", "--borrowing")
     assert quota.exit_code == 0, quota.output
     shown = json.loads(corral(live, "quota", "--json").stdout)["quotas"]

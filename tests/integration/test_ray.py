@@ -232,16 +232,21 @@ def test_terminate_leaves_no_process_behind(live: Live, tmp_path: pathlib.Path) 
 def test_a_restarted_server_adopts_a_job_running_on_ray(
         cluster: RayCluster, tmp_path: pathlib.Path) -> None:
     gate = tmp_path / "gate"
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "x.txt").write_text("shipped once")
     code = factories.write_code(tmp_path, f"""
-import os, pathlib, time
+import os, pathlib, sys, time
+data = pathlib.Path(sys.argv[1].split("=", 1)[1])
 print("started pid", os.getpid(), flush=True)
 while not pathlib.Path({str(gate)!r}).exists():
     time.sleep(0.05)
-print("finished")
+print("finished with", (data / "x.txt").read_text())
 """)
     home = tmp_path / "home"
     first = start(home, cluster)
-    job_id = first.submit(factories.make_job(code_dir=code, flavor_id="cpu1"))["metadata"]["id"]
+    job_id = first.submit(factories.make_job(code_dir=code, flavor_id="cpu1",
+                                             inputs={"data_url": str(data)}))["metadata"]["id"]
     text = wait_log(first, job_id, "started pid")
     pid = int(text.split("started pid", 1)[1].split()[0])
     first.http.close()
@@ -255,7 +260,8 @@ print("finished")
         assert done["status"]["phase"] == "Completed", done["status"]
         assert len(done["status"]["running_records"]) == 1  # adopted, not started again
         text = log_of(second, job_id)
-        assert text.count("started pid") == 1 and "finished" in text
+        assert text.count("started pid") == 1 and "finished with shipped once" in text
+        assert text.count("corral: inputs copied to this node") == 1  # not shipped again
     finally:
         stop_live(second)
 
@@ -325,9 +331,12 @@ def test_a_local_pool_and_a_ray_pool_side_by_side_and_outputs_come_back_from_ray
                       pools=[{"pool_id": "cpu", "executor": "local"},
                              {"pool_id": "ray", "address": cluster.address}])
     try:
-        pools = {p["pool_id"]: sorted(n["name"] for n in p["nodes"]) for p in
-                 live.http.get(live.path("/training-pools")).json()["pools"]}
+        shown = live.http.get(live.path("/training-pools")).json()["pools"]
+        pools = {p["pool_id"]: sorted(n["name"] for n in p["nodes"]) for p in shown}
         assert pools["cpu"] == ["local"] and pools["default"] == []
+        runs = {p["pool_id"]: (p["executor"], p["address"]) for p in shown}
+        assert runs == {"default": ("local", None), "cpu": ("local", None),
+                        "ray": ("ray", cluster.address)}
         assert len(pools["ray"]) == 3 and all(n.startswith("ray-") for n in pools["ray"])
 
         here = live.submit(in_pool(factories.make_job(
@@ -364,6 +373,75 @@ def test_a_local_pool_and_a_ray_pool_side_by_side_and_outputs_come_back_from_ray
         assert [m["value"] for m in metrics["metrics"] if m["metric"] == "loss"] == [[0.5, 0.25]]
     finally:
         stop_live(live)
+
+
+#: what a task tells about its inputs: where they are, and a digest of each file
+READER = """
+import hashlib, os, sys
+args = dict(a[2:].split("=", 1) for a in sys.argv[1:])
+print("NODE " + os.environ["CORRAL_RAY_NODE_ID"])
+for name in ("data_url", "remote"):
+    top = args[name]
+    print(f"PATH {name} {top}")
+    for root, _, files in os.walk(top):
+        for f in files:
+            path = os.path.join(root, f)
+            digest = hashlib.sha256(open(path, "rb").read()).hexdigest()
+            print(f"FILE {name} {os.path.relpath(path, top)} {digest}")
+"""
+
+
+def test_inputs_reach_nodes_without_a_shared_file_system(
+        cluster: RayCluster, tmp_path: pathlib.Path) -> None:
+    from tests import s3 as s3_mod
+
+    store = s3_mod.start()
+    half = {"flavor_id": "half", "cpu": 0.5, "memory_gb": 1}  # two fit on every node
+    live = start_live(tmp_path / "home", ray_address=cluster.address,
+                      flavors=[*FLAVORS, half], s3=store.config)
+    try:
+        bucket = store.bucket()
+        store.put(bucket, "set/part-0.txt", b"from object storage")
+        store.put(bucket, "set/sub/part-1.bin", os.urandom(3000))
+        data = tmp_path / "data"
+        (data / "nested").mkdir(parents=True)
+        (data / "big.bin").write_bytes(os.urandom(5 * 2**20))  # more than one piece
+        (data / "nested" / "x.txt").write_text("local")
+        code = factories.write_code(tmp_path, READER)
+        body = factories.make_job(code_dir=code, flavor_id="half", node_count=2,
+                                  inputs={"data_url": str(data), "remote": f"s3://{bucket}/set"})
+        body["spec"]["schedule_policy"] = {"placement": "pack"}  # both on one node
+        job_id = live.submit(body)["metadata"]["id"]
+        done = live.wait(job_id, timeout=90)
+        assert done["status"]["phase"] == "Completed", done["status"]
+
+        logs = [log_of(live, job_id, f"worker-{rank}") for rank in (0, 1)]
+        seen = [{tuple(ln.split()[1:]) for ln in text.splitlines()
+                 if ln.startswith(("NODE ", "PATH "))} for text in logs]
+        assert seen[0] == seen[1]  # one node, one copy of the attempt's inputs there
+        paths = {p[0]: p[1] for p in seen[0] if len(p) == 2}
+        staged = live.settings.runs_dir / job_id / "inputs" / "remote"
+        assert paths["data_url"] != str(data) and paths["remote"] != str(staged)
+        assert not any(p.startswith((str(tmp_path), str(live.settings.home)))
+                       for p in paths.values())
+        files = {tuple(ln.split()[1:3]): ln.split()[3] for ln in logs[0].splitlines()
+                 if ln.startswith("FILE ")}
+        assert files == {
+            ("data_url", "big.bin"): _sha(data / "big.bin"),
+            ("data_url", "nested/x.txt"): _sha(data / "nested" / "x.txt"),
+            ("remote", "part-0.txt"): _sha(staged / "part-0.txt"),
+            ("remote", "sub/part-1.bin"): _sha(staged / "sub" / "part-1.bin")}
+        assert "corral: inputs copied to this node: 4 file(s), 5.2 MB" in (logs[0] + logs[1])
+        # The copy goes with the attempt's last task on the node.
+        factories.wait_for(lambda: not any(os.path.exists(p) for p in paths.values()),
+                           timeout=15, what="the node's copy of the inputs to go")
+    finally:
+        stop_live(live)
+        store.stop()
+
+
+def _sha(path: pathlib.Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs Ray (and so its agents) running as root")

@@ -52,6 +52,8 @@ def test_an_address_nothing_listens_on_stops_the_server_at_once(
     rc, err, took = corral_server(tmp_path / "b", CORRAL_RAY_ADDRESS="127.0.0.1:1")
     assert rc == 1 and took < 30, err
     assert "cannot reach the Ray cluster at 127.0.0.1:1: connection refused" in err
+    # Nothing was written: a later start with a good address is a first start.
+    assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
 
 
 def test_an_address_that_never_answers_gives_up_after_the_connect_timeout(
@@ -59,11 +61,12 @@ def test_an_address_that_never_answers_gives_up_after_the_connect_timeout(
     # Something accepts connections there but never speaks Ray: Ray alone would retry on.
     with socket.create_server(("127.0.0.1", 0), backlog=16) as mute:
         port = mute.getsockname()[1]
-        rc, err, took = corral_server(tmp_path, CORRAL_RAY_ADDRESS=f"127.0.0.1:{port}",
+        rc, err, took = corral_server(tmp_path / "home", CORRAL_RAY_ADDRESS=f"127.0.0.1:{port}",
                                       CORRAL_RAY_CONNECT_TIMEOUT="3")
     assert rc == 1 and 3 <= took < 20, err
     assert (f"cannot reach the Ray cluster at 127.0.0.1:{port} within 3 s "
             "(ray_connect_timeout)") in err
+    assert not (tmp_path / "home").exists()
 
 
 class Head:

@@ -73,3 +73,13 @@ def test_a_task_sees_only_the_accelerator_devices_it_was_given(tmp_path: pathlib
                              devices=launching.devices_env(cat, "local", (("npu", (2,)),)))
     assert env["ASCEND_RT_VISIBLE_DEVICES"] == "2" and env["TPU_CHIPS"] == ""
     assert env["CUDA_VISIBLE_DEVICES"] == ""
+
+
+def test_what_a_task_reads_is_its_inputs_where_fetched_and_its_model() -> None:
+    body = factories.make_job(command="true", inputs={"a": "/data/a", "b": "s3://bkt/b"},
+                              parameters={"model_url": "/models/m/1", "lr": "0.1"})
+    spec = specs.JobCreate.model_validate(body)
+    spec.algorithm.inputs[1].local_dir = "/runs/j/inputs/b"  # where it was fetched to
+    assert launching.input_paths(spec) == ("/data/a", "/runs/j/inputs/b")
+    spec.model = specs.ModelRef(name="m", version=1)  # model_url is then the model's folder
+    assert launching.input_paths(spec) == ("/data/a", "/runs/j/inputs/b", "/models/m/1")

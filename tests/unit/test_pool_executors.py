@@ -11,6 +11,7 @@ from typing import Any
 import pydantic
 import pytest
 
+from corral import server
 from corral import settings as settings_mod
 from corral.domain import errors, resources
 from corral.executors import base, routing
@@ -72,6 +73,25 @@ def test_a_bad_pool_executor_stops_the_server_with_one_line(tmp_path: pathlib.Pa
     assert len(out.stderr.strip().splitlines()) == 1
 
 
+@pytest.mark.parametrize("address", ["127.0.0.1:1", "ray://127.0.0.1:1"])
+def test_an_unreachable_cluster_fails_the_start_before_a_fresh_home_is_written(
+        tmp_path: pathlib.Path, address: str) -> None:
+    home = tmp_path / "home"
+    with pytest.raises(errors.CorralError, match="cannot reach the Ray cluster"):
+        server.build(make_settings(home, pools=[pool("gpu", address=address)]))
+    assert not home.exists()  # no database, admin, key or credential to match later
+
+
+def test_a_used_home_is_refused_to_a_second_server_before_its_cluster_is_tried(
+        tmp_path: pathlib.Path) -> None:
+    first = server.build(make_settings(tmp_path / "home"))
+    try:
+        with pytest.raises(server.AlreadyRunning):
+            server.build(make_settings(tmp_path / "home", ray_address="127.0.0.1:1"))
+    finally:
+        first.stop()
+
+
 def test_each_pool_runs_on_its_executor_and_the_rest_on_the_default_pools(
         tmp_path: pathlib.Path) -> None:
     s = settings(tmp_path, pool("cpu", executor="local"), pool("gpu", address=RAY),
@@ -109,6 +129,20 @@ def test_nodes_go_to_pools_on_their_own_executor(tmp_path: pathlib.Path) -> None
 
 
 # --- the routed executor --------------------------------------------------------------------
+
+
+def test_pools_say_what_runs_them_and_no_password_of_an_address(
+        tmp_path: pathlib.Path) -> None:
+    s = settings(tmp_path, pool("cpu", executor="local"), pool("gpu", address=RAY),
+                 pool("lab", address="ray://corral:s3cret@lab-head:10001"),
+                 ray_address="10.0.0.5:6379")
+    cat = catalog_mod.Catalog.build(s, [])
+    assert {p: cat.executor_of(p) for p in cat.pool_ids} == {
+        "default": {"executor": "ray", "address": "10.0.0.5:6379"},
+        "cpu": {"executor": "local", "address": None},
+        "gpu": {"executor": "ray", "address": RAY},
+        "lab": {"executor": "ray", "address": "ray://lab-head:10001"},
+    }
 
 
 def test_a_node_seen_through_two_executors_is_refused() -> None:

@@ -40,6 +40,8 @@ class LaunchSpec:
     demand: resources.Resources = resources.ZERO  #: what one task of the job was given
     code_dir: str = ""  #: the attempt's code snapshot that argv and cwd refer to
     output_dirs: tuple[str, ...] = ()  #: created on the task's node before it starts
+    #: what the task reads (input channels, the job's model): shipped to its node first
+    input_dirs: tuple[str, ...] = ()
     gang: tuple[str, ...] = ()  #: the node of every task of the attempt, by rank
     strategy: str = "spread"  #: how the gang is placed: spread or pack (SchedulePolicy)
 

@@ -7,7 +7,9 @@ object store), starts the process with its output in a file on the node, and ans
 server's questions (has it ended, what did it print, how busy is it, which files has it
 written) until the server retires the task. Everything of a task lives in a scratch
 directory of its own on the node: its code, its output channels and its metrics file,
-which the server copies back to where the job's channels say. A long-lived agent instead
+which the server copies back to where the job's channels say. Its input channels are
+copied here by the server before it starts, once per job attempt and node (a gang's tasks
+on one node share them), and go with the last of those tasks. A long-lived agent instead
 of an actor per task: starting an actor starts a Python worker process (about half a
 second here), which a trivial job should not pay for.
 
@@ -41,9 +43,13 @@ CODE = "{code}"
 ROOT = "{root}"
 #: the placeholder of output channel i: "{output:i}"
 OUTPUT = "{output:%d}"
+#: the placeholder of input i: "{input:i}"
+INPUT = "{input:%d}"
 LAUNCH_ENV = "CORRAL_LAUNCH_ID"
 NODE_ENV = "CORRAL_RAY_NODE_ID"
 PR_SET_PDEATHSIG = 1
+#: retired launch ids remembered (a late call about one fails instead of waiting for ever)
+RETIRED_KEPT = 100_000
 
 
 def _death_signal() -> Any:
@@ -61,10 +67,29 @@ class _Proc:
     log_path: str
     outputs: list[str] = dataclasses.field(default_factory=list)  #: by channel index
     metrics: str = ""  #: the file the task reports metrics to
+    inputs: str = ""  #: the key of the inputs it reads ("" when none are copied)
     proc: subprocess.Popen[bytes] | None = None
     exit_code: int | None = None
     ended: threading.Event = dataclasses.field(default_factory=threading.Event)
     cpu_prev: tuple[float, float] | None = None
+
+
+@dataclasses.dataclass
+class _Inputs:
+    """A job attempt's input channels on this node (input i in root/i), for its tasks here."""
+
+    root: str
+    count: int
+    users: set[str] = dataclasses.field(default_factory=set)  #: launch ids reading them
+    ready: threading.Event = dataclasses.field(default_factory=threading.Event)
+    error: str = ""  #: why they will not all arrive
+    whole: dict[str, int] = dataclasses.field(default_factory=dict)  #: "i/path" -> size
+    #: files partly here: "i/path" -> {offset: length} of the pieces written
+    parts: dict[str, dict[int, int]] = dataclasses.field(default_factory=dict)
+    owner: tuple[int, int] | None = None  #: the user they were given to
+
+    def path(self, index: int, rel: str) -> str:
+        return _inside(os.path.join(self.root, str(index)), rel)
 
 
 class NodeAgent:
@@ -76,35 +101,72 @@ class NodeAgent:
         self.node_id: str = ray.get_runtime_context().get_node_id()
         self._lock = threading.Condition()
         self._tasks: dict[str, _Proc] = {}
-        self._abandoned: set[str] = set()
+        #: launch ids that must never start (abandoned, or retired), oldest first
+        self._abandoned: dict[str, None] = {}
+        self._inputs: dict[str, _Inputs] = {}
 
     def start(self, launch_id: str, payload: dict[str, Any], code: bytes | None,
               seed: bytes | None = None) -> bool:
         """Start a task once its resources are reserved; False if it was abandoned first.
 
-        `seed` is a tar of what its output channels already hold (output i under "i/")."""
+        `seed` is a tar of what its output channels already hold (output i under "i/").
+        With `payload["inputs"]` it also waits for its inputs, which the server copies."""
         with self._lock:
             if launch_id in self._abandoned or launch_id in self._tasks:
                 return launch_id in self._tasks
             root = tempfile.mkdtemp(prefix=f"corral-{payload['task']}-{launch_id}-")
             p = self._tasks[launch_id] = _Proc(root, os.path.join(root, "task.log"))
+            if payload.get("inputs"):
+                self._use_inputs(launch_id, p, payload["inputs"])
             self._lock.notify_all()
         try:
             group = payload.get("group")
             while group is not None and not group.wait(60):
-                pass  # the placement group is not placed yet: the task waits for it
+                # The placement group is not placed yet: the task waits for it, unless it
+                # is retired meanwhile (its group may then never be placed).
+                with self._lock:
+                    if launch_id not in self._tasks:
+                        return True
+            if p.inputs and not self._inputs_ready(launch_id, p):
+                return True  # retired while it waited
             self._spawn(launch_id, p, payload, code, seed)
         except (OSError, tarfile.TarError, ValueError, KeyError) as exc:
             # Reported as a shell reports a command it cannot run: in the log, code 127.
-            with open(p.log_path, "ab") as fh:
+            with contextlib.suppress(OSError), open(p.log_path, "ab") as fh:
                 fh.write(f"corral: cannot start {payload['task']}: {exc}\n".encode())
             p.exit_code = 127
             p.ended.set()
         return True
 
+    def _use_inputs(self, launch_id: str, p: _Proc, want: dict[str, Any]) -> None:
+        """Count the task among the readers of its attempt's inputs (made on first use)."""
+        p.inputs = str(want["key"])
+        inp = self._inputs.get(p.inputs)
+        if inp is None:
+            root = tempfile.mkdtemp(prefix=f"corral-inputs-{p.inputs}-")
+            inp = self._inputs[p.inputs] = _Inputs(root, int(want["count"]))
+            for i in range(inp.count):
+                os.makedirs(os.path.join(root, str(i)), exist_ok=True)
+        inp.users.add(launch_id)
+
+    def _inputs_ready(self, launch_id: str, p: _Proc) -> bool:
+        """Wait until the task's inputs are all here; False if it was retired meanwhile."""
+        with self._lock:
+            inp = self._inputs.get(p.inputs)
+        if inp is None:
+            return False
+        while not inp.ready.wait(1.0):
+            with self._lock:
+                if launch_id not in self._tasks:
+                    return False
+        if inp.error:
+            raise OSError(f"its inputs did not reach this node: {inp.error}")
+        return True
+
     def _spawn(self, launch_id: str, p: _Proc, payload: dict[str, Any],
                code: bytes | None, seed: bytes | None) -> None:
         user = _task_user(payload.get("run_as"))
+        inp = self._inputs.get(p.inputs) if p.inputs else None
         code_dir = os.path.join(p.root, "code")
         if code is not None:
             with tarfile.open(fileobj=io.BytesIO(code)) as tar:
@@ -115,9 +177,13 @@ class NodeAgent:
             with tarfile.open(fileobj=io.BytesIO(seed)) as tar:
                 tar.extractall(os.path.join(p.root, "outputs"), filter="data")
 
+        inputs = [os.path.join(inp.root, str(i)) for i in range(inp.count)] if inp else []
+
         def local(value: str) -> str:
             for i, out in enumerate(p.outputs):
                 value = value.replace(OUTPUT % i, out)
+            for i, there in enumerate(inputs):
+                value = value.replace(INPUT % i, there)
             return value.replace(CODE, code_dir).replace(ROOT, p.root)
 
         argv = [local(a) for a in payload["argv"]]
@@ -135,10 +201,15 @@ class NodeAgent:
         if payload["shell"]:
             # The command line, then its arguments as "$@" (what the local wrapper does).
             argv = ["/bin/sh", "-c", argv[0] + ' "$@"', "sh", *argv[1:]]
-        if user is not None:  # what the task writes to must be its user's
+        if user is not None:  # what the task writes to (and reads) must be its user's
             _give(p.root, user)
+            if inp is not None and inp.owner != user:
+                _give(inp.root, user)
+                inp.owner = user
         uid, gid = user or (None, None)
-        with open(p.log_path, "ab") as log:
+        with open(p.log_path, "ab") as log, self._lock:
+            if launch_id not in self._tasks:
+                return  # retired while it was being prepared: it must not run
             p.proc = subprocess.Popen(
                 argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=log,
                 stderr=subprocess.STDOUT, start_new_session=True, close_fds=True,
@@ -164,7 +235,7 @@ class NodeAgent:
             while launch_id not in self._tasks and launch_id not in self._abandoned:
                 self._lock.wait()
             if launch_id not in self._tasks:
-                raise KeyError(f"task {launch_id} was never started on this node")
+                raise KeyError(f"task {launch_id} is not (or no longer) on this node")
             return self._tasks[launch_id]
 
     def state(self, launch_id: str) -> str:
@@ -178,9 +249,15 @@ class NodeAgent:
         with self._lock:
             if launch_id in self._tasks:
                 return False
-            self._abandoned.add(launch_id)
-            self._lock.notify_all()
+            self._never(launch_id)
             return True
+
+    def _never(self, launch_id: str) -> None:
+        """(lock held) Remember that the launch must not start, and wake its waiters."""
+        self._abandoned[launch_id] = None
+        while len(self._abandoned) > RETIRED_KEPT:
+            del self._abandoned[next(iter(self._abandoned))]
+        self._lock.notify_all()
 
     def wait(self, launch_id: str) -> int:
         """The exit code, once the process has ended (the server keeps one call pending)."""
@@ -243,11 +320,7 @@ class NodeAgent:
         """SIGTERM the task's group, or SIGKILL it and every process carrying its marker."""
         with self._lock:
             p = self._tasks.get(launch_id)
-        if p is not None and p.proc is not None:
-            with contextlib.suppress(OSError):
-                os.killpg(p.proc.pid, signal.SIGKILL if force else signal.SIGTERM)
-        if force:
-            _kill_marked(launch_id)
+        _signal(launch_id, p, force)
 
     def sample(self, launch_id: str) -> tuple[float, float] | None:
         """(CPU percent of one core, resident MiB) of the task's whole process tree."""
@@ -275,15 +348,110 @@ class NodeAgent:
         return pct, rss / 2**20
 
     def finish(self, launch_id: str) -> None:
-        """The server is done with the task: nothing of it and its files stays."""
-        self.signal(launch_id, force=True)
+        """The server is done with the task: nothing of it and its files stays (nor its
+        inputs, once no other task here reads them)."""
         with self._lock:
+            # Gone from the table first: a task still being prepared then never starts.
             p = self._tasks.pop(launch_id, None)
-            if p is None:  # retired before it started: a late `start` must not run it
-                self._abandoned.add(launch_id)
-                self._lock.notify_all()
+            self._never(launch_id)  # a late `start` must not run it, nor a call wait for it
+            key = p.inputs if p is not None else ""
+            inp = self._inputs.get(key) if key else None
+            if inp is not None:
+                inp.users.discard(launch_id)
+                if not inp.users:
+                    del self._inputs[key]
+        _signal(launch_id, p, force=True)
         if p is not None:
             shutil.rmtree(p.root, ignore_errors=True)
+        if inp is not None and not inp.users:
+            shutil.rmtree(inp.root, ignore_errors=True)
+
+    # --- inputs, copied here by the server ------------------------------------------------
+
+    def _inputs_of(self, launch_id: str) -> _Inputs:
+        with self._lock:
+            p = self._tasks.get(launch_id)
+            inp = self._inputs.get(p.inputs) if p is not None and p.inputs else None
+        if inp is None:
+            raise KeyError(f"task {launch_id} reads no inputs on this node (any more)")
+        return inp
+
+    def input_have(self, launch_id: str) -> dict[str, Any]:
+        """What of the task's inputs is here: {"complete": bool, "files": {"i/path": size}}
+        (waits for its `start`, which may still be on its way)."""
+        self._task(launch_id)
+        inp = self._inputs_of(launch_id)
+        with self._lock:
+            return {"complete": inp.ready.is_set() and not inp.error,
+                    "files": dict(inp.whole)}
+
+    def input_dirs(self, launch_id: str, dirs: list[tuple[int, str]]) -> None:
+        inp = self._inputs_of(launch_id)
+        for index, rel in dirs:
+            os.makedirs(inp.path(index, rel), exist_ok=True)
+
+    def input_write(self, launch_id: str,
+                    pieces: list[tuple[int, str, int, int, int, bytes]]) -> None:
+        """Write pieces of input files: (input, path in it, file size, mode, offset, bytes).
+        Pieces may come in any order; a file counts as here once all its bytes are."""
+        inp = self._inputs_of(launch_id)
+        for index, rel, size, mode, offset, data in pieces:
+            key = f"{index}/{rel}"
+            if key in inp.whole:
+                continue
+            path = inp.path(index, rel)
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+            try:
+                view = memoryview(data)
+                while view:
+                    view = view[os.pwrite(fd, view, offset + len(data) - len(view)):]
+                with self._lock:
+                    got = inp.parts.setdefault(key, {})
+                    got[offset] = len(data)
+                    done = sum(got.values()) >= size
+                    if done:
+                        del inp.parts[key]
+                if done:
+                    os.ftruncate(fd, size)
+                    os.fchmod(fd, 0o700 if mode & 0o100 else 0o600)
+                    with self._lock:
+                        inp.whole[key] = size
+            finally:
+                os.close(fd)
+
+    def input_note(self, launch_id: str, text: str) -> None:
+        """Say something about the inputs in the log of every task here that reads them."""
+        inp = self._inputs_of(launch_id)
+        with self._lock:
+            logs = [self._tasks[u].log_path for u in inp.users if u in self._tasks]
+        for path in logs:
+            with contextlib.suppress(OSError), open(path, "ab") as fh:
+                fh.write(text.encode() + b"\n")
+
+    def input_done(self, launch_id: str, text: str = "", error: str = "") -> None:
+        """All of the inputs are here (or, with `error`, never will be): their tasks go on."""
+        inp = self._inputs_of(launch_id)
+        if text:
+            self.input_note(launch_id, text)
+        inp.error = error
+        inp.ready.set()
+
+
+def _signal(launch_id: str, p: _Proc | None, force: bool) -> None:
+    if p is not None and p.proc is not None:
+        with contextlib.suppress(OSError):
+            os.killpg(p.proc.pid, signal.SIGKILL if force else signal.SIGTERM)
+    if force:
+        _kill_marked(launch_id)
+
+
+def _inside(top: str, rel: str) -> str:
+    """`rel` under `top`, refused when it would lead out of it."""
+    path = os.path.normpath(os.path.join(top, rel))
+    if path != top and not path.startswith(top + os.sep):
+        raise ValueError(f"{rel!r} is not inside {top}")
+    return path
 
 
 def _task_user(name: str | None) -> tuple[int, int] | None:

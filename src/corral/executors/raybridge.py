@@ -70,6 +70,8 @@ class Options:
     run_as: str | None = None
     connect_timeout: float = 15.0
     lost_after: float = 60.0
+    #: the nodes read inputs at the server's paths (nothing is shipped to them)
+    shared_fs: bool = False
 
 
 class RayBridge:
@@ -302,7 +304,8 @@ class _Child:
     def _handshake(self, opts: Options) -> tuple[str, int] | None:
         where = f"the Ray cluster at {opts.address}"
         try:
-            self.conn.send(("init", opts.address, opts.namespace, opts.run_as))
+            self.conn.send(("init", opts.address, opts.namespace, opts.run_as,
+                            opts.shared_fs))
             if not self.conn.poll(opts.connect_timeout):
                 raise Unreachable(f"cannot reach {where} within {opts.connect_timeout:g} s "
                                   "(ray_connect_timeout)")
@@ -455,13 +458,14 @@ def main(fd: int) -> int:
     """The child: connect to the cluster, then serve the server's calls until told to stop
     or the server goes."""
     conn = mpc.Connection(fd)
-    _, address, namespace, run_as = conn.recv()
+    _, address, namespace, run_as, shared_fs = conn.recv()
     logging.basicConfig(level=logging.WARNING,
                         format="%(asctime)s %(levelname)s corral-ray %(name)s: %(message)s")
     from corral.executors import raycluster
 
     try:
-        ex = raycluster.RayExecutor(address, namespace=namespace, run_as=run_as)
+        ex = raycluster.RayExecutor(address, namespace=namespace, run_as=run_as,
+                                    shared_fs=shared_fs)
     except Exception as exc:
         conn.send(("failed", " ".join(str(exc).split()) or type(exc).__name__))
         return 1

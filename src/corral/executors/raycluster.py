@@ -10,7 +10,9 @@ The server keeps one `wait` call pending on each actor; a background thread wake
 scheduler the moment one returns (the process ended, or the actor died with its node) and
 pulls the tasks' output into their usual log files, so logs, previews and `logs -f` work as
 they do locally. What tasks write to their output channels and metrics file is copied back
-likewise (`rayfiles`); a task counts as ended once its last files are here.
+likewise (`rayfiles`); a task counts as ended once its last files are here. What they read
+(input channels, the job's model) is shipped to their node before they start
+(`rayinputs`), unless the cluster shares the server's file system (`shared_fs`).
 
 Ray is imported only when this executor is built, which the server does in a process of
 its own (`raybridge`).
@@ -31,7 +33,7 @@ from collections.abc import Callable
 from typing import Any
 
 from corral.domain import errors, metrics, resources
-from corral.executors import base, rayactor, rayfiles
+from corral.executors import base, rayactor, rayfiles, rayinputs
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +50,7 @@ NODE_DEATH_GRACE = 30.0
 
 #: part of the agents' names: a server that speaks to agents differently starts new ones
 #: (tasks already running keep the agent their handle names)
-AGENT_VERSION = 2
+AGENT_VERSION = 3
 
 
 def agent_name(node_id: str) -> str:
@@ -90,7 +92,7 @@ class RayExecutor:
     """Tasks are processes on a Ray cluster's nodes, one small detached actor each."""
 
     def __init__(self, address: str, *, namespace: str = NAMESPACE,
-                 run_as: str | None = None) -> None:
+                 run_as: str | None = None, shared_fs: bool = False) -> None:
         import ray
         from ray import cloudpickle
 
@@ -100,6 +102,7 @@ class RayExecutor:
         self._ns = namespace
         self._address = address
         self._run_as = run_as  #: the user the agents start tasks as (when they are root)
+        self._shared_fs = shared_fs  #: tasks read their inputs at the server's paths
         self._owns = not ray.is_initialized()
         if self._owns:
             ray.init(address=address, namespace=namespace, log_to_driver=False,
@@ -118,6 +121,7 @@ class RayExecutor:
         self._thread = threading.Thread(target=self._run, name="corral-ray", daemon=True)
         self._thread.start()
         self._copier = rayfiles.Copier(ray, self._running, lambda: self._wake())
+        self._shipper = rayinputs.Shipper(ray, rayinputs.reader_of(run_as))
 
     def probe_address(self) -> str:
         """The address that answers while the cluster is up (its GCS, or its client port)."""
@@ -167,15 +171,15 @@ class RayExecutor:
             return self._lost_before_start(spec)
         master = self._ip(node_id)
         if len(spec.gang) > 1:
-            group = group_name(spec.job_id, spec.attempt)
             master = self._ip(self._node_id(spec.gang[0]) or node_id)
-        else:
-            group = task_group_name(spec.launch_id)
+        group = _group_of(spec)
+        inputs = None if self._shared_fs else rayinputs.of(spec)
         try:
             pg = self._placement_group(group, spec)
             agent = self._agent(node_id)
-            payload = {**_payload(spec, master), "group": pg, "run_as": self._run_as}
-            outputs = rayfiles.record(spec)
+            payload = {**_payload(spec, master, inputs), "group": pg, "run_as": self._run_as}
+            outputs = rayfiles.record(spec, group=group,
+                                      inputs=inputs.dumps() if inputs else None)
             agent.start.remote(spec.launch_id, payload, self._code_ref(spec.code_dir),
                                self._seed_ref(spec))
         except (ValueError, OSError, self._ray.exceptions.RayError) as exc:
@@ -184,6 +188,8 @@ class RayExecutor:
                              control_dir=spec.control_dir, launch_id=spec.launch_id,
                              actor=agent_name(node_id), node_id=node_id, group=group)
         self._watch(handle, agent, offset=0, outputs=outputs)
+        if inputs is not None:
+            self._shipper.ship(node_id, agent, spec.launch_id, inputs)
         return handle
 
     def _agent(self, node_id: str) -> Any:
@@ -234,6 +240,10 @@ class RayExecutor:
         if state == "unknown":
             return self._gone(handle, "the node's corral agent does not know it (it was "
                                       "restarted, and the task with it)")
+        inputs = rayinputs.Inputs.loads(rayfiles.plan(
+            handle.control_dir, handle.task, handle.launch_id).get("inputs"))
+        if inputs is not None and state == "running":  # they may not all be there yet
+            self._shipper.ship(handle.node_id, actor, handle.launch_id, inputs)
         try:
             offset = os.path.getsize(_log_path(handle))
         except OSError:
@@ -245,15 +255,16 @@ class RayExecutor:
         # The agent refuses a start it was told to abandon, so NOT_STARTED is final; no
         # agent at all means nothing was ever started on that node by this launch.
         node_id = self._node_id(spec.node) or ""
+        group = _recorded_group(spec)
         try:
             agent = self._ray.get_actor(agent_name(node_id), namespace=self._ns)
             never = bool(self._ray.get(agent.abandon.remote(spec.launch_id), timeout=30))
         except (ValueError, self._ray.exceptions.RayError):
             never = True
         if never:
+            if group == task_group_name(spec.launch_id):  # this launch's own reservation
+                self._drop_group_if_unused(group)  # (a gang's serves its relaunch)
             return base.Status(base.State.NOT_STARTED)
-        group = (group_name(spec.job_id, spec.attempt) if len(spec.gang) > 1
-                 else task_group_name(spec.launch_id))
         handle = base.Handle(node=spec.node, task=spec.task, pid=0, start_time=0.0,
                              control_dir=spec.control_dir, launch_id=spec.launch_id,
                              actor=agent_name(node_id), node_id=node_id, group=group)
@@ -268,7 +279,7 @@ class RayExecutor:
         with contextlib.suppress(ValueError, self._ray.exceptions.RayError):
             agent = self._ray.get_actor(agent_name(node_id), namespace=self._ns)
             self._ray.get(agent.finish.remote(spec.launch_id), timeout=30)
-        self._drop_group_if_unused(task_group_name(spec.launch_id))
+        self._drop_group_if_unused(_recorded_group(spec))
 
     def sample(self, handle: base.Handle) -> base.Sample | None:
         with self._lock:
@@ -301,6 +312,7 @@ class RayExecutor:
         self._stop.set()
         self._thread.join(timeout=10)
         self._copier.close()
+        self._shipper.close()
         if self._owns:
             self._ray.shutdown()
 
@@ -511,18 +523,39 @@ class RayExecutor:
         return ref
 
 
-def _payload(spec: base.LaunchSpec, master_addr: str) -> dict[str, Any]:
+def _group_of(spec: base.LaunchSpec) -> str:
+    """The placement group a launch reserves its resources in: its gang's, or its own."""
+    if len(spec.gang) > 1:
+        return group_name(spec.job_id, spec.attempt)
+    return task_group_name(spec.launch_id)
+
+
+def _recorded_group(spec: base.LaunchSpec) -> str:
+    """The group a launch was given, as its plan says: a spec rebuilt after a restart
+    does not know the gang (one without a plan never asked its agent to start)."""
+    found = rayfiles.plan(spec.control_dir, spec.task, spec.launch_id).get("group")
+    return str(found) if found else _group_of(spec)
+
+
+def _payload(spec: base.LaunchSpec, master_addr: str,
+             inputs: rayinputs.Inputs | None = None) -> dict[str, Any]:
     """The launch in the node's terms: server paths become placeholders the actor fills
-    (the code, the output channels and the attempt's own folder: all on the node)."""
+    (the code, the output channels, the inputs shipped there and the attempt's own
+    folder: all on the node)."""
     attempt_dir = os.path.dirname(spec.control_dir)
-    outputs = sorted(enumerate(spec.output_dirs), key=lambda o: -len(o[1]))
+    places = [(out, rayactor.OUTPUT % i) for i, out in enumerate(spec.output_dirs)]
+    places += inputs.places() if inputs else []
+    places.sort(key=lambda p: -len(p[0]))
 
     def portable(value: str) -> str:
-        for i, out in outputs:
-            if value == out or value.startswith(out + "/"):
-                return rayactor.OUTPUT % i + value[len(out):]
-            if value.endswith("=" + out):  # --channel=<dir>, as channels are passed
-                return value[:-len(out)] + rayactor.OUTPUT % i
+        for path, there in places:
+            bare = path.rstrip("/") or path
+            if value == path:
+                return there
+            if value == bare or value.startswith(bare + "/"):
+                return there + value[len(bare):]
+            if value.endswith("=" + path):  # --channel=<dir>, as channels are passed
+                return value[:-len(path)] + there
         if spec.code_dir and (value == spec.code_dir or value.startswith(spec.code_dir + "/")):
             return rayactor.CODE + value[len(spec.code_dir):]
         if value == attempt_dir or value.startswith(attempt_dir + "/"):
@@ -536,7 +569,8 @@ def _payload(spec: base.LaunchSpec, master_addr: str) -> dict[str, Any]:
     return {"launch_id": spec.launch_id, "task": spec.task, "argv": argv, "shell": spec.shell,
             "cwd": portable(spec.cwd), "env": {k: portable(v) for k, v in env.items()},
             "outputs": [rayactor.OUTPUT % i for i in range(len(spec.output_dirs))],
-            "metrics": portable(env.get(metrics.FILE_ENV, ""))}
+            "metrics": portable(env.get(metrics.FILE_ENV, "")),
+            "inputs": {"key": inputs.key, "count": len(inputs.sources)} if inputs else None}
 
 
 def _log_path(handle: base.Handle) -> str:

@@ -9,8 +9,9 @@ as ended, so that a model is registered from complete files), new and changed fi
 copied: output files whole (made beside and renamed into place), the metrics file by
 appending what was added since.
 
-Where a launch's files go is written beside its control files when it is launched, so a
-restarted server goes on copying them for the tasks it adopts.
+Where a launch's files go is written beside its control files when it is launched (its
+plan, with the placement group it was given and the inputs shipped to it), so a restarted
+server goes on copying them for the tasks it adopts.
 """
 
 from __future__ import annotations
@@ -119,24 +120,31 @@ class Copier:
                     log.warning("copying the files of %s back failed: %s", t.launch_id, exc)
 
 
-def record(spec: base.LaunchSpec) -> Outputs:
-    """Write down where the launch's files go, beside its control files."""
+def record(spec: base.LaunchSpec, **more: Any) -> Outputs:
+    """Write down where the launch's files go (and `more` about it), beside its control
+    files."""
     out = Outputs(dirs=list(spec.output_dirs), metrics=spec.env.get(metrics.FILE_ENV, ""),
                   scratch=spec.control_dir)
     os.makedirs(spec.control_dir, exist_ok=True)
     with open(_plan_path(spec.control_dir, spec.task, spec.launch_id), "w") as fh:
-        json.dump({"outputs": out.dirs, "metrics": out.metrics}, fh)
+        json.dump({"outputs": out.dirs, "metrics": out.metrics, **more}, fh)
     return out
+
+
+def plan(control_dir: str, task: str, launch_id: str) -> dict[str, Any]:
+    """What `record` wrote about a launch ({} when nothing was: it never got that far)."""
+    try:
+        with open(_plan_path(control_dir, task, launch_id)) as fh:
+            found = json.load(fh)
+    except (OSError, ValueError):
+        return {}
+    return found if isinstance(found, dict) else {}
 
 
 def load(handle: base.Handle) -> Outputs:
     """Where an adopted launch's files go; its metrics go on from what is already here."""
-    try:
-        with open(_plan_path(handle.control_dir, handle.task, handle.launch_id)) as fh:
-            plan = json.load(fh)
-    except (OSError, ValueError):
-        plan = {"outputs": [], "metrics": ""}
-    out = Outputs(dirs=list(plan["outputs"]), metrics=str(plan["metrics"]),
+    found = plan(handle.control_dir, handle.task, handle.launch_id)
+    out = Outputs(dirs=list(found.get("outputs", [])), metrics=str(found.get("metrics", "")),
                   scratch=handle.control_dir)
     with contextlib.suppress(OSError):
         out.metrics_offset = os.path.getsize(out.metrics) if out.metrics else 0

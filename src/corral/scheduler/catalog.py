@@ -32,6 +32,8 @@ class Catalog:
     pool_ids: tuple[str, ...] = ("default",)
     #: accelerator name -> the variable that pins a task to its devices, where configured
     visible_env: dict[str, str] = dataclasses.field(default_factory=dict)
+    #: pool -> the executor key that runs it (settings.LOCAL or "ray:<address>")
+    pool_executor: dict[str, str] = dataclasses.field(default_factory=dict)
 
     @classmethod
     def build(cls, settings: settings_mod.Settings, nodes: list[resources.Node],
@@ -58,10 +60,19 @@ class Catalog:
                    pool_ids=tuple(dict.fromkeys(
                        [settings.default_pool, *(p.pool_id for p in settings.pools)])),
                    visible_env={k: a.visible_env for k, a in settings.accelerators.items()
-                                if a.visible_env})
+                                if a.visible_env},
+                   pool_executor=settings.pool_executors())
 
     def pool_nodes(self, pool_id: str) -> list[resources.Node]:
         return [n for n in self.nodes if self.pool_of.get(n.name, self.default_pool) == pool_id]
+
+    def executor_of(self, pool_id: str) -> dict[str, str | None]:
+        """What runs a pool, as the API shows it: "local", or "ray" and the cluster's
+        address (without any user or password a URL may carry)."""
+        address = settings_mod.ray_address_of(self.pool_executor.get(pool_id, settings_mod.LOCAL))
+        if address is None:
+            return {"executor": settings_mod.LOCAL, "address": None}
+        return {"executor": "ray", "address": settings_mod.public_address(address)}
 
     def pool(self, pool_id: str | None) -> str:
         """The pool a job asks for (the default pool when it names none), or BadParameter."""

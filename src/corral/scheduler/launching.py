@@ -95,6 +95,16 @@ def simple_command(command: str, path: str) -> list[str] | None:
     return words
 
 
+def input_paths(spec: specs.JobCreate) -> tuple[str, ...]:
+    """What a task reads at the server's paths: its input channels (those in object
+    storage where they were fetched to) and the job's model."""
+    alg = spec.algorithm
+    paths = [c.local_dir or c.url for c in alg.inputs]
+    if spec.model is not None:
+        paths += [p.value for p in alg.parameters if p.name == "model_url"]
+    return tuple(paths)
+
+
 def _relative_boot(alg: specs.Algorithm) -> str:
     """boot_file relative to code_dir, so it resolves inside the snapshot."""
     assert alg.code_dir and alg.boot_file
@@ -244,5 +254,6 @@ def launch_spec(
         control_dir=str(paths.control_dir(attempt)), node=node, gpu_ids=tuple(gpu_ids),
         run_as=run_as,
         demand=demand, code_dir=str(code) if code else "",
-        output_dirs=tuple(out.local_dir or out.url for out in alg.outputs), gang=tuple(gang),
+        output_dirs=tuple(out.local_dir or out.url for out in alg.outputs),
+        input_dirs=input_paths(spec), gang=tuple(gang),
         strategy=(spec.spec.schedule_policy or specs.SchedulePolicy()).strategy)

@@ -76,7 +76,7 @@ def pools(conn: sa.Connection, cat: catalog_mod.Catalog) -> list[dict[str, Any]]
         used = sum((r for (_p, pool), r in use.items() if pool == pool_id), resources.ZERO)
         projects = sorted({p for p, pool in (*use, *quotas) if pool == pool_id})
         out.append({
-            "pool_id": pool_id,
+            "pool_id": pool_id, **cat.executor_of(pool_id),
             "nodes": [{"name": n.name, **amounts(n.capacity),
                        "gpu_type": n.gpus[0].name if n.gpus else ""} for n in nodes],
             "capacity": amounts(capacity), "used": amounts(used, kinds),

@@ -1,0 +1,332 @@
+"""Shipping what a task on a Ray node reads to that node before it starts.
+
+A task reads its input channels (the `--<channel>=` arguments: a local folder or file, or
+the folder an `s3://` input was fetched to) and the job's model at the server's paths,
+which exist on a Ray node only when the cluster shares the server's file system. So
+unless `ray_shared_fs` says it does, the executor passes the task node-local paths
+instead (`rayactor.INPUT` placeholders), and this module copies the files there while
+the node's agent holds the task back: in pieces of at most CHUNK bytes (small files
+several to a piece), a few pieces in flight at a time, so the server's memory stays
+bounded whatever the inputs weigh. The task's log tells the progress.
+
+The copy belongs to the job's attempt on that node: a gang's tasks there share it, and it
+is shipped once (the agent says what it already holds, which is also how a restarted
+server carries on with a copy it did not finish). The agent removes it with the last task
+of the attempt there.
+
+The server reads with its own rights, a task on its node with its user's: so symbolic
+links inside an input are not followed (the input's own path may be one), and when tasks
+run as another user (`run_as`) only what that user could read here is shipped (by the
+files' modes; a user this machine does not know may read what anyone may).
+"""
+
+from __future__ import annotations
+
+import collections
+import concurrent.futures
+import contextlib
+import dataclasses
+import logging
+import os
+import pwd
+import stat
+import threading
+import time
+from typing import Any
+
+from corral.executors import base, rayactor
+
+log = logging.getLogger(__name__)
+#: bytes per call to the agent (one input file is several pieces; small ones share one)
+CHUNK = 4 << 20
+#: most pieces of a file per call
+PIECES = 256
+#: calls with pieces in flight per shipment
+IN_FLIGHT = 4
+#: seconds between progress lines in the task's log
+PROGRESS_EVERY = 5.0
+#: seconds an agent may take to answer a call
+TIMEOUT = 120.0
+#: shipments at once (each holds at most IN_FLIGHT + 1 calls' bytes)
+WORKERS = 2
+
+
+@dataclasses.dataclass(frozen=True)
+class Inputs:
+    """What a launch reads, as the server has it: input i at sources[i]."""
+
+    key: str  #: the job's attempt: what its tasks on one node share
+    sources: tuple[str, ...]
+
+    def places(self) -> list[tuple[str, str]]:
+        """(server path, node path) of each input the server holds: a folder becomes the
+        node's folder of input i; a file, the same name in it."""
+        out = []
+        for i, src in enumerate(self.sources):
+            if os.path.isdir(src):
+                out.append((src, rayactor.INPUT % i))
+            elif os.path.isfile(src):
+                out.append((src, f"{rayactor.INPUT % i}/{os.path.basename(src)}"))
+        return out
+
+    def dumps(self) -> dict[str, Any]:
+        return {"key": self.key, "sources": list(self.sources)}
+
+    @classmethod
+    def loads(cls, raw: Any) -> Inputs | None:
+        if not isinstance(raw, dict) or not raw.get("sources"):
+            return None
+        return cls(key=str(raw["key"]), sources=tuple(str(s) for s in raw["sources"]))
+
+
+def of(spec: base.LaunchSpec) -> Inputs | None:
+    """What the launch reads, or None when it reads nothing of the server's."""
+    if not spec.input_dirs:
+        return None
+    return Inputs(key=f"{spec.job_id}-{spec.attempt}", sources=spec.input_dirs)
+
+
+@dataclasses.dataclass(frozen=True)
+class Reader:
+    """The user tasks run as, by this machine's account of them (uid -1: unknown here)."""
+
+    uid: int
+    gids: frozenset[int] = frozenset()
+
+    def may(self, st: os.stat_result, bits: int) -> bool:
+        """Whether the file's mode gives the user all of `bits` (4 read, 1 search)."""
+        if st.st_uid == self.uid:
+            return st.st_mode >> 6 & bits == bits
+        if st.st_gid in self.gids:
+            return st.st_mode >> 3 & bits == bits
+        return st.st_mode & bits == bits
+
+    def reaches(self, path: str) -> bool:
+        """Whether the user may search every folder on the way to `path`."""
+        parent = os.path.dirname(os.path.realpath(path))
+        while True:
+            if not self.may(os.stat(parent), 1):
+                return False
+            if parent == os.path.dirname(parent):
+                return True
+            parent = os.path.dirname(parent)
+
+
+def reader_of(run_as: str | None) -> Reader | None:
+    """Whose rights bound what is shipped: None when tasks run as the server's user."""
+    if run_as is None:
+        return None
+    try:
+        pw = pwd.getpwnam(run_as)
+    except KeyError:
+        return Reader(-1)
+    if pw.pw_uid in (0, os.geteuid()):
+        return None
+    return Reader(pw.pw_uid, frozenset(os.getgrouplist(run_as, pw.pw_gid)))
+
+
+@dataclasses.dataclass(frozen=True)
+class _File:
+    index: int
+    rel: str
+    path: str
+    size: int
+    mode: int
+
+    @property
+    def key(self) -> str:
+        return f"{self.index}/{self.rel}"
+
+
+@dataclasses.dataclass
+class Listing:
+    files: list[_File] = dataclasses.field(default_factory=list)
+    dirs: list[tuple[int, str]] = dataclasses.field(default_factory=list)
+    #: what the tasks' user could not read here (not shipped)
+    denied: list[str] = dataclasses.field(default_factory=list)
+
+    def allowed(self, reader: Reader | None, path: str, st: os.stat_result, bits: int) -> bool:
+        if reader is None or reader.may(st, bits):
+            return True
+        self.denied.append(path)
+        return False
+
+
+def listing(sources: tuple[str, ...], reader: Reader | None = None) -> Listing:
+    """The regular files and the folders of every input that the tasks' user may read,
+    links inside them not followed."""
+    found = Listing()
+    for i, src in enumerate(sources):
+        if not os.path.exists(src):
+            continue
+        if reader is not None and not reader.reaches(src):
+            found.denied.append(src)
+            continue
+        st = os.stat(src)
+        if stat.S_ISREG(st.st_mode):
+            if found.allowed(reader, src, st, 4):
+                found.files.append(_File(i, os.path.basename(src), src, st.st_size, st.st_mode))
+        elif found.allowed(reader, src, st, 5):
+            _walk(i, src, reader, found)
+    return found
+
+
+def _walk(index: int, top: str, reader: Reader | None, found: Listing) -> None:
+    for root, subdirs, names in os.walk(top):
+        keep = []
+        for name in subdirs:
+            path = os.path.join(root, name)
+            with contextlib.suppress(FileNotFoundError):
+                st = os.lstat(path)
+                if stat.S_ISDIR(st.st_mode) and found.allowed(reader, path, st, 5):
+                    keep.append(name)
+                    found.dirs.append((index, os.path.relpath(path, top)))
+        subdirs[:] = keep  # links to folders are not followed either
+        for name in names:
+            path = os.path.join(root, name)
+            with contextlib.suppress(FileNotFoundError):
+                st = os.lstat(path)
+                if stat.S_ISREG(st.st_mode) and found.allowed(reader, path, st, 4):
+                    found.files.append(_File(index, os.path.relpath(path, top), path,
+                                             st.st_size, st.st_mode))
+
+
+class Shipper:
+    """Ships launches' inputs to their nodes, a few at a time, each (node, attempt) once."""
+
+    def __init__(self, ray: Any, reader: Reader | None = None) -> None:
+        self._ray = ray
+        self._reader = reader
+        self._pool = concurrent.futures.ThreadPoolExecutor(
+            WORKERS, thread_name_prefix="corral-ray-inputs")
+        self._busy: set[tuple[str, str]] = set()
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+
+    def ship(self, node_id: str, agent: Any, launch_id: str, inputs: Inputs) -> None:
+        """Make sure the launch's inputs are (or get) on its node; returns at once."""
+        key = (node_id, inputs.key)
+        with self._lock:
+            if key in self._busy:  # a task of the same attempt there is shipping them
+                return
+            self._busy.add(key)
+        try:
+            self._pool.submit(self._run, key, agent, launch_id, inputs)
+        except RuntimeError:  # closing
+            with self._lock:
+                self._busy.discard(key)
+
+    def close(self) -> None:
+        self._stop.set()
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
+    def _fail(self, agent: Any, launch_id: str, why: str) -> None:
+        """The task is told it will not get its inputs: it fails, saying why."""
+        if self._stop.is_set():
+            return  # closing: whatever went wrong may be that, and the next server retries
+        log.warning("inputs of %s cannot be shipped: %s", launch_id, why)
+        with contextlib.suppress(self._ray.exceptions.RayError):
+            self._ray.get(agent.input_done.remote(launch_id, error=why), timeout=TIMEOUT)
+
+    def _run(self, key: tuple[str, str], agent: Any, launch_id: str, inputs: Inputs) -> None:
+        ray = self._ray
+        try:
+            _Shipment(ray, agent, launch_id, inputs, self._stop).run(self._reader)
+        except _Stopped:
+            pass  # the server is closing: the next one carries on where this one stopped
+        except ray.exceptions.GetTimeoutError:
+            self._fail(agent, launch_id, f"the node took over {TIMEOUT:g} s to take a piece")
+        except ray.exceptions.RayError as exc:  # the agent is gone, or retired the task
+            log.info("inputs of %s not shipped: %s", launch_id, _gist(exc))
+        except Exception as exc:  # the server cannot read them, say
+            self._fail(agent, launch_id, _gist(exc))
+        finally:
+            with self._lock:
+                self._busy.discard(key)
+
+
+class _Stopped(Exception):
+    """The shipper is closing."""
+
+
+class _Shipment:
+    """One launch's inputs on their way: pieces batched into calls, a few calls in flight."""
+
+    def __init__(self, ray: Any, agent: Any, launch_id: str, inputs: Inputs,
+                 stop: threading.Event) -> None:
+        self.ray, self.agent, self.launch_id = ray, agent, launch_id
+        self.inputs, self.stop = inputs, stop
+        self.pending: collections.deque[Any] = collections.deque()
+        self.batch: list[tuple[int, str, int, int, int, bytes]] = []
+        self.room = CHUNK
+        self.sent = self.files_sent = 0
+        self.said = time.monotonic()
+
+    def run(self, reader: Reader | None) -> None:
+        ray, agent, launch = self.ray, self.agent, self.launch_id
+        have = ray.get(agent.input_have.remote(launch), timeout=TIMEOUT)
+        if have["complete"]:
+            return  # shipped before (by this server or the one before it)
+        started = time.monotonic()
+        found = listing(self.inputs.sources, reader)
+        todo = [f for f in found.files if have["files"].get(f.key) != f.size]
+        total = sum(f.size for f in todo)
+        if found.denied:
+            self.pending.append(agent.input_note.remote(launch, (
+                f"corral: not copied to this node, as the task's user may not read them: "
+                f"{len(found.denied)} file(s) or folder(s), {found.denied[0]} first")))
+        if found.dirs:
+            self.pending.append(agent.input_dirs.remote(launch, found.dirs))
+        for f in todo:
+            self._file(f, len(todo), total)
+        self._flush()
+        while self.pending:
+            ray.get(self.pending.popleft(), timeout=TIMEOUT)
+        text = (f"corral: inputs copied to this node: {len(todo)} file(s), "
+                f"{total / 1e6:.1f} MB in {time.monotonic() - started:.1f} s") if todo else ""
+        ray.get(agent.input_done.remote(launch, text), timeout=TIMEOUT)
+
+    def _file(self, f: _File, count: int, total: int) -> None:
+        # A file inside an input that became a link since it was listed is not followed.
+        nofollow = 0 if f.path in self.inputs.sources else os.O_NOFOLLOW
+        try:
+            fd = os.open(f.path, os.O_RDONLY | nofollow)
+        except FileNotFoundError:
+            return  # gone since it was listed
+        with open(fd, "rb") as fh:
+            offset = 0
+            while True:
+                data = fh.read(min(self.room, f.size - offset)) if offset < f.size else b""
+                self.batch.append((f.index, f.rel, f.size, f.mode, offset, data))
+                self.room -= len(data)
+                offset += len(data)
+                self.sent += len(data)
+                if self.room <= 0 or len(self.batch) >= PIECES:
+                    self._flush()
+                    self._progress(count, total)
+                if offset >= f.size or not data:  # whole (or it shrank meanwhile)
+                    break
+        self.files_sent += 1
+
+    def _flush(self) -> None:
+        if self.stop.is_set():
+            raise _Stopped
+        if self.batch:
+            self.pending.append(self.agent.input_write.remote(self.launch_id, self.batch))
+            self.batch, self.room = [], CHUNK
+        while len(self.pending) > IN_FLIGHT:
+            self.ray.get(self.pending.popleft(), timeout=TIMEOUT)
+
+    def _progress(self, count: int, total: int) -> None:
+        if time.monotonic() - self.said < PROGRESS_EVERY:
+            return
+        self.said = time.monotonic()
+        self.pending.append(self.agent.input_note.remote(self.launch_id, (
+            f"corral: copying the inputs to this node: {self.files_sent}/{count} file(s), "
+            f"{self.sent / 1e6:.1f}/{total / 1e6:.1f} MB")))
+
+
+def _gist(exc: BaseException) -> str:
+    """The line of an error that says what went wrong (Ray's put the cause last)."""
+    lines = [ln for ln in str(exc).strip().splitlines() if ln.strip()]
+    return lines[-1] if lines else type(exc).__name__

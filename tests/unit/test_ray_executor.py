@@ -1,0 +1,336 @@
+"""The Ray executor and its node agents in this process (`fakeray`: no Ray started): how a
+launch is settled after a restart, and how inputs reach a node without a shared file
+system."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import pathlib
+import shutil
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from corral.domain import resources
+from corral.executors import base, raycluster, rayfiles, rayinputs
+from tests import factories
+from tests.unit import fakeray
+from tests.unit.fakeray import Cluster
+
+NODE_A = raycluster.node_name("a" * 56)
+
+#: a task that prints where its inputs are and a digest of every file in them
+READER = """
+import hashlib, os, sys
+args = dict(a[2:].split("=", 1) for a in sys.argv[1:])
+for name, path in sorted(args.items()):
+    print(f"PATH {name} {path}")
+    files = [path] if os.path.isfile(path) else sorted(
+        os.path.join(r, f) for r, _, fs in os.walk(path) for f in fs)
+    for f in files:
+        rel = os.path.relpath(f, path) if f != path else os.path.basename(f)
+        print(f"FILE {name} {rel} {hashlib.sha256(open(f, 'rb').read()).hexdigest()}")
+"""
+
+
+@pytest.fixture
+def cluster(monkeypatch: pytest.MonkeyPatch) -> Iterator[Cluster]:
+    yield from fakeray.running(monkeypatch)
+
+
+@pytest.fixture
+def node_tmp(tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> pathlib.Path:
+    """Where the node's agents make their scratch folders (not the server's paths)."""
+    node = tmp_path / "node"
+    node.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(node))
+    return node
+
+
+@pytest.fixture
+def executor(cluster: Cluster, node_tmp: pathlib.Path
+             ) -> Iterator[raycluster.RayExecutor]:
+    ex = raycluster.RayExecutor("127.0.0.1:1")
+    yield ex
+    ex.close()
+
+
+def spec_for(home: pathlib.Path, launch_id: str, *, task: str = "worker-0",
+             argv: tuple[str, ...] = ("true",), gang: tuple[str, ...] = (),
+             inputs: tuple[str, ...] = (), job: str = "job1") -> base.LaunchSpec:
+    attempt = home / "runs" / job / "attempt-1"
+    return base.LaunchSpec(
+        job_id=job, task=task, attempt=1, launch_id=launch_id, argv=argv, cwd=str(attempt),
+        env={"PATH": os.environ.get("PATH", os.defpath)},
+        log_path=str(attempt / "logs" / f"{task}.log"), control_dir=str(attempt / "ctl"),
+        node=NODE_A, demand=resources.Resources(cpu=1, memory_mb=256), gang=gang,
+        strategy="pack", input_dirs=inputs)
+
+
+def bare(spec: base.LaunchSpec) -> base.LaunchSpec:
+    """The launch as a restarted reconciler knows it (`Reconciler._bare_spec`)."""
+    return base.LaunchSpec(job_id=spec.job_id, task=spec.task, attempt=spec.attempt,
+                           launch_id=spec.launch_id, argv=(), cwd="", env={},
+                           log_path=spec.log_path, control_dir=spec.control_dir,
+                           node=spec.node)
+
+
+def ended(ex: raycluster.RayExecutor, handle: base.Handle, timeout: float = 20) -> base.Status:
+    def done() -> base.Status | None:
+        status = ex.poll(handle)
+        return status if status.state is not base.State.RUNNING else None
+
+    found: base.Status = factories.wait_for(done, timeout=timeout, what="the task to end")
+    return found
+
+
+def log_of(spec: base.LaunchSpec) -> str:
+    return pathlib.Path(spec.log_path).read_text()
+
+
+# --- recover: a launch whose handle was never recorded ---------------------------------
+
+
+def test_a_gangs_recovered_task_keeps_the_gangs_group_and_gives_it_back_at_the_end(
+        tmp_path: pathlib.Path, cluster: Cluster, node_tmp: pathlib.Path,
+) -> None:
+    home = tmp_path / "home"
+    gate = tmp_path / "gate"
+    wait_gate = ("/bin/sh", "-c", f"while [ ! -e {gate} ]; do sleep 0.05; done")
+    specs = [spec_for(home, f"l{rank}", task=f"worker-{rank}", argv=wait_gate,
+                      gang=(NODE_A, NODE_A)) for rank in (0, 1)]
+    first = raycluster.RayExecutor("127.0.0.1:1")
+    for spec in specs:
+        first.launch(spec)  # ... and the server went before it recorded the handles
+    first.close()
+    assert list(cluster.groups) == ["corral-gang-job1-1"]
+
+    second = raycluster.RayExecutor("127.0.0.1:1")
+    try:
+        statuses = [second.recover(bare(spec)) for spec in specs]
+        assert [s.state for s in statuses] == [base.State.RUNNING] * 2
+        assert {s.handle.group for s in statuses if s.handle} == {"corral-gang-job1-1"}
+        gate.touch()
+        for s in statuses:
+            assert s.handle is not None
+            assert ended(second, s.handle).exit_code == 0
+            second.release(s.handle)
+        # The gang's reservation is given back once its last task is released.
+        assert cluster.groups == {} and "corral-gang-job1-1" in cluster.removed
+    finally:
+        second.close()
+
+
+def test_a_launch_that_never_started_gives_back_the_group_made_for_it(
+        tmp_path: pathlib.Path, executor: raycluster.RayExecutor,
+        cluster: Cluster) -> None:
+    spec = spec_for(tmp_path / "home", "l9")
+    # The server reserved the task's resources, then went before it asked for the start.
+    executor._placement_group(raycluster.task_group_name("l9"), spec)
+    assert executor.recover(bare(spec)).state is base.State.NOT_STARTED
+    assert cluster.groups == {}
+
+
+def test_a_task_retired_while_its_resources_are_awaited_never_starts(
+        tmp_path: pathlib.Path, executor: raycluster.RayExecutor, cluster: Cluster) -> None:
+    cluster.room = False  # its placement group is never placed
+    marker = tmp_path / "ran"
+    spec = spec_for(tmp_path / "home", "w1", argv=("/bin/sh", "-c", f"touch {marker}"))
+    handle = executor.launch(spec)
+    [start] = cluster.answers("start")
+    time.sleep(0.2)
+    assert not start.fut.done()  # waiting for its resources
+    executor.release(handle)
+    assert start.fut.result(timeout=5) is True  # its agent stopped waiting for it
+    assert not marker.exists()
+
+
+# --- inputs shipped to the node --------------------------------------------------------
+
+
+def make_inputs(top: pathlib.Path) -> tuple[pathlib.Path, pathlib.Path]:
+    """A folder of inputs (nested, a file of several pieces, an empty file, a link that
+    must not be followed) and a lone input file."""
+    data = top / "data"
+    (data / "sub" / "deeper").mkdir(parents=True)
+    (data / "a.txt").write_text("alpha")
+    (data / "empty").write_bytes(b"")
+    (data / "sub" / "big.bin").write_bytes(os.urandom(25_000))
+    (data / "sub" / "deeper" / "c.txt").write_text("gamma")
+    (data / "emptydir").mkdir()
+    secret = top / "secret.key"
+    secret.write_text("not for tasks")
+    (data / "link").symlink_to(secret)
+    lone = top / "labels.csv"
+    lone.write_text("x,y\n1,2\n")
+    return data, lone
+
+
+def listed(log: str) -> dict[str, dict[str, str]]:
+    """{input name: {file: sha256}} as the READER task printed them."""
+    out: dict[str, dict[str, str]] = {}
+    for line in log.splitlines():
+        if line.startswith("FILE "):
+            _, name, rel, digest = line.split()
+            out.setdefault(name, {})[rel] = digest
+    return out
+
+
+def digests(path: pathlib.Path) -> dict[str, str]:
+    """{file: sha256} of an input as the server has it (links left out)."""
+    files = [path] if path.is_file() else sorted(
+        p for p in path.rglob("*") if p.is_file() and not p.is_symlink())
+    return {(p.name if p == path else str(p.relative_to(path))):
+            hashlib.sha256(p.read_bytes()).hexdigest() for p in files}
+
+
+def reader(data: pathlib.Path, lone: pathlib.Path) -> tuple[str, ...]:
+    return (sys.executable, "-c", READER, f"--data_url={data}", f"--labels={lone}")
+
+
+def test_inputs_reach_the_node_in_bounded_pieces_and_go_with_the_task(
+        tmp_path: pathlib.Path, executor: raycluster.RayExecutor, cluster: Cluster,
+        node_tmp: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(rayinputs, "CHUNK", 4096)
+    data, lone = make_inputs(tmp_path / "server")
+    spec = spec_for(tmp_path / "home", "l1", argv=reader(data, lone),
+                    inputs=(str(data), str(lone)))
+    handle = executor.launch(spec)
+    assert ended(executor, handle).exit_code == 0
+    log = log_of(spec)
+    paths = dict(line.split()[1:] for line in log.splitlines() if line.startswith("PATH "))
+    # The task read copies in its node's scratch, not the server's files ...
+    assert all(p.startswith(str(node_tmp)) for p in paths.values()), paths
+    assert os.path.basename(paths["labels"]) == "labels.csv"
+    # ... and they are the same files, but for the link (not followed); the empty folder
+    # is there too.
+    assert listed(log) == {"data_url": digests(data), "labels": digests(lone)}
+    assert "link" not in listed(log)["data_url"] and "sub/big.bin" in listed(log)["data_url"]
+    assert os.path.isdir(os.path.join(paths["data_url"], "emptydir"))
+    assert "corral: inputs copied to this node: 5 file(s), 0.0 MB" in log
+    # No call carried more than a piece's worth.
+    writes = cluster.called("input_write")
+    assert len(writes) > 25_000 // 4096
+    assert max(sum(len(p[5]) for p in args[1]) for args in writes) <= 4096
+
+    executor.release(handle)
+    factories.wait_for(lambda: not os.path.exists(paths["data_url"]), timeout=10,
+                       what="the node's copy to go with the task")
+
+
+def test_a_gangs_tasks_on_one_node_share_one_copy(
+        tmp_path: pathlib.Path, executor: raycluster.RayExecutor, cluster: Cluster,
+        node_tmp: pathlib.Path) -> None:
+    data, lone = make_inputs(tmp_path / "server")
+    specs = [spec_for(tmp_path / "home", f"g{rank}", task=f"worker-{rank}",
+                      argv=reader(data, lone), gang=(NODE_A, NODE_A),
+                      inputs=(str(data), str(lone))) for rank in (0, 1)]
+    handles = [executor.launch(s) for s in specs]
+    assert [ended(executor, h).exit_code for h in handles] == [0, 0]
+    seen = [[ln for ln in log_of(s).splitlines() if ln.startswith("PATH data_url")]
+            for s in specs]
+    assert seen[0] == seen[1]  # the same folder on the node
+    shipped = {(args[1][0][0], args[1][0][1]) for args in cluster.called("input_write")}
+    assert len(cluster.called("input_done")) == 1 and shipped
+    executor.release(handles[0])
+    path = seen[0][0].split()[2]
+    assert os.path.isdir(path)  # the other task still has it
+    executor.release(handles[1])
+    factories.wait_for(lambda: not os.path.exists(path), timeout=10,
+                       what="the copy to go with the last task")
+
+
+def test_a_restarted_server_ships_only_what_the_node_lacks(
+        tmp_path: pathlib.Path, cluster: Cluster, node_tmp: pathlib.Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    data, lone = make_inputs(tmp_path / "server")
+    spec = spec_for(tmp_path / "home", "r1", argv=reader(data, lone),
+                    inputs=(str(data), str(lone)))
+    first = raycluster.RayExecutor("127.0.0.1:1")
+    with monkeypatch.context() as mp:  # the server goes after shipping one file
+        def one_file(self: Any, node_id: str, agent: Any, launch_id: str,
+                     inputs: rayinputs.Inputs) -> None:
+            cluster.get(agent.input_have.remote(launch_id))  # its start is there
+            piece = (0, "a.txt", 5, 0o644, 0, b"alpha")
+            cluster.get(agent.input_write.remote(launch_id, [piece]))
+        mp.setattr(rayinputs.Shipper, "ship", one_file)
+        handle = first.launch(spec)
+    first.close()
+    assert waits_for_inputs(cluster, handle)
+
+    second = raycluster.RayExecutor("127.0.0.1:1")
+    try:
+        assert second.adopt(handle).state is base.State.RUNNING
+        assert ended(second, handle).exit_code == 0
+        sent = [p[1] for args in cluster.called("input_write")[1:] for p in args[1]]
+        assert "a.txt" not in sent and "labels.csv" in sent
+        assert listed(log_of(spec))["data_url"]["a.txt"] == digests(data)["a.txt"]
+    finally:
+        second.close()
+
+
+def waits_for_inputs(c: Cluster, handle: base.Handle) -> bool:
+    """The task waits for the rest of its inputs (its agent holds it back)."""
+    agent = c.get_actor(handle.actor)
+    return bool(c.get(agent.state.remote(handle.launch_id)) == "running")
+
+
+def test_inputs_the_server_cannot_read_fail_the_task_saying_why(
+        tmp_path: pathlib.Path, executor: raycluster.RayExecutor,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    data, lone = make_inputs(tmp_path / "server")
+
+    def unreadable(*args: Any) -> Any:
+        raise PermissionError(13, "Permission denied", str(data))
+
+    monkeypatch.setattr(rayinputs, "listing", unreadable)
+    spec = spec_for(tmp_path / "home", "f1", argv=reader(data, lone), inputs=(str(data),))
+    handle = executor.launch(spec)
+    assert ended(executor, handle).exit_code == 127
+    assert (f"corral: cannot start worker-0: its inputs did not reach this node: [Errno 13] "
+            f"Permission denied: '{data}'") in log_of(spec)
+
+
+def test_on_a_shared_file_system_inputs_are_read_where_they_are(
+        tmp_path: pathlib.Path, cluster: Cluster, node_tmp: pathlib.Path,
+) -> None:
+    data, lone = make_inputs(tmp_path / "server")
+    ex = raycluster.RayExecutor("127.0.0.1:1", shared_fs=True)
+    try:
+        spec = spec_for(tmp_path / "home", "s1", argv=reader(data, lone),
+                        inputs=(str(data), str(lone)))
+        handle = ex.launch(spec)
+        assert ended(ex, handle).exit_code == 0
+        assert f"PATH data_url {data}" in log_of(spec)
+        assert not cluster.called("input_have")
+        assert rayfiles.plan(spec.control_dir, spec.task, spec.launch_id)["inputs"] is None
+    finally:
+        ex.close()
+
+
+def test_with_run_as_only_what_that_user_may_read_here_is_shipped() -> None:
+    top = pathlib.Path(tempfile.mkdtemp(prefix="corral-inputs-test-"))  # in others' reach
+    top.chmod(0o755)
+    data, lone = make_inputs(top)
+    data.chmod(0o755)
+    (data / "a.txt").chmod(0o600)  # the server's alone
+    (data / "sub").chmod(0o750)  # its group's
+    lone.chmod(0o644)
+    them = rayinputs.Reader(uid=os.geteuid() + 4242, gids=frozenset({os.getegid() + 4242}))
+    if not them.reaches(str(data)):
+        pytest.skip(f"{top} is out of others' reach here")
+    found = rayinputs.listing((str(data), str(lone)), them)
+    assert sorted(f.rel for f in found.files) == ["empty", "labels.csv"]
+    assert sorted(found.denied) == [str(data / "a.txt"), str(data / "sub")]
+    assert found.dirs == [(0, "emptydir")]
+    kin = rayinputs.Reader(uid=os.geteuid() + 4242, gids=frozenset({os.getegid()}))
+    assert {f.rel for f in rayinputs.listing((str(data),), kin).files} == {
+        "empty", "sub/big.bin", "sub/deeper/c.txt"}
+    assert rayinputs.reader_of(None) is None
+    assert rayinputs.reader_of("no-such-user-here") == rayinputs.Reader(-1)
+    shutil.rmtree(top)
