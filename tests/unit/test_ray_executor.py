@@ -10,6 +10,7 @@ import pathlib
 import shutil
 import sys
 import tempfile
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -133,6 +134,22 @@ def test_a_launch_that_never_started_gives_back_the_group_made_for_it(
     executor._placement_group(raycluster.task_group_name("l9"), spec)
     assert executor.recover(bare(spec)).state is base.State.NOT_STARTED
     assert cluster.groups == {}
+
+
+def test_a_task_retired_while_its_resources_are_awaited_never_starts(
+        tmp_path: pathlib.Path, executor: raycluster.RayExecutor, cluster: Cluster) -> None:
+    cluster.room = False  # its placement group is never placed
+    marker = tmp_path / "ran"
+    spec = spec_for(tmp_path / "home", "w1", argv=("/bin/sh", "-c", f"touch {marker}"))
+    handle = executor.launch(spec)
+    [start] = cluster.answers("start")
+    time.sleep(0.2)
+    assert not start.fut.done()  # waiting for its resources
+    executor.release(handle)
+    assert start.fut.result(timeout=5) is True  # its agent stopped waiting for it
+    [wait] = cluster.answers("wait")
+    assert wait.fut.result(timeout=5) == 137  # nor does a call wait for it for ever
+    assert not marker.exists()
 
 
 # --- inputs shipped to the node --------------------------------------------------------

@@ -122,7 +122,11 @@ class NodeAgent:
         try:
             group = payload.get("group")
             while group is not None and not group.wait(60):
-                pass  # the placement group is not placed yet: the task waits for it
+                # The placement group is not placed yet: the task waits for it, unless it
+                # is retired meanwhile (its group may then never be placed).
+                with self._lock:
+                    if launch_id not in self._tasks:
+                        return True
             if p.inputs and not self._inputs_ready(launch_id, p):
                 return True  # retired while it waited
             self._spawn(launch_id, p, payload, code, seed)
@@ -358,6 +362,9 @@ class NodeAgent:
                     del self._inputs[key]
         _signal(launch_id, p, force=True)
         if p is not None:
+            if p.proc is None and not p.ended.is_set():  # it never ran, and never will:
+                p.exit_code = 128 + signal.SIGKILL  # a `wait` for it ends as if killed
+                p.ended.set()
             shutil.rmtree(p.root, ignore_errors=True)
         if inp is not None and not inp.users:
             shutil.rmtree(inp.root, ignore_errors=True)
