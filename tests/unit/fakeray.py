@@ -13,6 +13,7 @@ from __future__ import annotations
 import concurrent.futures
 import dataclasses
 import importlib
+import queue
 import threading
 from collections.abc import Iterator
 from typing import Any
@@ -24,6 +25,48 @@ ray = pytest.importorskip("ray")
 pg_mod = importlib.import_module("ray.util.placement_group")
 
 GiB = 2**30
+
+
+class Pool:
+    """Threads that run actor calls: long-lived (a task's death signal follows the thread
+    that started it), one more whenever none is idle, and daemons (a call that never
+    returns must not hold up the end of the test run)."""
+
+    def __init__(self) -> None:
+        self._q: queue.Queue[Any] = queue.Queue()
+        self._lock = threading.Lock()
+        self._idle = 0
+        self._threads = 0
+
+    def submit(self, fn: Any) -> concurrent.futures.Future[Any]:
+        fut: concurrent.futures.Future[Any] = concurrent.futures.Future()
+        with self._lock:
+            if self._idle <= 0:  # every thread is busy or spoken for
+                self._threads += 1
+                threading.Thread(target=self._work, name="fake-ray", daemon=True).start()
+            self._idle -= 1
+        self._q.put((fut, fn))
+        return fut
+
+    def _work(self) -> None:
+        with self._lock:
+            self._idle += 1
+        while True:
+            item = self._q.get()
+            if item is None:
+                return
+            fut, fn = item
+            try:
+                fut.set_result(fn())
+            except BaseException as exc:  # the caller gets it from the future
+                fut.set_exception(exc)
+            with self._lock:
+                self._idle += 1
+
+    def shutdown(self) -> None:
+        """Let the idle threads go (those in a call that never returns stay, as daemons)."""
+        for _ in range(self._threads):
+            self._q.put(None)
 
 
 class Ref:
@@ -98,7 +141,7 @@ class Cluster:
 
     def __init__(self, node_ids: list[str]) -> None:
         self.node_ids = node_ids
-        self.pool = concurrent.futures.ThreadPoolExecutor(64, thread_name_prefix="fake-ray")
+        self.pool = Pool()
         self.lock = threading.RLock()
         self.actors: dict[str, Actor] = {}
         self.groups: dict[str, Group] = {}
@@ -122,7 +165,7 @@ class Cluster:
         mp.setattr(pg_mod, "remove_placement_group", self.remove_placement_group)
 
     def close(self) -> None:
-        self.pool.shutdown(wait=False, cancel_futures=True)
+        self.pool.shutdown()
 
     def called(self, method: str) -> list[tuple[Any, ...]]:
         return [args for _, m, args, _ in list(self.calls) if m == method]

@@ -147,6 +147,8 @@ def test_a_task_retired_while_its_resources_are_awaited_never_starts(
     assert not start.fut.done()  # waiting for its resources
     executor.release(handle)
     assert start.fut.result(timeout=5) is True  # its agent stopped waiting for it
+    [wait] = cluster.answers("wait")
+    assert wait.fut.result(timeout=5) == 137  # nor does a call wait for it for ever
     assert not marker.exists()
 
 

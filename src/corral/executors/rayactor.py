@@ -362,6 +362,9 @@ class NodeAgent:
                     del self._inputs[key]
         _signal(launch_id, p, force=True)
         if p is not None:
+            if p.proc is None and not p.ended.is_set():  # it never ran, and never will:
+                p.exit_code = 128 + signal.SIGKILL  # a `wait` for it ends as if killed
+                p.ended.set()
             shutil.rmtree(p.root, ignore_errors=True)
         if inp is not None and not inp.users:
             shutil.rmtree(inp.root, ignore_errors=True)
