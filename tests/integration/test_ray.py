@@ -282,7 +282,7 @@ if os.environ["CORRAL_ATTEMPT"] == "1":
     pid = int(text.split("pid ", 1)[1].split()[0])
 
     cluster.cluster.remove_node(cluster.cpu_node, allow_graceful=False)
-    factories.wait_for(lambda: live.job(job_id)["status"]["phase"] == "Pending", timeout=90,
+    factories.wait_for(lambda: live.job(job_id)["status"]["phase"] == "Pending", timeout=120,
                        what="the job to be queued again")
     factories.wait_for(lambda: not factories.alive(pid), timeout=30,
                        what="the task to die with its node")

@@ -44,8 +44,10 @@ LOG_CHUNK = 1 << 20
 #: how long nodes read from Ray are trusted before they are read again
 NODES_TTL = 1.0
 #: how long an actor that died on a node Ray still calls alive may wait for Ray to notice
-#: that the node is gone (Ray's own health checks take up to about 30 s)
-NODE_DEATH_GRACE = 30.0
+#: that the node is gone (Ray's own health checks take about 15-30 s on a quiet cluster,
+#: and were seen taking longer on a loaded one; too short a wait would call a node's
+#: death a lost task and spend the job's retry budget)
+NODE_DEATH_GRACE = 60.0
 
 
 #: part of the agents' names: a server that speaks to agents differently starts new ones
