@@ -11,10 +11,13 @@ Ray node id, which every task finds in CORRAL_RAY_NODE_ID.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import pathlib
 import pwd
 import shutil
+import subprocess
+import sys
 import tempfile
 from collections.abc import Iterator
 from typing import Any
@@ -298,6 +301,51 @@ if os.environ["CORRAL_ATTEMPT"] == "1":
     assert rerun["end_reason"] == "job completed"
     env = env_of(log_of(live, job_id, attempt=2))
     assert env["CORRAL_RAY_NODE_ID"] == cluster.cpu_node.node_id
+
+
+# --- reservations ---------------------------------------------------------------------------
+
+
+def as_driver(c: RayCluster, code: str) -> Any:
+    """Run `code` in a Ray driver of its own on the cluster; what it prints, as JSON."""
+    prelude = ("import json, ray\n"
+               "from ray.util.placement_group import placement_group, placement_group_table\n"
+               f"ray.init(address={c.address!r}, namespace='corral', logging_level='ERROR')\n")
+    out = subprocess.run([sys.executable, "-c", prelude + code], capture_output=True,
+                         text=True, timeout=120, check=True).stdout
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def slot_groups(c: RayCluster) -> list[str]:
+    """The single tasks' placement groups the cluster holds."""
+    names = as_driver(c, "print(json.dumps(sorted(g['name'] for g in "
+                         "placement_group_table().values() if g['state'] != 'REMOVED')))")
+    return [n for n in names if n.startswith("corral-slot-")]
+
+
+def test_queued_jobs_of_one_shape_take_turns_on_one_reservation_and_none_outlives_the_server(
+        cluster: RayCluster, tmp_path: pathlib.Path) -> None:
+    # What a server killed with a reservation kept for reuse leaves behind: the next one
+    # gives it back to Ray as it starts (none of its agents' tasks holds it).
+    as_driver(cluster, "g = placement_group([{'CPU': 1}], name='corral-slot-orphan', "
+                       "lifetime='detached'); g.wait(60); print('true')")
+    assert slot_groups(cluster) == ["corral-slot-orphan"]
+    home = tmp_path / "home"
+    live = start(home, cluster)
+    try:
+        assert slot_groups(cluster) == []
+        # cpu2 fits on one node only, one job at a time: each starts as the last ends.
+        ids = [live.submit(factories.make_job(command="echo turn", flavor_id="cpu2")
+                           )["metadata"]["id"] for _ in range(3)]
+        for job_id in ids:
+            assert live.wait(job_id, timeout=120)["status"]["phase"] == "Completed"
+        plans = [json.loads(p.read_text()) for p in home.rglob("*.outputs.json")]
+        assert len(plans) == 3
+        groups = {plan["group"] for plan in plans}
+        assert len(groups) == 1 and groups.pop().startswith("corral-slot-")
+    finally:
+        stop_live(live)
+    assert slot_groups(cluster) == []  # kept for a while, and given back when it stops
 
 
 # --- pools on executors of their own, and files copied back ---------------------------------

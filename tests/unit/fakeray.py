@@ -73,6 +73,9 @@ class Ref:
     def __init__(self, fut: concurrent.futures.Future[Any]) -> None:
         self.fut = fut
 
+    def future(self) -> concurrent.futures.Future[Any]:
+        return self.fut
+
 
 @dataclasses.dataclass
 class Group:
@@ -163,6 +166,7 @@ class Cluster:
         mp.setattr(pg_mod, "placement_group", self.placement_group)
         mp.setattr(pg_mod, "get_placement_group", self.get_placement_group)
         mp.setattr(pg_mod, "remove_placement_group", self.remove_placement_group)
+        mp.setattr(pg_mod, "placement_group_table", self.placement_group_table)
 
     def close(self) -> None:
         self.pool.shutdown()
@@ -223,6 +227,11 @@ class Cluster:
             if name not in self.groups:
                 raise ValueError(f"Failed to look up placement group with name: {name}")
             return self.groups[name]
+
+    def placement_group_table(self) -> dict[str, dict[str, Any]]:
+        with self.lock:
+            return {f"pg{i}": {"name": g.name, "state": "CREATED" if g.placed.is_set()
+                               else "PENDING"} for i, g in enumerate(self.groups.values())}
 
     def remove_placement_group(self, group: Group) -> None:
         with self.lock:

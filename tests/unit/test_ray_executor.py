@@ -4,6 +4,7 @@ system."""
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import os
 import pathlib
@@ -126,14 +127,97 @@ def test_a_gangs_recovered_task_keeps_the_gangs_group_and_gives_it_back_at_the_e
         second.close()
 
 
-def test_a_launch_that_never_started_gives_back_the_group_made_for_it(
-        tmp_path: pathlib.Path, executor: raycluster.RayExecutor,
-        cluster: Cluster) -> None:
+def test_a_reservation_made_for_a_launch_that_never_started_is_removed_by_the_next_server(
+        tmp_path: pathlib.Path, cluster: Cluster, node_tmp: pathlib.Path) -> None:
     spec = spec_for(tmp_path / "home", "l9")
+    first = raycluster.RayExecutor("127.0.0.1:1")
     # The server reserved the task's resources, then went before it asked for the start.
-    executor._placement_group(raycluster.task_group_name("l9"), spec)
-    assert executor.recover(bare(spec)).state is base.State.NOT_STARTED
-    assert cluster.groups == {}
+    name, _group = first._reserve(spec, "a" * 56)
+    first.close()
+    assert list(cluster.groups) == [name]
+
+    second = raycluster.RayExecutor("127.0.0.1:1")
+    try:
+        assert cluster.groups == {} and name in cluster.removed
+        assert second.recover(bare(spec)).state is base.State.NOT_STARTED
+    finally:
+        second.close()
+
+
+def shaped(spec: base.LaunchSpec, cpu: int) -> base.LaunchSpec:
+    return dataclasses.replace(spec, demand=resources.Resources(cpu=cpu, memory_mb=256))
+
+
+def test_an_ended_tasks_reservation_serves_the_next_task_of_its_shape_on_its_node(
+        tmp_path: pathlib.Path, executor: raycluster.RayExecutor, cluster: Cluster) -> None:
+    home = tmp_path / "home"
+    made = []
+    for i in range(3):
+        handle = executor.launch(spec_for(home, f"s{i}", job=f"job{i}"))
+        assert ended(executor, handle).exit_code == 0
+        executor.release(handle)
+        made.append(handle.group)
+    # One placement group, made once and kept between the tasks (Ray would place a new
+    # one on what the last gave back only about a second later).
+    assert len(set(made)) == 1 and made[0].startswith(raycluster.SLOT_PREFIX)
+    assert list(cluster.groups) == [made[0]] and cluster.removed == []
+
+    # Another shape on that node: what the idle one holds goes back to Ray first.
+    handle = executor.launch(shaped(spec_for(home, "big", job="jobbig"), cpu=2))
+    assert cluster.removed == [made[0]]
+    assert list(cluster.groups) == [handle.group] and handle.group != made[0]
+    assert cluster.groups[handle.group].bundles == [{"CPU": 2, "memory": 256.0 * 2**20}]
+    assert ended(executor, handle).exit_code == 0
+    executor.release(handle)
+
+
+def test_a_reservation_is_kept_only_for_a_while_and_only_after_a_clean_end(
+        tmp_path: pathlib.Path, executor: raycluster.RayExecutor, cluster: Cluster,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    home = tmp_path / "home"
+    handle = executor.launch(spec_for(home, "k1"))
+    assert ended(executor, handle).exit_code == 0
+    executor.release(handle)
+    assert list(cluster.groups) == [handle.group]
+    monkeypatch.setattr(raycluster, "SLOT_KEEP", 0.1)
+    factories.wait_for(lambda: cluster.groups == {}, timeout=10,
+                       what="the idle reservation to be given back")
+    assert cluster.removed == [handle.group]
+
+    # A task released before it ended (stopped, lost): its group goes at once.
+    monkeypatch.setattr(raycluster, "SLOT_KEEP", 60.0)
+    gate = tmp_path / "never"
+    running = executor.launch(spec_for(home, "k2", argv=(
+        "/bin/sh", "-c", f"while [ ! -e {gate} ]; do sleep 0.05; done")))
+    executor.release(running)
+    assert running.group not in cluster.groups and running.group in cluster.removed
+
+
+def test_a_restarted_server_keeps_running_tasks_reservations_and_removes_idle_ones(
+        tmp_path: pathlib.Path, cluster: Cluster, node_tmp: pathlib.Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    home = tmp_path / "home"
+    gate = tmp_path / "gate"
+    first = raycluster.RayExecutor("127.0.0.1:1")
+    waiting = first.launch(spec_for(home, "r1", argv=(
+        "/bin/sh", "-c", f"while [ ! -e {gate} ]; do sleep 0.05; done")))
+    done = first.launch(spec_for(home, "r2", job="job2"))
+    assert ended(first, done).exit_code == 0
+    first.release(done)  # kept idle for the next task ...
+    monkeypatch.setattr(first, "_expire_slots", lambda keep: None)
+    first.close()  # ... when the server was killed
+    assert set(cluster.groups) == {waiting.group, done.group}
+
+    second = raycluster.RayExecutor("127.0.0.1:1")
+    try:
+        assert set(cluster.groups) == {waiting.group}  # the running task's stays
+        assert second.adopt(waiting).state is base.State.RUNNING
+        gate.touch()
+        assert ended(second, waiting).exit_code == 0
+        second.release(waiting)  # not made by this server: removed, not kept
+        assert cluster.groups == {}
+    finally:
+        second.close()
 
 
 def test_a_task_retired_while_its_resources_are_awaited_never_starts(

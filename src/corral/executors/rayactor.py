@@ -68,6 +68,7 @@ class _Proc:
     outputs: list[str] = dataclasses.field(default_factory=list)  #: by channel index
     metrics: str = ""  #: the file the task reports metrics to
     inputs: str = ""  #: the key of the inputs it reads ("" when none are copied)
+    group: str = ""  #: the name of the placement group that reserves its resources
     proc: subprocess.Popen[bytes] | None = None
     exit_code: int | None = None
     ended: threading.Event = dataclasses.field(default_factory=threading.Event)
@@ -115,7 +116,8 @@ class NodeAgent:
             if launch_id in self._abandoned or launch_id in self._tasks:
                 return launch_id in self._tasks
             root = tempfile.mkdtemp(prefix=f"corral-{payload['task']}-{launch_id}-")
-            p = self._tasks[launch_id] = _Proc(root, os.path.join(root, "task.log"))
+            p = self._tasks[launch_id] = _Proc(root, os.path.join(root, "task.log"),
+                                               group=str(payload.get("group_name") or ""))
             if payload.get("inputs"):
                 self._use_inputs(launch_id, p, payload["inputs"])
             self._lock.notify_all()
@@ -243,6 +245,11 @@ class NodeAgent:
         with self._lock:
             p = self._tasks.get(launch_id)
         return "unknown" if p is None else "ended" if p.ended.is_set() else "running"
+
+    def groups(self) -> list[str]:
+        """The placement groups of the tasks here the server is not done with."""
+        with self._lock:
+            return sorted({p.group for p in self._tasks.values() if p.group})
 
     def abandon(self, launch_id: str) -> bool:
         """Make sure a launch never starts; True if it had not (it never will now)."""

@@ -6,10 +6,11 @@ group holds the flavor's resources (CPUs, GPUs, memory) there. A placement group
 are pinned to the nodes corral chose, so a gang's tasks are all reserved at once. Agents
 and placement groups are named and detached: a restarted server finds them by name.
 
-The server keeps one `wait` call pending on each actor; a background thread wakes the
-scheduler the moment one returns (the process ended, or the actor died with its node) and
-pulls the tasks' output into their usual log files, so logs, previews and `logs -f` work as
-they do locally. What tasks write to their output channels and metrics file is copied back
+A single task's placement group is kept a few seconds after the task ends and given to the
+next task of the same shape on that node (see SLOT_KEEP). The server keeps one `wait` call
+pending on each actor and hears its answer at once (the process ended, or the actor died
+with its node), which wakes the scheduler; a background thread pulls the tasks' output into
+their usual log files, so logs, previews and `logs -f` work as they do locally. What tasks write to their output channels and metrics file is copied back
 likewise (`rayfiles`); a task counts as ended once its last files are here. What they read
 (input channels, the job's model) is shipped to their node before they start
 (`rayinputs`), unless the cluster shares the server's file system (`shared_fs`).
@@ -29,6 +30,7 @@ import sys
 import tarfile
 import threading
 import time
+import uuid
 from collections.abc import Callable
 from typing import Any
 
@@ -50,17 +52,22 @@ NODES_TTL = 1.0
 NODE_DEATH_GRACE = 60.0
 
 
+#: seconds a single task's reservation is kept once the task has ended, for the next task
+#: of the same shape on its node. Ray places a new placement group on resources that
+#: another one has just given back only when it next retries, about a second later: a full
+#: node that made a new group for every task stood idle that long between two tasks.
+SLOT_KEEP = 3.0
+#: the names of single tasks' placement groups (a gang's: `group_name`)
+SLOT_PREFIX = "corral-slot-"
+
+
 #: part of the agents' names: a server that speaks to agents differently starts new ones
 #: (tasks already running keep the agent their handle names)
-AGENT_VERSION = 3
+AGENT_VERSION = 4
 
 
 def agent_name(node_id: str) -> str:
     return f"corral-node-v{AGENT_VERSION}-{node_id}"
-
-
-def task_group_name(launch_id: str) -> str:
-    return f"corral-task-{launch_id}"
 
 
 def group_name(job_id: str, attempt: int) -> str:
@@ -116,10 +123,15 @@ class RayExecutor:
         self._code: dict[str, Any] = {}
         self._seeds: dict[tuple[str, int], Any] = {}
         self._alive: dict[str, dict[str, Any]] = {}  #: node id -> Ray's node record
+        #: single tasks' placement groups made here: name -> ((node id, bundle), group)
+        self._slots: dict[str, tuple[tuple[str, Any], Any]] = {}
+        #: ... those whose task has ended, kept for a while for the next one: name -> since
+        self._idle: dict[str, float] = {}
         self._nodes_at = 0.0
         self._wake: Callable[[], None] = lambda: None
         self._stop = threading.Event()
         self._refresh(force=True)
+        self._sweep_slots()
         self._thread = threading.Thread(target=self._run, name="corral-ray", daemon=True)
         self._thread.start()
         self._copier = rayfiles.Copier(ray, self._running, lambda: self._wake())
@@ -174,18 +186,22 @@ class RayExecutor:
         master = self._ip(node_id)
         if len(spec.gang) > 1:
             master = self._ip(self._node_id(spec.gang[0]) or node_id)
-        group = _group_of(spec)
         inputs = None if self._shared_fs else rayinputs.of(spec)
+        group = ""
         try:
-            pg = self._placement_group(group, spec)
+            group, pg = self._reserve(spec, node_id)
             agent = self._agent(node_id)
-            payload = {**_payload(spec, master, inputs), "group": pg, "run_as": self._run_as}
+            payload = {**_payload(spec, master, inputs), "group": pg, "group_name": group,
+                       "run_as": self._run_as}
             outputs = rayfiles.record(spec, group=group,
                                       inputs=inputs.dumps() if inputs else None)
             agent.start.remote(spec.launch_id, payload, self._code_ref(spec.code_dir),
                                self._seed_ref(spec))
-        except (ValueError, OSError, self._ray.exceptions.RayError) as exc:
-            raise errors.LaunchError(f"cannot start {spec.task} on Ray: {exc}") from None
+        except (ValueError, OSError, self._ray.exceptions.RayError,
+                errors.LaunchError) as exc:
+            self._give_back(group, keep=False)  # (a gang's, once none of its tasks holds it)
+            why = exc.message if isinstance(exc, errors.LaunchError) else str(exc)
+            raise errors.LaunchError(f"cannot start {spec.task} on Ray: {why}") from None
         handle = base.Handle(node=spec.node, task=spec.task, pid=0, start_time=0.0,
                              control_dir=spec.control_dir, launch_id=spec.launch_id,
                              actor=agent_name(node_id), node_id=node_id, group=group)
@@ -264,8 +280,8 @@ class RayExecutor:
         except (ValueError, self._ray.exceptions.RayError):
             never = True
         if never:
-            if group == task_group_name(spec.launch_id):  # this launch's own reservation
-                self._drop_group_if_unused(group)  # (a gang's serves its relaunch)
+            if group.startswith(SLOT_PREFIX):  # this launch's own reservation
+                self._give_back(group, keep=False)  # (a gang's serves its relaunch)
             return base.Status(base.State.NOT_STARTED)
         handle = base.Handle(node=spec.node, task=spec.task, pid=0, start_time=0.0,
                              control_dir=spec.control_dir, launch_id=spec.launch_id,
@@ -281,7 +297,7 @@ class RayExecutor:
         with contextlib.suppress(ValueError, self._ray.exceptions.RayError):
             agent = self._ray.get_actor(agent_name(node_id), namespace=self._ns)
             self._ray.get(agent.finish.remote(spec.launch_id), timeout=30)
-        self._drop_group_if_unused(_recorded_group(spec))
+        self._give_back(_recorded_group(spec), keep=False)
 
     def sample(self, handle: base.Handle) -> base.Sample | None:
         with self._lock:
@@ -300,14 +316,17 @@ class RayExecutor:
         self.cancel(handle, force=True)
 
     def release(self, handle: base.Handle) -> None:
-        """Forget the task: its agent cleans up after it, its reservation is given back."""
+        """Forget the task: its agent cleans up after it, its reservation is given back
+        (or kept a while for the next task of its shape, when its process has ended)."""
         with self._lock:
             task = self._tasks.pop(handle.launch_id, None)
         actor = task.actor if task else self._actor(handle)
         if actor is not None:
             with contextlib.suppress(self._ray.exceptions.RayError):
                 actor.finish.remote(handle.launch_id)
-        self._drop_group_if_unused(handle.group)
+        ended = task is not None and task.result is not None \
+            and task.result.state is base.State.EXITED
+        self._give_back(handle.group, keep=ended)
 
     def close(self) -> None:
         """Stop watching; the tasks go on running on the cluster for the next server."""
@@ -315,6 +334,7 @@ class RayExecutor:
         self._thread.join(timeout=10)
         self._copier.close()
         self._shipper.close()
+        self._expire_slots(keep=0.0)  # nothing of the cluster is held for nothing
         if self._owns:
             self._ray.shutdown()
 
@@ -323,8 +343,8 @@ class RayExecutor:
     def _watch(self, handle: base.Handle, actor: Any, *, offset: int,
                outputs: rayfiles.Outputs) -> _Task:
         task = _Task(handle=handle, actor=actor, log_path=_log_path(handle), offset=offset,
-                     wait_ref=actor.wait.remote(handle.launch_id), launch_id=handle.launch_id,
-                     outputs=outputs)
+                     wait_ref=None, launch_id=handle.launch_id, outputs=outputs)
+        self._expect_exit(task)
         os.makedirs(os.path.dirname(task.log_path), exist_ok=True)
         with self._lock:
             self._tasks[handle.launch_id] = task
@@ -340,7 +360,7 @@ class RayExecutor:
             try:
                 code = ray.get(task.wait_ref, timeout=10)
             except ray.exceptions.ActorUnavailableError:  # a hiccup: ask again
-                task.wait_ref, task.announced = task.actor.wait.remote(task.launch_id), False
+                self._expect_exit(task)
                 return base.Status(base.State.RUNNING, handle=handle)
             except ray.exceptions.RayActorError as exc:
                 return self._died(task, exc)
@@ -414,31 +434,32 @@ class RayExecutor:
                 if len(chunk) < LOG_CHUNK:
                     return
 
-    # --- the background thread: wake-ups, logs, retiring actors --------------------------
+    # --- wake-ups, and the background thread: logs, idle reservations -------------------
+
+    def _expect_exit(self, task: _Task) -> None:
+        """Ask the task's agent for its exit code, and hear of the answer when it comes."""
+        ref = task.wait_ref = task.actor.wait.remote(task.launch_id)
+        task.announced = False
+        ref.future().add_done_callback(lambda _done: self._exited(task, ref))
+
+    def _exited(self, task: _Task, ref: Any) -> None:
+        """(a Ray thread) The task's wait answered: its process ended, or its actor died."""
+        if task.wait_ref is not ref or task.announced:
+            return
+        task.announced = True
+        self._copier.done(task)  # the scheduler is woken once its last files are here
 
     def _run(self) -> None:
         next_logs = 0.0
-        while not self._stop.is_set():
+        while not self._stop.wait(0.2):
             try:
-                self._wait_for_exits(0.2)
+                self._expire_slots(SLOT_KEEP)
                 if time.monotonic() >= next_logs:
                     next_logs = time.monotonic() + LOG_INTERVAL
                     self._pull_all()
             except Exception:
                 log.exception("Ray watcher pass failed")
                 self._stop.wait(1.0)
-
-    def _wait_for_exits(self, timeout: float) -> None:
-        with self._lock:
-            pending = {t.wait_ref: t for t in self._tasks.values()
-                       if not t.announced and t.result is None}
-        if not pending:
-            self._stop.wait(timeout)
-            return
-        ready, _ = self._ray.wait(list(pending), num_returns=1, timeout=timeout)
-        for ref in ready:
-            pending[ref].announced = True
-            self._copier.done(pending[ref])  # the scheduler is woken once they are copied
 
     def _running(self) -> list[_Task]:
         with self._lock:
@@ -472,12 +493,10 @@ class RayExecutor:
         """The task's resources, or its gang's, each bundle pinned to its node, at once."""
         from ray.util.placement_group import get_placement_group, placement_group
 
-        with contextlib.suppress(ValueError):
-            return get_placement_group(name)
-        d = spec.demand
-        bundle = {k: v for k, v in (("CPU", d.cpu), ("GPU", float(d.gpu)),
-                                    ("memory", float(d.memory_mb * 2**20))) if v}
-        bundle.update((name, float(n)) for name, n in d.accel)  # Ray custom resources
+        if not name.startswith(SLOT_PREFIX):  # a gang's: made by its first task's launch
+            with contextlib.suppress(ValueError):
+                return get_placement_group(name)
+        bundle = _bundle(spec.demand)
         nodes = spec.gang if len(spec.gang) > 1 else (spec.node,)
         labels = [{"ray.io/node-id": self._node_id(n) or ""} for n in nodes]
         try:
@@ -485,19 +504,103 @@ class RayExecutor:
                 [dict(bundle) for _ in nodes], strategy=spec.strategy.upper(), name=name,
                 lifetime="detached", bundle_label_selector=labels)
         except (ValueError, self._ray.exceptions.RayError) as exc:
-            raise errors.LaunchError(f"cannot reserve the gang on Ray: {exc}") from None
+            raise errors.LaunchError(f"cannot reserve its resources on Ray: {exc}") from None
 
-    def _drop_group_if_unused(self, group: str) -> None:
+    def _reserve(self, spec: base.LaunchSpec, node_id: str) -> tuple[str, Any]:
+        """The launch's placement group, and its name: its gang's, or one of its own (one
+        kept from an ended task of the same shape on the node when there is one)."""
+        if len(spec.gang) > 1:
+            name = group_name(spec.job_id, spec.attempt)
+            return name, self._placement_group(name, spec)
+        key = (node_id, tuple(sorted(_bundle(spec.demand).items())))
+        with self._lock:
+            found = next((n for n in self._idle if self._slots[n][0] == key), None)
+            if found is not None:
+                del self._idle[found]
+                return found, self._slots[found][1]
+            # The scheduler counts what idle ones hold as free: it goes back to Ray first.
+            stale = [n for n in self._idle if self._slots[n][0][0] == node_id]
+            for n in stale:
+                del self._idle[n]
+            dropped = [self._slots.pop(n)[1] for n in stale]
+        for group in dropped:
+            self._remove_group(group)
+        name = SLOT_PREFIX + uuid.uuid4().hex
+        group = self._placement_group(name, spec)
+        with self._lock:
+            self._slots[name] = (key, group)
+        return name, group
+
+    def _give_back(self, group: str, *, keep: bool) -> None:
+        """A placement group no task holds any more: kept a while for the next task of its
+        shape (`keep`, a single task's, on a node still there), or removed."""
         if not group:
             return
         with self._lock:
-            used = any(t.handle.group == group for t in self._tasks.values())
-        if used:
+            if any(t.handle.group == group for t in self._tasks.values()):
+                return
+            made = self._slots.get(group)
+            if keep and made is not None and made[0][0] in self._alive:
+                self._idle[group] = time.monotonic()
+                return
+            self._slots.pop(group, None)
+            self._idle.pop(group, None)
+        if made is not None:
+            self._remove_group(made[1])
             return
-        from ray.util.placement_group import get_placement_group, remove_placement_group
+        from ray.util.placement_group import get_placement_group
 
         with contextlib.suppress(ValueError, self._ray.exceptions.RayError):
-            remove_placement_group(get_placement_group(group))
+            self._remove_group(get_placement_group(group))
+
+    def _remove_group(self, group: Any) -> None:
+        from ray.util.placement_group import remove_placement_group
+
+        with contextlib.suppress(ValueError, self._ray.exceptions.RayError):
+            remove_placement_group(group)
+
+    def _expire_slots(self, keep: float) -> None:
+        """Remove the placement groups kept idle for longer than `keep` seconds."""
+        now = time.monotonic()
+        with self._lock:
+            old = [n for n, since in self._idle.items() if now - since >= keep]
+            for n in old:
+                del self._idle[n]
+            groups = [self._slots.pop(n)[1] for n in old]
+        for group in groups:
+            self._remove_group(group)
+
+    def _sweep_slots(self) -> None:
+        """Remove single tasks' placement groups that no task holds: those an earlier
+        server kept for reuse, or made for a launch it never asked a node to start. The
+        agents say which groups their tasks hold; when one cannot say, nothing is removed."""
+        from ray.util.placement_group import get_placement_group, placement_group_table
+
+        try:
+            table = placement_group_table()
+        except Exception as exc:  # a cluster that cannot say: keep them all
+            log.warning("cannot list the Ray cluster's placement groups: %s", exc)
+            return
+        names = {str(info.get("name") or "") for info in table.values()
+                 if info.get("state") != "REMOVED"}
+        names = {n for n in names if n.startswith(SLOT_PREFIX)}
+        if not names:
+            return
+        held: set[str] = set()
+        for node_id in list(self._alive):
+            try:
+                agent = self._ray.get_actor(agent_name(node_id), namespace=self._ns)
+            except ValueError:
+                continue  # no agent there: no task of this server's runs there
+            try:
+                held.update(self._ray.get(agent.groups.remote(), timeout=30))
+            except self._ray.exceptions.RayError as exc:
+                log.warning("kept the Ray cluster's idle placement groups: the agent on "
+                            "node %s does not say which it holds (%s)", node_id, exc)
+                return
+        for name in sorted(names - held):
+            with contextlib.suppress(ValueError, self._ray.exceptions.RayError):
+                self._remove_group(get_placement_group(name))
 
     def _seed_ref(self, spec: base.LaunchSpec) -> Any:
         """What the output channels hold already, for the attempt's tasks to start from (as
@@ -525,18 +628,23 @@ class RayExecutor:
         return ref
 
 
-def _group_of(spec: base.LaunchSpec) -> str:
-    """The placement group a launch reserves its resources in: its gang's, or its own."""
-    if len(spec.gang) > 1:
-        return group_name(spec.job_id, spec.attempt)
-    return task_group_name(spec.launch_id)
+def _bundle(d: resources.Resources) -> dict[str, float]:
+    """What one task reserves on its node, in Ray's resource names."""
+    bundle = {k: v for k, v in (("CPU", d.cpu), ("GPU", float(d.gpu)),
+                                ("memory", float(d.memory_mb * 2**20))) if v}
+    bundle.update((name, float(n)) for name, n in d.accel)  # Ray custom resources
+    return bundle
 
 
 def _recorded_group(spec: base.LaunchSpec) -> str:
-    """The group a launch was given, as its plan says: a spec rebuilt after a restart
-    does not know the gang (one without a plan never asked its agent to start)."""
+    """The group a launch was given, as its plan says: a spec rebuilt after a restart does
+    not know the gang. A launch without a plan never asked its agent to start: a gang's
+    group serves its relaunch, and a single task's is removed by the next server's sweep
+    ("" here)."""
     found = rayfiles.plan(spec.control_dir, spec.task, spec.launch_id).get("group")
-    return str(found) if found else _group_of(spec)
+    if found:
+        return str(found)
+    return group_name(spec.job_id, spec.attempt) if len(spec.gang) > 1 else ""
 
 
 def _payload(spec: base.LaunchSpec, master_addr: str,
