@@ -144,6 +144,30 @@ def test_a_reservation_made_for_a_launch_that_never_started_is_removed_by_the_ne
         second.close()
 
 
+def test_a_gangs_reservation_no_task_reached_is_removed_by_the_next_server(
+        tmp_path: pathlib.Path, cluster: Cluster, node_tmp: pathlib.Path) -> None:
+    specs = [spec_for(tmp_path / "home", f"g{rank}", task=f"worker-{rank}",
+                      gang=(NODE_A, NODE_A)) for rank in (0, 1)]
+    first = raycluster.RayExecutor("127.0.0.1:1")
+    name, _group = first._reserve(specs[0], "a" * 56)  # and the server went
+    first.close()
+    assert list(cluster.groups) == [name] == ["corral-gang-job1-1"]
+
+    second = raycluster.RayExecutor("127.0.0.1:1")
+    try:
+        assert cluster.groups == {}
+        assert [second.recover(bare(s)).state for s in specs] == [base.State.NOT_STARTED] * 2
+        # Started again, the gang makes its group anew.
+        handles = [second.launch(s) for s in specs]
+        assert {h.group for h in handles} == {name} and list(cluster.groups) == [name]
+        for h in handles:
+            assert ended(second, h).exit_code == 0
+            second.release(h)
+        assert cluster.groups == {}
+    finally:
+        second.close()
+
+
 def shaped(spec: base.LaunchSpec, cpu: int) -> base.LaunchSpec:
     return dataclasses.replace(spec, demand=resources.Resources(cpu=cpu, memory_mb=256))
 

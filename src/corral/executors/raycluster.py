@@ -10,10 +10,11 @@ A single task's placement group is kept a few seconds after the task ends and gi
 next task of the same shape on that node (see SLOT_KEEP). The server keeps one `wait` call
 pending on each actor and hears its answer at once (the process ended, or the actor died
 with its node), which wakes the scheduler; a background thread pulls the tasks' output into
-their usual log files, so logs, previews and `logs -f` work as they do locally. What tasks write to their output channels and metrics file is copied back
-likewise (`rayfiles`); a task counts as ended once its last files are here. What they read
-(input channels, the job's model) is shipped to their node before they start
-(`rayinputs`), unless the cluster shares the server's file system (`shared_fs`).
+their usual log files, so logs, previews and `logs -f` work as they do locally. What tasks
+write to their output channels and metrics file is copied back likewise (`rayfiles`); a
+task counts as ended once its last files are here. What they read (input channels, the
+job's model) is shipped to their node before they start (`rayinputs`), unless the cluster
+shares the server's file system (`shared_fs`).
 
 Ray is imported only when this executor is built, which the server does in a process of
 its own (`raybridge`).
@@ -70,8 +71,12 @@ def agent_name(node_id: str) -> str:
     return f"corral-node-v{AGENT_VERSION}-{node_id}"
 
 
+#: the names of gangs' placement groups
+GANG_PREFIX = "corral-gang-"
+
+
 def group_name(job_id: str, attempt: int) -> str:
-    return f"corral-gang-{job_id}-{attempt}"
+    return f"{GANG_PREFIX}{job_id}-{attempt}"
 
 
 def node_name(node_id: str) -> str:
@@ -131,7 +136,7 @@ class RayExecutor:
         self._wake: Callable[[], None] = lambda: None
         self._stop = threading.Event()
         self._refresh(force=True)
-        self._sweep_slots()
+        self._sweep_groups()
         self._thread = threading.Thread(target=self._run, name="corral-ray", daemon=True)
         self._thread.start()
         self._copier = rayfiles.Copier(ray, self._running, lambda: self._wake())
@@ -570,10 +575,11 @@ class RayExecutor:
         for group in groups:
             self._remove_group(group)
 
-    def _sweep_slots(self) -> None:
-        """Remove single tasks' placement groups that no task holds: those an earlier
-        server kept for reuse, or made for a launch it never asked a node to start. The
-        agents say which groups their tasks hold; when one cannot say, nothing is removed."""
+    def _sweep_groups(self) -> None:
+        """Remove corral's placement groups that no task holds: single tasks' that an
+        earlier server kept for reuse, and those it made for launches it never asked a node
+        to start (a gang's too: one relaunched makes its group again). The agents say which
+        groups their tasks hold; when one cannot say, nothing is removed."""
         from ray.util.placement_group import get_placement_group, placement_group_table
 
         try:
@@ -583,7 +589,7 @@ class RayExecutor:
             return
         names = {str(info.get("name") or "") for info in table.values()
                  if info.get("state") != "REMOVED"}
-        names = {n for n in names if n.startswith(SLOT_PREFIX)}
+        names = {n for n in names if n.startswith((SLOT_PREFIX, GANG_PREFIX))}
         if not names:
             return
         held: set[str] = set()
