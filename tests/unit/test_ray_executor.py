@@ -333,6 +333,44 @@ def test_inputs_reach_the_node_in_bounded_pieces_and_go_with_the_task(
                        what="the node's copy to go with the task")
 
 
+#: a task that reads the checkpoint its output channel held, and adds a file beside it
+RESUMER = """
+import hashlib, os, sys
+out = dict(a[2:].split("=", 1) for a in sys.argv[1:])["train_url"]
+print("OUT", out)
+print("CKPT", hashlib.sha256(open(os.path.join(out, "ckpt", "model.bin"), "rb").read()).hexdigest())
+open(os.path.join(out, "epoch2.txt"), "w").write("trained further")
+"""
+
+
+def test_what_an_output_channel_held_reaches_the_node_in_pieces_and_is_not_copied_back(
+        tmp_path: pathlib.Path, executor: raycluster.RayExecutor, cluster: Cluster,
+        node_tmp: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(rayinputs, "CHUNK", 4096)
+    out = tmp_path / "server" / "train"
+    (out / "ckpt").mkdir(parents=True)
+    blob = os.urandom(30_000)  # a resumed version's checkpoint, of several pieces
+    (out / "ckpt" / "model.bin").write_bytes(blob)
+    spec = dataclasses.replace(
+        spec_for(tmp_path / "home", "s1", argv=(sys.executable, "-c", RESUMER,
+                                                f"--train_url={out}")),
+        output_dirs=(str(out),))
+    handle = executor.launch(spec)
+    assert ended(executor, handle).exit_code == 0
+    log = log_of(spec)
+    there = next(line.split()[1] for line in log.splitlines() if line.startswith("OUT "))
+    assert there.startswith(str(node_tmp))  # the task's own copy on its node
+    assert f"CKPT {hashlib.sha256(blob).hexdigest()}" in log
+    writes = cluster.called("input_write")
+    assert len(writes) > 30_000 // 4096
+    assert max(sum(len(p[5]) for p in args[1]) for args in writes) <= 4096
+    # What it wrote came back; what it started with and left alone was not sent back.
+    assert (out / "epoch2.txt").read_text() == "trained further"
+    assert (out / "ckpt" / "model.bin").read_bytes() == blob
+    assert {args[2] for args in cluster.called("read_file")} == {"epoch2.txt"}
+    executor.release(handle)
+
+
 def test_a_gangs_tasks_on_one_node_share_one_copy(
         tmp_path: pathlib.Path, executor: raycluster.RayExecutor, cluster: Cluster,
         node_tmp: pathlib.Path) -> None:

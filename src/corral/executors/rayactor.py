@@ -69,6 +69,8 @@ class _Proc:
     metrics: str = ""  #: the file the task reports metrics to
     inputs: str = ""  #: the key of the inputs it reads ("" when none are copied)
     group: str = ""  #: the name of the placement group that reserves its resources
+    #: the files its output channels started with: (channel, path) -> (size, mtime_ns)
+    seeded: dict[tuple[int, str], tuple[int, int]] = dataclasses.field(default_factory=dict)
     proc: subprocess.Popen[bytes] | None = None
     exit_code: int | None = None
     ended: threading.Event = dataclasses.field(default_factory=threading.Event)
@@ -106,12 +108,11 @@ class NodeAgent:
         self._abandoned: dict[str, None] = {}
         self._inputs: dict[str, _Inputs] = {}
 
-    def start(self, launch_id: str, payload: dict[str, Any], code: bytes | None,
-              seed: bytes | None = None) -> bool:
+    def start(self, launch_id: str, payload: dict[str, Any], code: bytes | None) -> bool:
         """Start a task once its resources are reserved; False if it was abandoned first.
 
-        `seed` is a tar of what its output channels already hold (output i under "i/").
-        With `payload["inputs"]` it also waits for its inputs, which the server copies."""
+        With `payload["inputs"]` it also waits for its inputs, which the server copies
+        (among them, what its output channels already hold: `seeds`)."""
         with self._lock:
             if launch_id in self._abandoned or launch_id in self._tasks:
                 return launch_id in self._tasks
@@ -131,7 +132,7 @@ class NodeAgent:
                         return True
             if p.inputs and not self._inputs_ready(launch_id, p):
                 return True  # retired while it waited
-            self._spawn(launch_id, p, payload, code, seed)
+            self._spawn(launch_id, p, payload, code)
         except (OSError, tarfile.TarError, ValueError, KeyError) as exc:
             # Reported as a shell reports a command it cannot run: in the log, code 127.
             with contextlib.suppress(OSError), open(p.log_path, "ab") as fh:
@@ -166,7 +167,7 @@ class NodeAgent:
         return True
 
     def _spawn(self, launch_id: str, p: _Proc, payload: dict[str, Any],
-               code: bytes | None, seed: bytes | None) -> None:
+               code: bytes | None) -> None:
         user = _task_user(payload.get("run_as"))
         inp = self._inputs.get(p.inputs) if p.inputs else None
         code_dir = os.path.join(p.root, "code")
@@ -175,11 +176,12 @@ class NodeAgent:
                 tar.extractall(code_dir, filter="data")
         p.outputs = [os.path.join(p.root, "outputs", str(i))
                      for i in range(len(payload["outputs"]))]
-        if seed is not None:
-            with tarfile.open(fileobj=io.BytesIO(seed)) as tar:
-                tar.extractall(os.path.join(p.root, "outputs"), filter="data")
-
         inputs = [os.path.join(inp.root, str(i)) for i in range(inp.count)] if inp else []
+        seeds = [(inputs[i], out) for i, out in (payload.get("inputs") or {}).get("seeds", ())]
+        seeds += [(path, out) for out, path in payload.get("seed_dirs", ())]
+        for src, out in seeds:  # what its output channels held: its own copy
+            shutil.copytree(src, p.outputs[out], symlinks=True, dirs_exist_ok=True)
+        p.seeded = dict(_files_of(p.outputs)) if seeds else {}
 
         def local(value: str) -> str:
             for i, out in enumerate(p.outputs):
@@ -286,17 +288,9 @@ class NodeAgent:
         output channels as [channel, path in it, size, mtime_ns] (links are not followed:
         the agent must not read for a task what the task itself could not)."""
         p = self._task(launch_id)
-        files = []
-        for i, top in enumerate(p.outputs):
-            for root, dirs, names in os.walk(top):
-                dirs[:] = [d for d in dirs if not os.path.islink(os.path.join(root, d))]
-                for name in names:
-                    full = os.path.join(root, name)
-                    with contextlib.suppress(OSError):
-                        st = os.lstat(full)
-                        if stat.S_ISREG(st.st_mode):
-                            files.append([i, os.path.relpath(full, top), st.st_size,
-                                          st.st_mtime_ns])
+        # What it started with and left as it was is on the server already.
+        files = [[i, rel, *now] for (i, rel), now in _files_of(p.outputs)
+                 if p.seeded.get((i, rel)) != now]
         size = 0
         if p.metrics:
             with contextlib.suppress(OSError):
@@ -446,6 +440,23 @@ class NodeAgent:
             self.input_note(launch_id, text)
         inp.error = error
         inp.ready.set()
+
+
+def _files_of(outputs: list[str]) -> list[tuple[tuple[int, str], tuple[int, int]]]:
+    """Every regular file of the output channels: ((channel, path in it), (size, mtime_ns));
+    links are not followed (the agent must not read for a task what it could not)."""
+    files = []
+    for i, top in enumerate(outputs):
+        for root, dirs, names in os.walk(top):
+            dirs[:] = [d for d in dirs if not os.path.islink(os.path.join(root, d))]
+            for name in names:
+                full = os.path.join(root, name)
+                with contextlib.suppress(OSError):
+                    st = os.lstat(full)
+                    if stat.S_ISREG(st.st_mode):
+                        files.append(((i, os.path.relpath(full, top)),
+                                      (st.st_size, st.st_mtime_ns)))
+    return files
 
 
 def _signal(launch_id: str, p: _Proc | None, force: bool) -> None:

@@ -126,7 +126,8 @@ class RayExecutor:
         self._lock = threading.Lock()
         self._tasks: dict[str, _Task] = {}
         self._code: dict[str, Any] = {}
-        self._seeds: dict[tuple[str, int], Any] = {}
+        #: per job attempt: the output channels that held files when it started
+        self._seeds: dict[tuple[str, int], tuple[int, ...]] = {}
         self._alive: dict[str, dict[str, Any]] = {}  #: node id -> Ray's node record
         #: single tasks' placement groups made here: name -> ((node id, bundle), group)
         self._slots: dict[str, tuple[tuple[str, Any], Any]] = {}
@@ -191,17 +192,19 @@ class RayExecutor:
         master = self._ip(node_id)
         if len(spec.gang) > 1:
             master = self._ip(self._node_id(spec.gang[0]) or node_id)
-        inputs = None if self._shared_fs else rayinputs.of(spec)
+        seeds = self._seeded(spec)
+        inputs = None if self._shared_fs else rayinputs.of(spec, seeds)
         group = ""
         try:
             group, pg = self._reserve(spec, node_id)
             agent = self._agent(node_id)
             payload = {**_payload(spec, master, inputs), "group": pg, "group_name": group,
                        "run_as": self._run_as}
+            if self._shared_fs:  # the node reads what the channels hold where they are
+                payload["seed_dirs"] = [(i, spec.output_dirs[i]) for i in seeds]
             outputs = rayfiles.record(spec, group=group,
                                       inputs=inputs.dumps() if inputs else None)
-            agent.start.remote(spec.launch_id, payload, self._code_ref(spec.code_dir),
-                               self._seed_ref(spec))
+            agent.start.remote(spec.launch_id, payload, self._code_ref(spec.code_dir))
         except (ValueError, OSError, self._ray.exceptions.RayError,
                 errors.LaunchError) as exc:
             self._give_back(group, keep=False)  # (a gang's, once none of its tasks holds it)
@@ -608,15 +611,16 @@ class RayExecutor:
             with contextlib.suppress(ValueError, self._ray.exceptions.RayError):
                 self._remove_group(get_placement_group(name))
 
-    def _seed_ref(self, spec: base.LaunchSpec) -> Any:
-        """What the output channels hold already, for the attempt's tasks to start from (as
-        they would on the server's own disk): one put per attempt."""
+    def _seeded(self, spec: base.LaunchSpec) -> tuple[int, ...]:
+        """The output channels that already hold files (a resumed version's checkpoints,
+        an earlier attempt's files), which the attempt's tasks start from as they would on
+        the server's own disk: looked at once per attempt, so that what its first task
+        writes back is not shipped to the next. Their files travel as inputs do."""
         key = (spec.job_id, spec.attempt)
         if key not in self._seeds:
-            if len(self._seeds) > 32:
+            if len(self._seeds) > 1024:
                 self._seeds.clear()
-            data = rayfiles.seed(spec.output_dirs)
-            self._seeds[key] = self._ray.put(data) if data is not None else None
+            self._seeds[key] = rayinputs.holding_files(spec.output_dirs)
         return self._seeds[key]
 
     def _code_ref(self, code_dir: str) -> Any:
@@ -686,7 +690,8 @@ def _payload(spec: base.LaunchSpec, master_addr: str,
             "cwd": portable(spec.cwd), "env": {k: portable(v) for k, v in env.items()},
             "outputs": [rayactor.OUTPUT % i for i in range(len(spec.output_dirs))],
             "metrics": portable(env.get(metrics.FILE_ENV, "")),
-            "inputs": {"key": inputs.key, "count": len(inputs.sources)} if inputs else None}
+            "inputs": {"key": inputs.key, "count": len(inputs.sources),
+                       "seeds": inputs.seed_pairs()} if inputs else None}
 
 
 def _log_path(handle: base.Handle) -> str:

@@ -19,12 +19,10 @@ from __future__ import annotations
 import concurrent.futures
 import contextlib
 import dataclasses
-import io
 import json
 import logging
 import os
 import shutil
-import tarfile
 import tempfile
 import threading
 from collections.abc import Callable
@@ -149,19 +147,6 @@ def load(handle: base.Handle) -> Outputs:
     with contextlib.suppress(OSError):
         out.metrics_offset = os.path.getsize(out.metrics) if out.metrics else 0
     return out
-
-
-def seed(dirs: tuple[str, ...]) -> bytes | None:
-    """A tar of what the output channels already hold (a resumed version's checkpoints,
-    an earlier attempt's files), channel i under "i/"; None when they are all empty."""
-    buf = io.BytesIO()
-    count = 0
-    with tarfile.open(fileobj=buf, mode="w") as tar:
-        for i, top in enumerate(dirs):
-            if os.path.isdir(top) and any(os.scandir(top)):
-                tar.add(top, arcname=str(i))
-                count += 1
-    return buf.getvalue() if count else None
 
 
 def sync(ray: Any, actor: Any, launch_id: str, out: Outputs) -> int:

@@ -53,16 +53,28 @@ WORKERS = 2
 
 @dataclasses.dataclass(frozen=True)
 class Inputs:
-    """What a launch reads, as the server has it: input i at sources[i]."""
+    """What a launch reads, as the server has it: input i at sources[i]. The last
+    len(seeds) sources are output channels that already hold files (a resumed version's
+    checkpoints, an earlier attempt's files): what output channel seeds[j] starts with."""
 
     key: str  #: the job's attempt: what its tasks on one node share
     sources: tuple[str, ...]
+    seeds: tuple[int, ...] = ()
+
+    @property
+    def reads(self) -> int:
+        """How many of the sources are input channels (the rest are seeds)."""
+        return len(self.sources) - len(self.seeds)
+
+    def seed_pairs(self) -> list[tuple[int, int]]:
+        """(input index on the node, output channel) of each seed."""
+        return [(self.reads + j, out) for j, out in enumerate(self.seeds)]
 
     def places(self) -> list[tuple[str, str]]:
         """(server path, node path) of each input the server holds: a folder becomes the
         node's folder of input i; a file, the same name in it."""
         out = []
-        for i, src in enumerate(self.sources):
+        for i, src in enumerate(self.sources[:self.reads]):
             if os.path.isdir(src):
                 out.append((src, rayactor.INPUT % i))
             elif os.path.isfile(src):
@@ -70,20 +82,34 @@ class Inputs:
         return out
 
     def dumps(self) -> dict[str, Any]:
-        return {"key": self.key, "sources": list(self.sources)}
+        return {"key": self.key, "sources": list(self.sources), "seeds": list(self.seeds)}
 
     @classmethod
     def loads(cls, raw: Any) -> Inputs | None:
         if not isinstance(raw, dict) or not raw.get("sources"):
             return None
-        return cls(key=str(raw["key"]), sources=tuple(str(s) for s in raw["sources"]))
+        return cls(key=str(raw["key"]), sources=tuple(str(s) for s in raw["sources"]),
+                   seeds=tuple(int(i) for i in raw.get("seeds") or ()))
 
 
-def of(spec: base.LaunchSpec) -> Inputs | None:
-    """What the launch reads, or None when it reads nothing of the server's."""
-    if not spec.input_dirs:
+def of(spec: base.LaunchSpec, seeds: tuple[int, ...] = ()) -> Inputs | None:
+    """What the launch reads (and, `seeds`, the output channels whose files it starts
+    with), or None when it needs nothing of the server's."""
+    if not spec.input_dirs and not seeds:
         return None
-    return Inputs(key=f"{spec.job_id}-{spec.attempt}", sources=spec.input_dirs)
+    return Inputs(key=f"{spec.job_id}-{spec.attempt}",
+                  sources=spec.input_dirs + tuple(spec.output_dirs[i] for i in seeds),
+                  seeds=seeds)
+
+
+def holding_files(dirs: tuple[str, ...]) -> tuple[int, ...]:
+    """The indices of the folders that hold anything."""
+    out = []
+    for i, top in enumerate(dirs):
+        with contextlib.suppress(OSError), os.scandir(top) as it:
+            if any(True for _ in it):
+                out.append(i)
+    return tuple(out)
 
 
 @dataclasses.dataclass(frozen=True)
