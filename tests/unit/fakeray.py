@@ -126,6 +126,7 @@ class ActorClass:
         with c.lock:
             if name not in c.actors:
                 c.current_node = self.opts["scheduling_strategy"].node_id
+                c.current_name = name
                 c.actors[name] = Actor(c, name, self.cls())
             return c.actors[name]
 
@@ -137,6 +138,13 @@ class Context:
 
     def get_node_id(self) -> str:
         return self.cluster.current_node
+
+    def get_actor_name(self) -> str:
+        return self.cluster.current_name
+
+    @property
+    def namespace(self) -> str:
+        return "corral"
 
 
 class Cluster:
@@ -152,6 +160,7 @@ class Cluster:
         #: (actor, method, arguments, answer) of every call
         self.calls: list[tuple[str, str, tuple[Any, ...], Ref]] = []
         self.current_node = ""
+        self.current_name = ""
         self.room = True  #: placement groups are placed at once (else: never)
 
     def install(self, mp: pytest.MonkeyPatch) -> None:

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from corral.domain import resources
-from corral.executors import base, raycluster, rayfiles, rayinputs
+from corral.executors import base, raycluster, rayfiles, rayinputs, rayslots
 from tests import factories
 from tests.unit import fakeray
 from tests.unit.fakeray import Cluster
@@ -132,7 +132,7 @@ def test_a_reservation_made_for_a_launch_that_never_started_is_removed_by_the_ne
     spec = spec_for(tmp_path / "home", "l9")
     first = raycluster.RayExecutor("127.0.0.1:1")
     # The server reserved the task's resources, then went before it asked for the start.
-    name, _group = first._reserve(spec, "a" * 56)
+    name, _group = first._groups.reserve(spec, "a" * 56)
     first.close()
     assert list(cluster.groups) == [name]
 
@@ -149,7 +149,7 @@ def test_a_gangs_reservation_no_task_reached_is_removed_by_the_next_server(
     specs = [spec_for(tmp_path / "home", f"g{rank}", task=f"worker-{rank}",
                       gang=(NODE_A, NODE_A)) for rank in (0, 1)]
     first = raycluster.RayExecutor("127.0.0.1:1")
-    name, _group = first._reserve(specs[0], "a" * 56)  # and the server went
+    name, _group = first._groups.reserve(specs[0], "a" * 56)  # and the server went
     first.close()
     assert list(cluster.groups) == [name] == ["corral-gang-job1-1"]
 
@@ -168,6 +168,39 @@ def test_a_gangs_reservation_no_task_reached_is_removed_by_the_next_server(
         second.close()
 
 
+def test_an_agent_works_in_a_folder_of_its_own_and_removes_those_of_nodes_gone(
+        tmp_path: pathlib.Path, cluster: Cluster, node_tmp: pathlib.Path) -> None:
+    gone = node_tmp / f"corral-corral-{raycluster.agent_name('d' * 56)}"  # a dead node's
+    other = node_tmp / f"corral-corral-{raycluster.agent_name('b' * 56)}"  # alive
+    mine = node_tmp / f"corral-corral-{raycluster.agent_name('a' * 56)}"  # a dead agent's
+    for top in (gone, other, mine):
+        (top / "corral-worker-0-old-x").mkdir(parents=True)
+        (top / "corral-worker-0-old-x" / "model.bin").write_bytes(b"left behind")
+    unrelated = node_tmp / "corral-unrelated"
+    unrelated.mkdir()
+    ex = raycluster.RayExecutor("127.0.0.1:1")
+    try:
+        gate = tmp_path / "gate"
+        handle = ex.launch(spec_for(tmp_path / "home", "f1", argv=(
+            "/bin/sh", "-c", f"pwd; while [ ! -e {gate} ]; do sleep 0.05; done")))
+        factories.wait_for(lambda: "corral-worker-0-f1-" in log_of_handle(handle),
+                           timeout=10, what="the task to start")
+        assert not gone.exists() and unrelated.exists()
+        assert (other / "corral-worker-0-old-x" / "model.bin").exists()
+        [left] = mine.iterdir()  # what its last agent left went with it
+        assert left.name.startswith("corral-worker-0-f1-")
+        gate.touch()
+        assert ended(ex, handle).exit_code == 0
+        ex.release(handle)
+    finally:
+        ex.close()
+
+
+def log_of_handle(handle: base.Handle) -> str:
+    path = pathlib.Path(raycluster._log_path(handle))
+    return path.read_text() if path.exists() else ""
+
+
 def shaped(spec: base.LaunchSpec, cpu: int) -> base.LaunchSpec:
     return dataclasses.replace(spec, demand=resources.Resources(cpu=cpu, memory_mb=256))
 
@@ -183,7 +216,7 @@ def test_an_ended_tasks_reservation_serves_the_next_task_of_its_shape_on_its_nod
         made.append(handle.group)
     # One placement group, made once and kept between the tasks (Ray would place a new
     # one on what the last gave back only about a second later).
-    assert len(set(made)) == 1 and made[0].startswith(raycluster.SLOT_PREFIX)
+    assert len(set(made)) == 1 and made[0].startswith(rayslots.SLOT_PREFIX)
     assert list(cluster.groups) == [made[0]] and cluster.removed == []
 
     # Another shape on that node: what the idle one holds goes back to Ray first.
@@ -203,13 +236,13 @@ def test_a_reservation_is_kept_only_for_a_while_and_only_after_a_clean_end(
     assert ended(executor, handle).exit_code == 0
     executor.release(handle)
     assert list(cluster.groups) == [handle.group]
-    monkeypatch.setattr(raycluster, "SLOT_KEEP", 0.1)
+    monkeypatch.setattr(rayslots, "SLOT_KEEP", 0.1)
     factories.wait_for(lambda: cluster.groups == {}, timeout=10,
                        what="the idle reservation to be given back")
     assert cluster.removed == [handle.group]
 
     # A task released before it ended (stopped, lost): its group goes at once.
-    monkeypatch.setattr(raycluster, "SLOT_KEEP", 60.0)
+    monkeypatch.setattr(rayslots, "SLOT_KEEP", 60.0)
     gate = tmp_path / "never"
     running = executor.launch(spec_for(home, "k2", argv=(
         "/bin/sh", "-c", f"while [ ! -e {gate} ]; do sleep 0.05; done")))
@@ -228,7 +261,7 @@ def test_a_restarted_server_keeps_running_tasks_reservations_and_removes_idle_on
     done = first.launch(spec_for(home, "r2", job="job2"))
     assert ended(first, done).exit_code == 0
     first.release(done)  # kept idle for the next task ...
-    monkeypatch.setattr(first, "_expire_slots", lambda keep: None)
+    monkeypatch.setattr(first._groups, "expire", lambda keep: None)
     first.close()  # ... when the server was killed
     assert set(cluster.groups) == {waiting.group, done.group}
 

@@ -13,6 +13,12 @@ on one node share them), and go with the last of those tasks. A long-lived agent
 of an actor per task: starting an actor starts a Python worker process (about half a
 second here), which a trivial job should not pay for.
 
+The scratch directories of one agent's tasks are in a folder of the agent's own
+(`corral-<namespace>-<agent name>` in the node's temp dir). An agent that starts empties
+its folder (the tasks of an agent that died on this node died with it) and removes the
+folders of agents on nodes the cluster no longer has (a node restarted on this machine
+comes back with a new id).
+
 This module uses only the standard library (and psutil, which Ray itself depends on): the
 executor ships it to the nodes by value, so a node needs Ray but not corral.
 """
@@ -101,7 +107,10 @@ class NodeAgent:
     def __init__(self) -> None:
         import ray
 
-        self.node_id: str = ray.get_runtime_context().get_node_id()
+        ctx = ray.get_runtime_context()
+        self.node_id: str = ctx.get_node_id()
+        self.scratch = _scratch(str(ctx.namespace or ""), str(ctx.get_actor_name() or ""),
+                                self.node_id, {n["NodeID"] for n in _alive_nodes(ray)})
         self._lock = threading.Condition()
         self._tasks: dict[str, _Proc] = {}
         #: launch ids that must never start (abandoned, or retired), oldest first
@@ -116,7 +125,8 @@ class NodeAgent:
         with self._lock:
             if launch_id in self._abandoned or launch_id in self._tasks:
                 return launch_id in self._tasks
-            root = tempfile.mkdtemp(prefix=f"corral-{payload['task']}-{launch_id}-")
+            root = tempfile.mkdtemp(prefix=f"corral-{payload['task']}-{launch_id}-",
+                                    dir=self.scratch)
             p = self._tasks[launch_id] = _Proc(root, os.path.join(root, "task.log"),
                                                group=str(payload.get("group_name") or ""))
             if payload.get("inputs"):
@@ -146,7 +156,7 @@ class NodeAgent:
         p.inputs = str(want["key"])
         inp = self._inputs.get(p.inputs)
         if inp is None:
-            root = tempfile.mkdtemp(prefix=f"corral-inputs-{p.inputs}-")
+            root = tempfile.mkdtemp(prefix=f"corral-inputs-{p.inputs}-", dir=self.scratch)
             inp = self._inputs[p.inputs] = _Inputs(root, int(want["count"]))
             for i in range(inp.count):
                 os.makedirs(os.path.join(root, str(i)), exist_ok=True)
@@ -440,6 +450,42 @@ class NodeAgent:
             self.input_note(launch_id, text)
         inp.error = error
         inp.ready.set()
+
+
+def _alive_nodes(ray: Any) -> list[dict[str, Any]]:
+    try:
+        return [n for n in ray.nodes() if n.get("Alive")]
+    except Exception:  # the cluster cannot say now: no other node's folder is removed
+        return [{"NodeID": "*"}]
+
+
+def _scratch(namespace: str, agent: str, node_id: str, alive: set[str]) -> str:
+    """This agent's folder for its tasks' scratch directories, emptied; the folders of
+    agents on nodes no longer alive (of the same namespace, made by the same user) go.
+    Agents' names end with their node's id."""
+    top = tempfile.gettempdir()
+    ns = "".join(c if c.isalnum() or c in "-_." else "_" for c in namespace) or "default"
+    prefix = f"corral-{ns}-"
+    mine = os.path.join(top, prefix + (agent or f"agent-{node_id}"))
+    if "*" not in alive:
+        with contextlib.suppress(OSError):
+            for name in os.listdir(top):
+                if name.startswith(prefix) and name.rsplit("-", 1)[-1] not in alive:
+                    _remove_own(os.path.join(top, name))
+    _remove_own(mine)
+    try:
+        os.mkdir(mine, 0o711)  # tasks run as another user pass through it to their own
+    except FileExistsError:  # not ours (or not a folder): a folder of our own instead
+        return tempfile.mkdtemp(prefix=os.path.basename(mine) + "-", suffix="-" + node_id)
+    return mine
+
+
+def _remove_own(path: str) -> None:
+    """Remove a folder this user made (not one another user made, nor a link)."""
+    with contextlib.suppress(OSError):
+        st = os.lstat(path)
+        if stat.S_ISDIR(st.st_mode) and st.st_uid == os.geteuid():
+            shutil.rmtree(path, ignore_errors=True)
 
 
 def _files_of(outputs: list[str]) -> list[tuple[tuple[int, str], tuple[int, int]]]:

@@ -7,7 +7,7 @@ are pinned to the nodes corral chose, so a gang's tasks are all reserved at once
 and placement groups are named and detached: a restarted server finds them by name.
 
 A single task's placement group is kept a few seconds after the task ends and given to the
-next task of the same shape on that node (see SLOT_KEEP). The server keeps one `wait` call
+next task of the same shape on that node (`rayslots`). The server keeps one `wait` call
 pending on each actor and hears its answer at once (the process ended, or the actor died
 with its node), which wakes the scheduler; a background thread pulls the tasks' output into
 their usual log files, so logs, previews and `logs -f` work as they do locally. What tasks
@@ -31,12 +31,11 @@ import sys
 import tarfile
 import threading
 import time
-import uuid
 from collections.abc import Callable
 from typing import Any
 
 from corral.domain import errors, metrics, resources
-from corral.executors import base, rayactor, rayfiles, rayinputs
+from corral.executors import base, rayactor, rayfiles, rayinputs, rayslots
 
 log = logging.getLogger(__name__)
 
@@ -53,15 +52,6 @@ NODES_TTL = 1.0
 NODE_DEATH_GRACE = 60.0
 
 
-#: seconds a single task's reservation is kept once the task has ended, for the next task
-#: of the same shape on its node. Ray places a new placement group on resources that
-#: another one has just given back only when it next retries, about a second later: a full
-#: node that made a new group for every task stood idle that long between two tasks.
-SLOT_KEEP = 3.0
-#: the names of single tasks' placement groups (a gang's: `group_name`)
-SLOT_PREFIX = "corral-slot-"
-
-
 #: part of the agents' names: a server that speaks to agents differently starts new ones
 #: (tasks already running keep the agent their handle names)
 AGENT_VERSION = 4
@@ -69,14 +59,6 @@ AGENT_VERSION = 4
 
 def agent_name(node_id: str) -> str:
     return f"corral-node-v{AGENT_VERSION}-{node_id}"
-
-
-#: the names of gangs' placement groups
-GANG_PREFIX = "corral-gang-"
-
-
-def group_name(job_id: str, attempt: int) -> str:
-    return f"{GANG_PREFIX}{job_id}-{attempt}"
 
 
 def node_name(node_id: str) -> str:
@@ -129,15 +111,14 @@ class RayExecutor:
         #: per job attempt: the output channels that held files when it started
         self._seeds: dict[tuple[str, int], tuple[int, ...]] = {}
         self._alive: dict[str, dict[str, Any]] = {}  #: node id -> Ray's node record
-        #: single tasks' placement groups made here: name -> ((node id, bundle), group)
-        self._slots: dict[str, tuple[tuple[str, Any], Any]] = {}
-        #: ... those whose task has ended, kept for a while for the next one: name -> since
-        self._idle: dict[str, float] = {}
+        self._groups = rayslots.Reservations(
+            ray, node_id=self._node_id, alive=lambda node_id: node_id in self._alive,
+            held=self._held)
         self._nodes_at = 0.0
         self._wake: Callable[[], None] = lambda: None
         self._stop = threading.Event()
         self._refresh(force=True)
-        self._sweep_groups()
+        self._groups.sweep(self._agents_alive())
         self._thread = threading.Thread(target=self._run, name="corral-ray", daemon=True)
         self._thread.start()
         self._copier = rayfiles.Copier(ray, self._running, lambda: self._wake())
@@ -196,7 +177,7 @@ class RayExecutor:
         inputs = None if self._shared_fs else rayinputs.of(spec, seeds)
         group = ""
         try:
-            group, pg = self._reserve(spec, node_id)
+            group, pg = self._groups.reserve(spec, node_id)
             agent = self._agent(node_id)
             payload = {**_payload(spec, master, inputs), "group": pg, "group_name": group,
                        "run_as": self._run_as}
@@ -207,7 +188,7 @@ class RayExecutor:
             agent.start.remote(spec.launch_id, payload, self._code_ref(spec.code_dir))
         except (ValueError, OSError, self._ray.exceptions.RayError,
                 errors.LaunchError) as exc:
-            self._give_back(group, keep=False)  # (a gang's, once none of its tasks holds it)
+            self._groups.give_back(group, keep=False)  # (a gang's: once no task holds it)
             why = exc.message if isinstance(exc, errors.LaunchError) else str(exc)
             raise errors.LaunchError(f"cannot start {spec.task} on Ray: {why}") from None
         handle = base.Handle(node=spec.node, task=spec.task, pid=0, start_time=0.0,
@@ -288,8 +269,8 @@ class RayExecutor:
         except (ValueError, self._ray.exceptions.RayError):
             never = True
         if never:
-            if group.startswith(SLOT_PREFIX):  # this launch's own reservation
-                self._give_back(group, keep=False)  # (a gang's serves its relaunch)
+            if group.startswith(rayslots.SLOT_PREFIX):  # this launch's own reservation
+                self._groups.give_back(group, keep=False)  # (a gang's serves its relaunch)
             return base.Status(base.State.NOT_STARTED)
         handle = base.Handle(node=spec.node, task=spec.task, pid=0, start_time=0.0,
                              control_dir=spec.control_dir, launch_id=spec.launch_id,
@@ -305,7 +286,7 @@ class RayExecutor:
         with contextlib.suppress(ValueError, self._ray.exceptions.RayError):
             agent = self._ray.get_actor(agent_name(node_id), namespace=self._ns)
             self._ray.get(agent.finish.remote(spec.launch_id), timeout=30)
-        self._give_back(_recorded_group(spec), keep=False)
+        self._groups.give_back(_recorded_group(spec), keep=False)
 
     def sample(self, handle: base.Handle) -> base.Sample | None:
         with self._lock:
@@ -334,7 +315,7 @@ class RayExecutor:
                 actor.finish.remote(handle.launch_id)
         ended = task is not None and task.result is not None \
             and task.result.state is base.State.EXITED
-        self._give_back(handle.group, keep=ended)
+        self._groups.give_back(handle.group, keep=ended)
 
     def close(self) -> None:
         """Stop watching; the tasks go on running on the cluster for the next server."""
@@ -342,7 +323,7 @@ class RayExecutor:
         self._thread.join(timeout=10)
         self._copier.close()
         self._shipper.close()
-        self._expire_slots(keep=0.0)  # nothing of the cluster is held for nothing
+        self._groups.expire(keep=0.0)  # nothing of the cluster is held for nothing
         if self._owns:
             self._ray.shutdown()
 
@@ -461,7 +442,7 @@ class RayExecutor:
         next_logs = 0.0
         while not self._stop.wait(0.2):
             try:
-                self._expire_slots(SLOT_KEEP)
+                self._groups.expire(rayslots.SLOT_KEEP)
                 if time.monotonic() >= next_logs:
                     next_logs = time.monotonic() + LOG_INTERVAL
                     self._pull_all()
@@ -495,121 +476,20 @@ class RayExecutor:
                         fh.write(chunk)
                     task.offset += len(chunk)
 
-    # --- gangs and code ------------------------------------------------------------------
+    # --- reservations and code ------------------------------------------------------------
 
-    def _placement_group(self, name: str, spec: base.LaunchSpec) -> Any:
-        """The task's resources, or its gang's, each bundle pinned to its node, at once."""
-        from ray.util.placement_group import get_placement_group, placement_group
-
-        if not name.startswith(SLOT_PREFIX):  # a gang's: made by its first task's launch
-            with contextlib.suppress(ValueError):
-                return get_placement_group(name)
-        bundle = _bundle(spec.demand)
-        nodes = spec.gang if len(spec.gang) > 1 else (spec.node,)
-        labels = [{"ray.io/node-id": self._node_id(n) or ""} for n in nodes]
-        try:
-            return placement_group(
-                [dict(bundle) for _ in nodes], strategy=spec.strategy.upper(), name=name,
-                lifetime="detached", bundle_label_selector=labels)
-        except (ValueError, self._ray.exceptions.RayError) as exc:
-            raise errors.LaunchError(f"cannot reserve its resources on Ray: {exc}") from None
-
-    def _reserve(self, spec: base.LaunchSpec, node_id: str) -> tuple[str, Any]:
-        """The launch's placement group, and its name: its gang's, or one of its own (one
-        kept from an ended task of the same shape on the node when there is one)."""
-        if len(spec.gang) > 1:
-            name = group_name(spec.job_id, spec.attempt)
-            return name, self._placement_group(name, spec)
-        key = (node_id, tuple(sorted(_bundle(spec.demand).items())))
+    def _held(self, group: str) -> bool:
+        """Whether a task this server watches holds the placement group."""
         with self._lock:
-            found = next((n for n in self._idle if self._slots[n][0] == key), None)
-            if found is not None:
-                del self._idle[found]
-                return found, self._slots[found][1]
-            # The scheduler counts what idle ones hold as free: it goes back to Ray first.
-            stale = [n for n in self._idle if self._slots[n][0][0] == node_id]
-            for n in stale:
-                del self._idle[n]
-            dropped = [self._slots.pop(n)[1] for n in stale]
-        for group in dropped:
-            self._remove_group(group)
-        name = SLOT_PREFIX + uuid.uuid4().hex
-        group = self._placement_group(name, spec)
-        with self._lock:
-            self._slots[name] = (key, group)
-        return name, group
+            return any(t.handle.group == group for t in self._tasks.values())
 
-    def _give_back(self, group: str, *, keep: bool) -> None:
-        """A placement group no task holds any more: kept a while for the next task of its
-        shape (`keep`, a single task's, on a node still there), or removed."""
-        if not group:
-            return
-        with self._lock:
-            if any(t.handle.group == group for t in self._tasks.values()):
-                return
-            made = self._slots.get(group)
-            if keep and made is not None and made[0][0] in self._alive:
-                self._idle[group] = time.monotonic()
-                return
-            self._slots.pop(group, None)
-            self._idle.pop(group, None)
-        if made is not None:
-            self._remove_group(made[1])
-            return
-        from ray.util.placement_group import get_placement_group
-
-        with contextlib.suppress(ValueError, self._ray.exceptions.RayError):
-            self._remove_group(get_placement_group(group))
-
-    def _remove_group(self, group: Any) -> None:
-        from ray.util.placement_group import remove_placement_group
-
-        with contextlib.suppress(ValueError, self._ray.exceptions.RayError):
-            remove_placement_group(group)
-
-    def _expire_slots(self, keep: float) -> None:
-        """Remove the placement groups kept idle for longer than `keep` seconds."""
-        now = time.monotonic()
-        with self._lock:
-            old = [n for n, since in self._idle.items() if now - since >= keep]
-            for n in old:
-                del self._idle[n]
-            groups = [self._slots.pop(n)[1] for n in old]
-        for group in groups:
-            self._remove_group(group)
-
-    def _sweep_groups(self) -> None:
-        """Remove corral's placement groups that no task holds: single tasks' that an
-        earlier server kept for reuse, and those it made for launches it never asked a node
-        to start (a gang's too: one relaunched makes its group again). The agents say which
-        groups their tasks hold; when one cannot say, nothing is removed."""
-        from ray.util.placement_group import get_placement_group, placement_group_table
-
-        try:
-            table = placement_group_table()
-        except Exception as exc:  # a cluster that cannot say: keep them all
-            log.warning("cannot list the Ray cluster's placement groups: %s", exc)
-            return
-        names = {str(info.get("name") or "") for info in table.values()
-                 if info.get("state") != "REMOVED"}
-        names = {n for n in names if n.startswith((SLOT_PREFIX, GANG_PREFIX))}
-        if not names:
-            return
-        held: set[str] = set()
+    def _agents_alive(self) -> list[Any]:
+        """The agents of the nodes alive now (a node without one runs no task of ours)."""
+        found = []
         for node_id in list(self._alive):
-            try:
-                agent = self._ray.get_actor(agent_name(node_id), namespace=self._ns)
-            except ValueError:
-                continue  # no agent there: no task of this server's runs there
-            try:
-                held.update(self._ray.get(agent.groups.remote(), timeout=30))
-            except self._ray.exceptions.RayError as exc:
-                log.warning("kept the Ray cluster's idle placement groups: the agent on "
-                            "node %s does not say which it holds (%s)", node_id, exc)
-                return
-        for name in sorted(names - held):
-            with contextlib.suppress(ValueError, self._ray.exceptions.RayError):
-                self._remove_group(get_placement_group(name))
+            with contextlib.suppress(ValueError):
+                found.append(self._ray.get_actor(agent_name(node_id), namespace=self._ns))
+        return found
 
     def _seeded(self, spec: base.LaunchSpec) -> tuple[int, ...]:
         """The output channels that already hold files (a resumed version's checkpoints,
@@ -638,14 +518,6 @@ class RayExecutor:
         return ref
 
 
-def _bundle(d: resources.Resources) -> dict[str, float]:
-    """What one task reserves on its node, in Ray's resource names."""
-    bundle = {k: v for k, v in (("CPU", d.cpu), ("GPU", float(d.gpu)),
-                                ("memory", float(d.memory_mb * 2**20))) if v}
-    bundle.update((name, float(n)) for name, n in d.accel)  # Ray custom resources
-    return bundle
-
-
 def _recorded_group(spec: base.LaunchSpec) -> str:
     """The group a launch was given, as its plan says: a spec rebuilt after a restart does
     not know the gang. A launch without a plan never asked its agent to start: a gang's
@@ -654,7 +526,7 @@ def _recorded_group(spec: base.LaunchSpec) -> str:
     found = rayfiles.plan(spec.control_dir, spec.task, spec.launch_id).get("group")
     if found:
         return str(found)
-    return group_name(spec.job_id, spec.attempt) if len(spec.gang) > 1 else ""
+    return rayslots.group_name(spec.job_id, spec.attempt) if len(spec.gang) > 1 else ""
 
 
 def _payload(spec: base.LaunchSpec, master_addr: str,
