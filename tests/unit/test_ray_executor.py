@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from corral.domain import resources
-from corral.executors import base, raycluster, rayfiles, rayinputs, rayslots
+from corral.executors import base, rayactor, raycluster, rayfiles, rayinputs, rayslots
 from tests import factories
 from tests.unit import fakeray
 from tests.unit.fakeray import Cluster
@@ -199,6 +199,23 @@ def test_an_agent_works_in_a_folder_of_its_own_and_removes_those_of_nodes_gone(
 def log_of_handle(handle: base.Handle) -> str:
     path = pathlib.Path(raycluster._log_path(handle))
     return path.read_text() if path.exists() else ""
+
+
+def test_nothing_is_removed_when_an_agent_does_not_say_what_it_holds(
+        tmp_path: pathlib.Path, cluster: Cluster, node_tmp: pathlib.Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    spec = spec_for(tmp_path / "home", "q1")
+    first = raycluster.RayExecutor("127.0.0.1:1")
+    name, _group = first._groups.reserve(spec, "a" * 56)
+    first.launch(spec_for(tmp_path / "home", "q2", job="job2"))  # (starts node a's agent)
+    first.close()
+    monkeypatch.setattr(rayslots, "SWEEP_TIMEOUT", 0.2)
+    monkeypatch.setattr(rayactor.NodeAgent, "groups", lambda self: time.sleep(2) or [])
+    second = raycluster.RayExecutor("127.0.0.1:1")
+    try:
+        assert name in cluster.groups  # an agent too slow to answer: it may hold it
+    finally:
+        second.close()
 
 
 def shaped(spec: base.LaunchSpec, cpu: int) -> base.LaunchSpec:

@@ -33,6 +33,8 @@ SLOT_KEEP = 3.0
 SLOT_PREFIX = "corral-slot-"
 #: the names of gangs' placement groups
 GANG_PREFIX = "corral-gang-"
+#: seconds the node agents have to say which groups they hold, when a server starts
+SWEEP_TIMEOUT = 5.0
 
 
 def group_name(job_id: str, attempt: int) -> str:
@@ -138,13 +140,14 @@ class Reservations:
         if not names:
             return
         holding: set[str] = set()
-        for agent in agents:
-            try:
-                holding.update(self._ray.get(agent.groups.remote(), timeout=30))
-            except self._ray.exceptions.RayError as exc:
-                log.warning("kept the Ray cluster's unused placement groups: a node agent "
-                            "does not say which it holds (%s)", exc)
-                return
+        try:  # all asked at once, and not for long: the server is starting meanwhile
+            for held in self._ray.get([a.groups.remote() for a in agents],
+                                      timeout=SWEEP_TIMEOUT):
+                holding.update(held)
+        except self._ray.exceptions.RayError as exc:
+            log.warning("kept the Ray cluster's unused placement groups: a node agent "
+                        "does not say which it holds (%s)", exc)
+            return
         for name in sorted(names - holding):
             self._remove_named(name)
 
