@@ -102,18 +102,22 @@ def test_quotas_and_usage_round_trip(store: db.Store, project: str) -> None:  # 
         assert repo.quotas(conn) == []
 
 
+def _old_job(conn: sa.Connection, phase: str, secondary: str) -> None:
+    """Project 'p' and its job 'j' as a schema before the scheduling fields had them."""
+    conn.execute(sa.text("INSERT INTO projects (id, name, created_at) VALUES ('p', 'p', 0)"))
+    conn.execute(sa.text(
+        "INSERT INTO jobs (id, seq, project_id, name, description, kind, user_name, phase, "
+        "secondary_phase, spec, flavor_id, node_count, cpu, memory_mb, gpu, retry_limit, "
+        "create_time, updated_at) VALUES ('j', 1, 'p', 'old', '', 'job', '', :phase, "
+        ":secondary, '{}', 'f', 1, 1, 1024, 0, 0, 0, 0)"), {"phase": phase, "secondary": secondary})
+
+
 def test_migration_0003_fills_scheduling_fields_of_existing_jobs(db_url: str) -> None:
     engine = db.make_engine(db_url)
     try:
         db.upgrade(engine, "0001")
         with engine.begin() as conn:
-            conn.execute(sa.text("INSERT INTO projects (id, name, created_at) "
-                                 "VALUES ('p', 'p', 0)"))
-            conn.execute(sa.text(
-                "INSERT INTO jobs (id, seq, project_id, name, description, kind, user_name, "
-                "phase, secondary_phase, spec, flavor_id, node_count, cpu, memory_mb, gpu, "
-                "retry_limit, create_time, updated_at) VALUES ('j', 1, 'p', 'old', '', 'job', "
-                "'', 'Pending', 'Queuing', '{}', 'f', 1, 1, 1024, 0, 0, 0, 0)"))
+            _old_job(conn, "Pending", "Queuing")
         db.upgrade(engine)
         with engine.connect() as conn:
             row = conn.execute(sa.select(schema.jobs)).one()
@@ -130,13 +134,7 @@ def test_migration_0005_keeps_jobs_and_tasks_and_goes_back_down(db_url: str) -> 
     try:
         db.upgrade(engine, "0004")
         with engine.begin() as conn:
-            conn.execute(sa.text("INSERT INTO projects (id, name, created_at) "
-                                 "VALUES ('p', 'p', 0)"))
-            conn.execute(sa.text(
-                "INSERT INTO jobs (id, seq, project_id, name, description, kind, user_name, "
-                "phase, secondary_phase, spec, flavor_id, node_count, cpu, memory_mb, gpu, "
-                "retry_limit, create_time, updated_at) VALUES ('j', 1, 'p', 'old', '', 'job', "
-                "'', 'Running', 'Running', '{}', 'f', 1, 1, 1024, 0, 0, 0, 0)"))
+            _old_job(conn, "Running", "Running")
             conn.execute(sa.text(
                 "INSERT INTO tasks (job_id, attempt, name, rank, node, state, launch_id, "
                 "gpu_ids) VALUES ('j', 1, 'worker-0', 0, 'local', 'running', 'l', '')"))

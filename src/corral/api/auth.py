@@ -123,23 +123,36 @@ def authenticate(ctx: deps.Context, scope: Scope, body: bytes, *,
         "a token in X-Auth-Token")
 
 
-def _by_token(ctx: deps.Context, token: str, cached_only: bool) -> identity.Principal | None:
-    digest = secretbox.hash_token(token)
-    key = "token:" + digest
+def _cached(ctx: deps.Context, key: str, cached_only: bool,
+            load: Callable[[Any], authcache.Entry]) -> authcache.Entry | None:
+    """The cache's entry for a credential, else `load(conn)`'s (which raises when the
+    credential is not valid), remembered; None when only the cache may be asked."""
     entry = ctx.auth_cache.get(key)
     if entry is None:
         if cached_only:
             return None
         generation = ctx.auth_cache.generation
         with ctx.store.read() as conn:
-            found = store.live_token(conn, digest, ctx.now())
-            principal = found and store.principal(
-                conn, found.user_id, key_project=found.project_id,
-                credential=f"token:{found.id}")
+            entry = load(conn)
+        ctx.auth_cache.put(key, entry, generation)
+    return entry
+
+
+def _by_token(ctx: deps.Context, token: str, cached_only: bool) -> identity.Principal | None:
+    digest = secretbox.hash_token(token)
+
+    def load(conn: Any) -> authcache.Entry:
+        found = store.live_token(conn, digest, ctx.now())
+        principal = found and store.principal(conn, found.user_id,
+                                              key_project=found.project_id,
+                                              credential=f"token:{found.id}")
         if not found or not principal:
             raise errors.BadCredential("the token is unknown, expired or revoked")
-        entry = authcache.Entry(principal, expires_at=found.expires_at)
-        ctx.auth_cache.put(key, entry, generation)
+        return authcache.Entry(principal, expires_at=found.expires_at)
+
+    entry = _cached(ctx, "token:" + digest, cached_only, load)
+    if entry is None:
+        return None
     if entry.expires_at is not None and entry.expires_at <= ctx.now():
         raise errors.BadCredential("the token is unknown, expired or revoked")
     return entry.principal
@@ -149,21 +162,19 @@ def _by_signature(ctx: deps.Context, scope: Scope, headers: dict[str, bytes],
                   authorization: str, body: bytes,
                   cached_only: bool) -> identity.Principal | None:
     auth = signing.parse_authorization(authorization)
-    key = "key:" + auth.access_key
-    entry = ctx.auth_cache.get(key)
-    if entry is None:
-        if cached_only:
-            return None
-        generation = ctx.auth_cache.generation
-        with ctx.store.read() as conn:
-            found = store.live_key(conn, auth.access_key)
-            principal = found and store.principal(conn, found.user_id,
-                                                  key_project=found.project_id,
-                                                  credential=f"key:{found.access_key}")
+
+    def load(conn: Any) -> authcache.Entry:
+        found = store.live_key(conn, auth.access_key)
+        principal = found and store.principal(conn, found.user_id,
+                                              key_project=found.project_id,
+                                              credential=f"key:{found.access_key}")
         if not found or not principal:
             raise errors.BadCredential("the access key is unknown or revoked")
-        entry = authcache.Entry(principal, secret_sealed=found.secret_sealed)
-        ctx.auth_cache.put(key, entry, generation)
+        return authcache.Entry(principal, secret_sealed=found.secret_sealed)
+
+    entry = _cached(ctx, "key:" + auth.access_key, cached_only, load)
+    if entry is None:
+        return None
     assert ctx.box is not None
     raw_path = scope.get("raw_path") or scope["path"].encode()
     signing.verify(auth, ctx.box.decrypt(entry.secret_sealed), method=scope["method"],

@@ -110,7 +110,7 @@ class NodeAgent:
         ctx = ray.get_runtime_context()
         self.node_id: str = ctx.get_node_id()
         self.scratch = _scratch(str(ctx.namespace or ""), str(ctx.get_actor_name() or ""),
-                                self.node_id, {n["NodeID"] for n in _alive_nodes(ray)})
+                                self.node_id, _alive_nodes(ray))
         self._lock = threading.Condition()
         self._tasks: dict[str, _Proc] = {}
         #: launch ids that must never start (abandoned, or retired), oldest first
@@ -452,14 +452,15 @@ class NodeAgent:
         inp.ready.set()
 
 
-def _alive_nodes(ray: Any) -> list[dict[str, Any]]:
+def _alive_nodes(ray: Any) -> set[str] | None:
+    """The ids of the cluster's live nodes; None when it cannot say now."""
     try:
-        return [n for n in ray.nodes() if n.get("Alive")]
-    except Exception:  # the cluster cannot say now: no other node's folder is removed
-        return [{"NodeID": "*"}]
+        return {str(n["NodeID"]) for n in ray.nodes() if n.get("Alive")}
+    except Exception:
+        return None
 
 
-def _scratch(namespace: str, agent: str, node_id: str, alive: set[str]) -> str:
+def _scratch(namespace: str, agent: str, node_id: str, alive: set[str] | None) -> str:
     """This agent's folder for its tasks' scratch directories, emptied; the folders of
     agents on nodes no longer alive (of the same namespace, made by the same user) go.
     Agents' names end with their node's id."""
@@ -467,7 +468,7 @@ def _scratch(namespace: str, agent: str, node_id: str, alive: set[str]) -> str:
     ns = "".join(c if c.isalnum() or c in "-_." else "_" for c in namespace) or "default"
     prefix = f"corral-{ns}-"
     mine = os.path.join(top, prefix + (agent or f"agent-{node_id}"))
-    if "*" not in alive:
+    if alive is not None:  # (unknown: no other node's folder is removed)
         with contextlib.suppress(OSError):
             for name in os.listdir(top):
                 if name.startswith(prefix) and name.rsplit("-", 1)[-1] not in alive:

@@ -107,7 +107,7 @@ def holding_files(dirs: tuple[str, ...]) -> tuple[int, ...]:
     out = []
     for i, top in enumerate(dirs):
         with contextlib.suppress(OSError), os.scandir(top) as it:
-            if any(True for _ in it):
+            if next(it, None) is not None:
                 out.append(i)
     return tuple(out)
 

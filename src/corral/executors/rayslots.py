@@ -166,7 +166,7 @@ class Reservations:
                 [dict(one) for _ in nodes], strategy=spec.strategy.upper(), name=name,
                 lifetime="detached", bundle_label_selector=labels)
         except (ValueError, self._ray.exceptions.RayError) as exc:
-            raise errors.LaunchError(f"cannot reserve its resources on Ray: {exc}") from None
+            raise errors.LaunchError(f"cannot reserve its resources: {exc}") from None
 
     def _remove(self, group: Any) -> None:
         from ray.util.placement_group import remove_placement_group
