@@ -34,6 +34,16 @@ def _p(name: str, **kw: Any) -> sa.BindParameter[Any]:
     return sa.bindparam(f"k_{name}", **kw)
 
 
+def _among(col: sa.ColumnElement[Any], values: Iterable[str]) -> sa.ColumnElement[bool]:
+    """`col IN (...)` of constants (phases, states) written into the statement itself.
+
+    A list given to `in_` becomes an "expanding" parameter, which SQLAlchemy renders into
+    the SQL again on every execution; the hot path runs about ten such statements a pass.
+    """
+    quoted = [sa.literal_column("'" + v.replace("'", "''") + "'") for v in values]
+    return col.in_(quoted) if quoted else sa.false()
+
+
 # The reconciler's hot path runs these every tick. They are built once, with bind
 # parameters: building a statement costs about five times what executing it does.
 # UPDATEs carry no SET clause of their own; it comes from the parameters given.
@@ -45,15 +55,16 @@ _Q_LIVE_JOB = sa.select(J).where(J.c.id == _p("id"), J.c.project_id == _p("proje
                                  J.c.deleted_at.is_(None))
 _Q_JOB = sa.select(J).where(J.c.id == _p("id"))
 _U_JOB = J.update().where(J.c.id == _p("id"))
-_U_JOB_GUARDED = J.update().where(J.c.id == _p("id"), J.c.phase.in_(_p("from", expanding=True)))
+#: per phase, the update that moves a job there from a phase the transition table allows
+_U_JOB_TO = {p: _U_JOB.where(_among(J.c.phase, _FROM[p])) for p in jobs_mod.Phase}
 # The scheduler's guards for what it decided from an earlier snapshot: a reason only for a
 # job that still waits, a preemption only of a job that still runs and was not asked yet.
-_U_JOB_WAITING = _U_JOB.where(J.c.phase.in_([jobs_mod.Phase.CREATING.value,
-                                             jobs_mod.Phase.PENDING.value]))
+_U_JOB_WAITING = _U_JOB.where(_among(J.c.phase, [jobs_mod.Phase.CREATING.value,
+                                                jobs_mod.Phase.PENDING.value]))
 _U_JOB_PREEMPT = _U_JOB.where(J.c.phase == jobs_mod.Phase.RUNNING.value,
                               J.c.preempt_requested_at.is_(None))
 _I_EVENT = E.insert()
-_Q_ACTIVE = sa.select(J).where(J.c.phase.in_(_ACTIVE)).order_by(J.c.seq)
+_Q_ACTIVE = sa.select(J).where(_among(J.c.phase, _ACTIVE)).order_by(J.c.seq)
 _Q_TASKS_OF_JOBS = (sa.select(T).where(T.c.job_id.in_(_p("ids", expanding=True)))
                     .order_by(T.c.job_id, T.c.attempt, T.c.rank))
 # The queue as the scheduler reads it: the first `limit` jobs of every (pool, priority,
@@ -65,7 +76,8 @@ _QUEUE_COLUMNS = (J.c.id, J.c.phase, J.c.cpu, J.c.memory_mb, J.c.gpu, J.c.accele
                   J.c.node_count, J.c.wait_reason, J.c.wait_code, J.c.project_id,
                   J.c.pool_id, J.c.priority, J.c.seq, J.c.spread, J.c.gpu_type)
 #: the queue `decide` reads: new and admitted jobs, less those still fetching their inputs
-_IN_QUEUE = sa.and_(J.c.phase.in_([jobs_mod.Phase.CREATING.value, jobs_mod.Phase.PENDING.value]),
+_IN_QUEUE = sa.and_(_among(J.c.phase, [jobs_mod.Phase.CREATING.value,
+                                       jobs_mod.Phase.PENDING.value]),
                     J.c.staging.is_(None))
 _RANKED = (sa.select(J.c.id, sa.func.row_number().over(
                partition_by=(J.c.pool_id, J.c.priority, J.c.project_id),
@@ -91,11 +103,12 @@ _U_FINALIZED = J.update().where(J.c.id.in_(_p("jobs", expanding=True)))
 _I_TASK = T.insert()
 _U_TASK = T.update().where(T.c.job_id == _p("job"), T.c.attempt == _p("attempt"),
                            T.c.name == _p("name"))
-_U_TASK_GUARDED = _U_TASK.where(T.c.state.in_(_p("states", expanding=True)))
+#: per set of states a task is expected in, the update guarded by it (built on first use)
+_U_TASK_IN: dict[frozenset[str], sa.Update] = {}
 _Q_TASKS = (sa.select(T).where(T.c.job_id == _p("job"), T.c.attempt == _p("attempt"))
             .order_by(T.c.rank))
 _Q_LIVE_TASKS = (sa.select(T, J.c.phase.label("job_phase")).join(J, J.c.id == T.c.job_id)
-                 .where(T.c.state.in_(_LIVE)))
+                 .where(_among(T.c.state, _LIVE)))
 
 
 # --- projects -----------------------------------------------------------------------------
@@ -179,7 +192,7 @@ def transition(
     values = {"phase": to.value, "secondary_phase": secondary.value, "updated_at": now}
     if fields:
         values.update(fields)
-    res = conn.execute(_U_JOB_GUARDED, {**values, "k_id": job_id, "k_from": _FROM[to]})
+    res = conn.execute(_U_JOB_TO[to], {**values, "k_id": job_id})
     if res.rowcount != 1:
         return False
     if events is None:
@@ -525,8 +538,11 @@ def update_task(conn: sa.Connection, job_id: str, attempt: int, name: str, *,
     params = {**fields, "k_job": job_id, "k_attempt": attempt, "k_name": name}
     if expect is None:
         return conn.execute(_U_TASK, params).rowcount == 1
-    params["k_states"] = [s.value for s in expect]
-    return conn.execute(_U_TASK_GUARDED, params).rowcount == 1
+    states = frozenset(s.value for s in expect)
+    stmt = _U_TASK_IN.get(states)
+    if stmt is None:
+        stmt = _U_TASK_IN[states] = _U_TASK.where(_among(T.c.state, sorted(states)))
+    return conn.execute(stmt, params).rowcount == 1
 
 
 def tasks_of(conn: sa.Connection, job_id: str, attempt: int | None = None) -> list[sa.Row[Any]]:
