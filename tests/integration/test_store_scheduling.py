@@ -161,6 +161,32 @@ def test_migration_0005_keeps_jobs_and_tasks_and_goes_back_down(db_url: str) -> 
         engine.dispose()
 
 
+def test_migration_0006_indexes_deleted_jobs_for_the_purge(db_url: str) -> None:
+    """Every reconciler pass looks for deleted jobs: with the index it reads those only,
+    not the whole history."""
+    engine = db.make_engine(db_url)
+    try:
+        db.upgrade(engine, "0005")
+        with engine.begin() as conn:
+            _old_job(conn, "Completed", "Completed")
+        db.upgrade(engine)
+        indexes = {i["name"]: i for i in sa.inspect(engine).get_indexes("jobs")}
+        assert indexes["ix_jobs_deleted"]["column_names"] == ["deleted_at"]
+        with engine.begin() as conn:
+            assert repo.deleted_jobs(conn) == []
+            conn.execute(schema.jobs.update().values(deleted_at=NOW))
+            assert [(r.id, r.phase) for r in repo.deleted_jobs(conn)] == [("j", "Completed")]
+            if engine.dialect.name == "sqlite":
+                plan = " ".join(str(r) for r in conn.exec_driver_sql(
+                    "EXPLAIN QUERY PLAN SELECT id, phase FROM jobs WHERE deleted_at IS NOT NULL"))
+                assert "ix_jobs_deleted" in plan
+        db.downgrade(engine, "0005")
+        assert "ix_jobs_deleted" not in {i["name"] for i in sa.inspect(engine).get_indexes("jobs")}
+        db.upgrade(engine)
+    finally:
+        engine.dispose()
+
+
 def test_the_schedulers_guarded_writes_skip_a_job_that_moved_on(
         store: db.Store, catalog: catalog_mod.Catalog, project: str) -> None:  # noqa: F811
     """A reason only for a job that still waits, a preemption only of one that still runs

@@ -40,7 +40,8 @@ def _among(col: sa.ColumnElement[Any], values: Iterable[str]) -> sa.ColumnElemen
     A list given to `in_` becomes an "expanding" parameter, which SQLAlchemy renders into
     the SQL again on every execution; the hot path runs about ten such statements a pass.
     """
-    quoted = [sa.literal_column("'" + v.replace("'", "''") + "'") for v in values]
+    quoted: list[sa.ColumnElement[Any]] = [
+        sa.literal_column("'" + v.replace("'", "''") + "'") for v in values]
     return col.in_(quoted) if quoted else sa.false()
 
 
