@@ -77,6 +77,12 @@ class Platform:
             t.start()
 
     def wake(self) -> None:
+        """A pass soon, after the queue changed (a job submitted, stopped, deleted...)."""
+        self.reconciler.queue_changed()
+        self.wake_event.set()
+
+    def nudge(self) -> None:
+        """A pass soon, for the executor: a task ended."""
         self.wake_event.set()
 
     def stop(self) -> None:
@@ -146,7 +152,7 @@ def build(settings: settings_mod.Settings) -> Platform:
                         reconciler=rec, context=ctx, locks=locks, syncer=syncer)
     ctx.wake = platform.wake
     syncer.wake = platform.wake
-    executor.set_waker(platform.wake)
+    executor.set_waker(platform.nudge)
     return platform
 
 

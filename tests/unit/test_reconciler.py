@@ -48,6 +48,7 @@ class World:
             job_id = submit.create_job(
                 conn, self.catalog, body, project_id=self.project_id, now=self.now_ms()
             )
+        self.rec.queue_changed()  # as the API does
         self.clock.advance(self.submit_gap)
         return job_id
 

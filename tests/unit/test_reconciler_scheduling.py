@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
+from corral import server
 from corral import settings as settings_mod
 from corral.domain import errors, resources, specs
 from corral.scheduler import catalog as catalog_mod
@@ -226,6 +227,63 @@ def test_a_pass_looks_past_the_queue_window_at_once_only_while_there_is_room(
     assert small.rec.tick() is False
     big.store.dispose()
     small.store.dispose()
+
+
+def test_a_pass_after_an_exit_glances_at_the_queue_and_reads_all_when_told_or_due(
+        world: World, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(reconciler, "QUEUE_GLANCE", 2)
+    running = [world.submit(), world.submit()]
+    waiting = [world.submit() for _ in range(3)]
+    world.tick()
+    assert {world.phase(j)[0] for j in waiting} == {"Pending"}
+    # A job that came in without a word to the reconciler is past its glance: a pass for
+    # an exit leaves it as it is (starting the queue's first job is all it can do).
+    unseen = submit_to(world, world.project_id)
+    world.fake.exit(running[0])
+    world.tick()
+    assert world.phase(waiting[0])[0] == "Running"
+    assert world.phase(unseen)[0] == "Creating"
+    # Told that the queue changed, the next pass reads the whole window.
+    world.rec.queue_changed()
+    world.tick()
+    assert world.phase(unseen) == ("Pending", "Queuing")
+    # Untold, it reads it all within FULL_READ_MS.
+    late = submit_to(world, world.project_id)
+    world.tick()
+    assert world.phase(late)[0] == "Creating"
+    world.clock.advance(reconciler.FULL_READ_MS / 1000)
+    world.tick()
+    assert world.phase(late) == ("Pending", "Queuing")
+
+
+def test_the_server_tells_its_reconciler_of_queue_changes_and_not_of_exits(
+        tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    platform = server.build(make_settings(tmp_path / "home"))
+    try:
+        told: list[str] = []
+        monkeypatch.setattr(platform.reconciler, "queue_changed", lambda: told.append("q"))
+        platform.context.wake()  # the API: a job submitted, stopped, deleted, a quota set
+        platform.syncer.wake()  # a job's inputs fetched: it joins the queue
+        assert told == ["q", "q"] and platform.wake_event.is_set()
+        platform.wake_event.clear()
+        platform.nudge()  # what the executor calls when a task ends
+        assert told == ["q", "q"] and platform.wake_event.is_set()
+    finally:
+        platform.stop()
+
+
+def test_room_left_after_a_glance_is_filled_from_the_whole_window(
+        tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(reconciler, "QUEUE_GLANCE", 2)
+    w = make_world(tmp_path, (resources.Node(name="local", cpu=4, memory_mb=16384),))
+    whole = w.submit(spec=policy(1, flavor_id="corral.cpu.full"))
+    small = [w.submit() for _ in range(4)]
+    w.tick()
+    assert w.phase(whole)[0] == "Running"
+    w.fake.exit(whole)
+    w.tick()  # a glance starts the first two; two cores are left for the next two
+    assert {w.phase(j)[0] for j in small} == {"Running"}
+    w.store.dispose()
 
 
 def test_a_reason_is_an_event_when_its_kind_changes(world: World) -> None:

@@ -157,6 +157,9 @@ class Decisions:
     starts: list[Start] = dataclasses.field(default_factory=list)
     preempts: list[Preempt] = dataclasses.field(default_factory=list)
     waits: list[Wait] = dataclasses.field(default_factory=list)
+    #: the pools where a node still has CPU, GPUs or accelerators free after the starts
+    #: (jobs beyond those decided on could start there)
+    roomy: set[str] = dataclasses.field(default_factory=set)
 
 
 def decide(queue: Sequence[Queued], nodes: Sequence[Node], running: Sequence[Running] = (),
@@ -172,6 +175,8 @@ def decide(queue: Sequence[Queued], nodes: Sequence[Node], running: Sequence[Run
         if pool is None:
             pool = _Pool(name)
         _Pass(pool, quota_of, usage or {}, out).run(by_pool[name], heads)
+        if pool.has_room():
+            out.roomy.add(name)
     return out
 
 
@@ -278,6 +283,11 @@ class _Pool:
         self.res_acc.append({})
         self.has_acc = self.has_acc or bool(n.capacity.accel)
         self.total = self.total + n.capacity
+
+    def has_room(self) -> bool:
+        """Whether a node has CPU, GPUs or accelerators free (reservations count as free)."""
+        return (any(c > EPS for c in self.cpu) or any(self.gpus)
+                or any(ids for free in self.acc for ids in free.values()))
 
     def hold(self, r: Running) -> None:
         self.running.append(r)

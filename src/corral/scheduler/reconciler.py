@@ -37,6 +37,13 @@ LIVE = (J.TaskState.LAUNCHING, J.TaskState.RUNNING)
 #: how many queued jobs of each (pool, priority, project) one pass considers: more than a
 #: pass can start or backfill on a big cluster, few enough to keep a pass short
 QUEUE_WINDOW = 256
+#: how many a pass looks at first; it reads the whole window only when that could change
+#: what it does: the queue changed (`queue_changed`: a job submitted, stopped, deleted, a
+#: quota set), room is left beyond what the first ones took, or FULL_READ_MS have passed
+#: since the last whole read (reasons deeper in the queue). A pass after a task's exit, the
+#: usual one under load, glances.
+QUEUE_GLANCE = 16
+FULL_READ_MS = 1_000
 #: waiting reasons written per pass at most (the rest on later passes), so that a long
 #: queue whose reasons all change at once does not make one long transaction
 REASON_WRITES = 256
@@ -82,6 +89,11 @@ class Reconciler:
     #: the queue as the scheduler saw it last pass, by job id: (its row, what decide takes)
     _seen: dict[str, tuple[tuple[Any, ...], scheduling.Queued]] = dataclasses.field(
         default_factory=dict)
+    #: when the queue's whole window was last read (see QUEUE_GLANCE), and the queue's
+    #: version then
+    _full_read_at: int | None = None
+    _read_version: int = -1
+    _queue_version: int = 0
 
     def now(self) -> int:
         return round(self.clock() * 1000)
@@ -114,6 +126,11 @@ class Reconciler:
             self._after(p)
         # A launch that failed is settled by the next pass (nothing else would wake it).
         return more or any(handle is None for _t, handle, _err in self._unrecorded)
+
+    def queue_changed(self) -> None:
+        """Say that the queue changed otherwise than through this reconciler (called after
+        the change committed): the next pass reads the whole window."""
+        self._queue_version += 1
 
     def close(self) -> None:
         """Record the last pass's launches (a server stopping)."""
@@ -399,23 +416,42 @@ class Reconciler:
         run one at a time), and the API can only free it later (a job it stops holds its
         resources until this reconciler has seen its processes go), so the capacity decide
         saw free is still free when the starts are written.
+
+        Most passes only glance at the first QUEUE_GLANCE jobs of each stream (see there):
+        a pass after an exit on a full machine can start the queue's next job and nothing
+        else, and reading hundreds of unchanged rows to learn that cost more than the rest
+        of the pass.
         """
         now = self.now()
         running = [_running(job, tasks) for job, tasks in holding]
         # After settling: observing may just have seen a node leave.
         self._refresh_nodes()
         nodes = self.catalog.scheduling_nodes()
+        version = self._queue_version
+        full = (version != self._read_version or self._full_read_at is None
+                or now - self._full_read_at >= FULL_READ_MS)
         with self.store.read() as conn:
-            queue = repo.queued(conn, limit=QUEUE_WINDOW)
+            limit = QUEUE_WINDOW if full else QUEUE_GLANCE
+            queue = repo.queued(conn, limit=limit)
             quotas = [_quota(q) for q in repo.quotas(conn)] if queue else []
             usage, new_usage = self._usage(repo.usage(conn), running, nodes, now)
         if not queue:
             if new_usage is not None:
                 with self.store.begin() as conn:
                     repo.save_usage(conn, new_usage)
+            self._full_read_at, self._read_version = now, version
             return False
-        queued, by_id, new, window_ends = self._queued(queue)
+        queued, by_id, new, window_ends = self._queued(queue, limit, keep=not full)
         d = scheduling.decide(queued, nodes, running, quotas, usage)
+        if not full and any(pool in d.roomy for pool in window_ends.values()):
+            # A job beyond the first ones could start in what is left: decide on them all.
+            with self.store.read() as conn:
+                queue = repo.queued(conn, limit=QUEUE_WINDOW)
+            full, limit = True, QUEUE_WINDOW
+            queued, by_id, new, window_ends = self._queued(queue, limit)
+            d = scheduling.decide(queued, nodes, running, quotas, usage)
+        if full:
+            self._full_read_at, self._read_version = now, version
         launches = []
         live = {job.id: (job, tasks) for job, tasks in holding}
         with self.store.begin() as conn:
@@ -457,14 +493,18 @@ class Reconciler:
                     p.events.add(j.id, now, w.message, level=_wait_level(w))
         return admitted
 
-    def _queued(self, queue: Sequence[Any]) -> tuple[list[scheduling.Queued], dict[str, Any],
-                                                     list[Any], list[str]]:
+    def _queued(self, queue: Sequence[Any], limit: int, keep: bool = False,
+                ) -> tuple[list[scheduling.Queued], dict[str, Any], list[Any], dict[str, str]]:
         """The queue as decide takes it, its rows by id, the new jobs (Creating) and the
-        last job of each full window, in one loop over a queue that may be long.
+        last job of each stream whose `limit` was reached (with its pool), in one loop over
+        a queue that may be long.
 
         Most of a long queue is the same rows pass after pass: what was built from a row is
-        used again while the row is unchanged."""
-        seen, self._seen = self._seen, {}
+        used again while the row is unchanged. `keep`: a glance at the queue's first jobs,
+        which keeps what was built for the rest of the window."""
+        seen = self._seen
+        if not keep:
+            self._seen = {}
         creating = J.Phase.CREATING.value
         out, by_id, new = [], {}, []
         streams: dict[tuple[str, int, str], list[Any]] = {}  # stream -> [jobs, last id]
@@ -481,7 +521,7 @@ class Reconciler:
             stream = streams.setdefault((q.pool, q.priority, q.project), [0, None])
             stream[0] += 1
             stream[1] = job_id
-        ends = [last for n, last in streams.values() if n == QUEUE_WINDOW]
+        ends = {last: pool for (pool, _, _), (n, last) in streams.items() if n == limit}
         return out, by_id, new, ends
 
     def _preempt(self, conn: sa.Connection, p: _Pass, victim: tuple[Any, Sequence[Any]],
