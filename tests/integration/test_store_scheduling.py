@@ -77,12 +77,18 @@ def _rows(store: db.Store, ids: list[str]) -> list[Any]:
 
 def test_the_window_of_a_single_stream_is_its_first_jobs_without_those_staging(
         store: db.Store, catalog: catalog_mod.Catalog, project: str) -> None:  # noqa: F811
-    jobs = [create(store, catalog, project) for _ in range(5)]
+    jobs = [create(store, catalog, project) for _ in range(6)]
     with store.begin() as conn:
         conn.execute(schema.jobs.update().where(schema.jobs.c.id == jobs[1])
                      .values(staging="pending"))
+        # Admitted and new jobs interleave: the window merges them in submission order.
+        conn.execute(schema.jobs.update().where(schema.jobs.c.id.in_([jobs[2], jobs[5]]))
+                     .values(phase="Pending", secondary_phase="Queuing"))
+        assert repo.single_stream(conn)
         window = repo.queued(conn, limit=3)
+        told = repo.queued(conn, limit=4, single=True)
     assert [r.id for r in window] == [jobs[0], jobs[2], jobs[3]]
+    assert [r.id for r in told] == [jobs[0], jobs[2], jobs[3], jobs[4]]
 
 
 def test_quotas_and_usage_round_trip(store: db.Store, project: str) -> None:  # noqa: F811

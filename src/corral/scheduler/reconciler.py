@@ -94,6 +94,10 @@ class Reconciler:
     _full_read_at: int | None = None
     _read_version: int = -1
     _queue_version: int = 0
+    #: whether the queue was of one stream at that read (a glance reads it the same way)
+    _single: bool | None = None
+    #: the quotas and the usage rows as last read (or, for usage, written)
+    _read: tuple[list[scheduling.Quota], list[Any]] | None = None
 
     def now(self) -> int:
         return round(self.clock() * 1000)
@@ -351,6 +355,7 @@ class Reconciler:
         (only in-place restarts do). False if the job had moved on meanwhile.
         """
         attempt = repo.latest_attempt(conn, job.id)
+        self.queue_changed()  # back in the queue, perhaps in a stream of its own
         if not repo.transition(conn, job.id, J.Phase.PENDING, J.SecondaryPhase.QUEUING,
                                now=now, message=f"Job requeued: {end_reason}",
                                level="Warning", events=p.events,
@@ -432,9 +437,17 @@ class Reconciler:
                 or now - self._full_read_at >= FULL_READ_MS)
         with self.store.read() as conn:
             limit = QUEUE_WINDOW if full else QUEUE_GLANCE
-            queue = repo.queued(conn, limit=limit)
-            quotas = [_quota(q) for q in repo.quotas(conn)] if queue else []
-            usage, new_usage = self._usage(repo.usage(conn), running, nodes, now)
+            if full:
+                self._single = repo.single_stream(conn)
+            queue = repo.queued(conn, limit=limit, single=self._single)
+            # Quotas change through the API (which says so): a glance keeps the last ones.
+            # Usage is this reconciler's to write: read on full reads in case, else kept.
+            if full or self._read is None:
+                self._read = ([_quota(q) for q in repo.quotas(conn)], list(repo.usage(conn)))
+        quotas, usage_rows = self._read
+        usage, new_usage = self._usage(usage_rows, running, nodes, now)
+        if new_usage is not None:
+            self._read = (quotas, [types.SimpleNamespace(**r) for r in new_usage])
         if not queue:
             if new_usage is not None:
                 with self.store.begin() as conn:
@@ -446,7 +459,7 @@ class Reconciler:
         if not full and any(pool in d.roomy for pool in window_ends.values()):
             # A job beyond the first ones could start in what is left: decide on them all.
             with self.store.read() as conn:
-                queue = repo.queued(conn, limit=QUEUE_WINDOW)
+                queue = repo.queued(conn, limit=QUEUE_WINDOW, single=self._single)
             full, limit = True, QUEUE_WINDOW
             queued, by_id, new, window_ends = self._queued(queue, limit)
             d = scheduling.decide(queued, nodes, running, quotas, usage)

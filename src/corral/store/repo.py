@@ -90,8 +90,13 @@ _Q_QUEUED = (sa.select(*_QUEUE_COLUMNS).join(_RANKED, _RANKED.c.id == J.c.id)
 # which costs SQLite more than reading the rows.
 _Q_STREAMS = (sa.select(J.c.pool_id, J.c.priority, J.c.project_id).where(_IN_QUEUE)
               .distinct().limit(2))
-_Q_QUEUED_ONE = sa.select(*_QUEUE_COLUMNS).where(_IN_QUEUE).order_by(J.c.seq).limit(
-    _p("limit"))
+# It reads the first jobs of each phase in the order of the (phase, seq) index and merges
+# them: `phase IN (...) ORDER BY seq` would read and sort the whole queue for a few rows.
+_FIRST = sa.union_all(*(
+    sa.select(*_QUEUE_COLUMNS).where(J.c.phase == phase.value, J.c.staging.is_(None))
+    .order_by(J.c.seq).limit(_p("limit")).subquery().select()
+    for phase in (jobs_mod.Phase.CREATING, jobs_mod.Phase.PENDING))).subquery()
+_Q_QUEUED_ONE = sa.select(_FIRST).order_by(_FIRST.c.seq).limit(_p("limit"))
 _Q_DELETED = sa.select(J.c.id, J.c.phase).where(J.c.deleted_at.is_not(None))
 _I_ATTEMPT = A.insert()
 _U_ATTEMPT_OPEN = A.update().where(A.c.job_id == _p("job"), A.c.seq == _p("seq"),
@@ -337,11 +342,18 @@ def held_totals(conn: sa.Connection) -> list[sa.Row[Any]]:
         .group_by(J.c.project_id, J.c.pool_id, J.c.accelerators)))
 
 
-def queued(conn: sa.Connection, limit: int) -> list[sa.Row[Any]]:
+def queued(conn: sa.Connection, limit: int, single: bool | None = None) -> list[sa.Row[Any]]:
     """Jobs waiting to start (new ones too), in submission order: the first `limit` of
-    each pool, priority and project."""
-    one = len(conn.execute(_Q_STREAMS).all()) <= 1
-    return list(conn.execute(_Q_QUEUED_ONE if one else _Q_QUEUED, {"k_limit": limit}))
+    each pool, priority and project. `single`: what `single_stream` says, when known."""
+    if single is None:
+        single = single_stream(conn)
+    return list(conn.execute(_Q_QUEUED_ONE if single else _Q_QUEUED, {"k_limit": limit}))
+
+
+def single_stream(conn: sa.Connection) -> bool:
+    """Whether the queue holds jobs of one pool, priority and project at most: the usual
+    case, read without ranking every queued job by its stream."""
+    return len(conn.execute(_Q_STREAMS).all()) <= 1
 
 
 def pending_jobs(conn: sa.Connection, pool_id: str | None = None,
