@@ -167,27 +167,37 @@ def test_migration_0005_keeps_jobs_and_tasks_and_goes_back_down(db_url: str) -> 
         engine.dispose()
 
 
-def test_migration_0006_indexes_deleted_jobs_for_the_purge(db_url: str) -> None:
-    """Every reconciler pass looks for deleted jobs: with the index it reads those only,
-    not the whole history."""
+def test_migration_0006_indexes_what_would_read_the_whole_history(db_url: str) -> None:
+    """Every reconciler pass looks for deleted jobs and every submission for its name and
+    the next number: with the indexes those read a few rows, not the whole history."""
     engine = db.make_engine(db_url)
     try:
         db.upgrade(engine, "0005")
         with engine.begin() as conn:
             _old_job(conn, "Completed", "Completed")
         db.upgrade(engine)
-        indexes = {i["name"]: i for i in sa.inspect(engine).get_indexes("jobs")}
-        assert indexes["ix_jobs_deleted"]["column_names"] == ["deleted_at"]
+        indexes = {i["name"]: i["column_names"] for i in sa.inspect(engine).get_indexes("jobs")}
+        assert indexes["ix_jobs_deleted"] == ["deleted_at"]
+        assert indexes["ix_jobs_project_name"] == ["project_id", "name"]
+        assert indexes["ix_jobs_seq"] == ["seq"]
         with engine.begin() as conn:
             assert repo.deleted_jobs(conn) == []
+            assert repo.name_taken(conn, "p", "old") and not repo.name_taken(conn, "p", "new")
             conn.execute(schema.jobs.update().values(deleted_at=NOW))
             assert [(r.id, r.phase) for r in repo.deleted_jobs(conn)] == [("j", "Completed")]
             if engine.dialect.name == "sqlite":
-                plan = " ".join(str(r) for r in conn.exec_driver_sql(
-                    "EXPLAIN QUERY PLAN SELECT id, phase FROM jobs WHERE deleted_at IS NOT NULL"))
-                assert "ix_jobs_deleted" in plan
+                for sql, index in (
+                        ("SELECT id, phase FROM jobs WHERE deleted_at IS NOT NULL",
+                         "ix_jobs_deleted"),
+                        ("SELECT id FROM jobs WHERE project_id = 'p' AND name = 'old' AND "
+                         "deleted_at IS NULL", "ix_jobs_project_name"),
+                        ("SELECT max(seq) FROM jobs", "ix_jobs_seq")):
+                    plan = " ".join(str(r) for r in conn.exec_driver_sql(
+                        "EXPLAIN QUERY PLAN " + sql))
+                    assert index in plan, plan
         db.downgrade(engine, "0005")
-        assert "ix_jobs_deleted" not in {i["name"] for i in sa.inspect(engine).get_indexes("jobs")}
+        left = {i["name"] for i in sa.inspect(engine).get_indexes("jobs")}
+        assert not left & {"ix_jobs_deleted", "ix_jobs_project_name", "ix_jobs_seq"}
         db.upgrade(engine)
     finally:
         engine.dispose()
