@@ -178,8 +178,10 @@ def test_migration_0006_indexes_what_would_read_the_whole_history(db_url: str) -
         db.upgrade(engine)
         indexes = {i["name"]: i["column_names"] for i in sa.inspect(engine).get_indexes("jobs")}
         assert indexes["ix_jobs_deleted"] == ["deleted_at"]
-        assert indexes["ix_jobs_project_name"] == ["project_id", "name"]
+        assert indexes["ix_jobs_project_name"] == ["project_id", "name", "deleted_at"]
         assert indexes["ix_jobs_seq"] == ["seq"]
+        assert indexes["ix_jobs_project_live"] == ["project_id", "deleted_at", "phase",
+                                                   "create_time"]
         with engine.begin() as conn:
             assert repo.deleted_jobs(conn) == []
             assert repo.name_taken(conn, "p", "old") and not repo.name_taken(conn, "p", "new")
@@ -191,13 +193,16 @@ def test_migration_0006_indexes_what_would_read_the_whole_history(db_url: str) -
                          "ix_jobs_deleted"),
                         ("SELECT id FROM jobs WHERE project_id = 'p' AND name = 'old' AND "
                          "deleted_at IS NULL", "ix_jobs_project_name"),
-                        ("SELECT max(seq) FROM jobs", "ix_jobs_seq")):
+                        ("SELECT max(seq) FROM jobs", "ix_jobs_seq"),
+                        ("SELECT count(*) FROM jobs WHERE project_id = 'p' AND "
+                         "deleted_at IS NULL", "ix_jobs_project_live")):
                     plan = " ".join(str(r) for r in conn.exec_driver_sql(
                         "EXPLAIN QUERY PLAN " + sql))
                     assert index in plan, plan
         db.downgrade(engine, "0005")
         left = {i["name"] for i in sa.inspect(engine).get_indexes("jobs")}
-        assert not left & {"ix_jobs_deleted", "ix_jobs_project_name", "ix_jobs_seq"}
+        assert not left & {"ix_jobs_deleted", "ix_jobs_project_name", "ix_jobs_seq",
+                           "ix_jobs_project_live"}
         db.upgrade(engine)
     finally:
         engine.dispose()

@@ -8,6 +8,11 @@
   read every job of the project (about 10 ms a submission instead of 0.4 with 20,000).
 - Jobs by submission order, for the next one's number (max(seq)): SQLite found it by
   skipping through the (phase, seq) index, which reads every finished job (0.6 ms).
+- A project's live jobs by phase and creation time, for the job list: counting them read
+  every row (18 ms a page with 20,000 jobs, now 2).
+
+The name index also holds `deleted_at`, so that SQLite's planner prefers it for the name
+lookup over the list's index.
 
 Revision ID: 0006
 Revises: 0005
@@ -29,11 +34,14 @@ DELETED = sa.text("deleted_at IS NOT NULL")
 def upgrade() -> None:
     op.create_index("ix_jobs_deleted", "jobs", ["deleted_at"],
                     sqlite_where=DELETED, postgresql_where=DELETED)
-    op.create_index("ix_jobs_project_name", "jobs", ["project_id", "name"])
+    op.create_index("ix_jobs_project_name", "jobs", ["project_id", "name", "deleted_at"])
     op.create_index("ix_jobs_seq", "jobs", ["seq"])
+    op.create_index("ix_jobs_project_live", "jobs", ["project_id", "deleted_at", "phase",
+                                                     "create_time"])
 
 
 def downgrade() -> None:
+    op.drop_index("ix_jobs_project_live", table_name="jobs")
     op.drop_index("ix_jobs_seq", table_name="jobs")
     op.drop_index("ix_jobs_project_name", table_name="jobs")
     op.drop_index("ix_jobs_deleted", table_name="jobs")
