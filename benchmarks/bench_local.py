@@ -31,6 +31,7 @@ from http import client as http_client
 from typing import Any
 
 import psutil
+import sqlalchemy as sa
 
 from corral import credentials
 
@@ -51,6 +52,7 @@ class Sizes:
     warmup: int  #: untimed jobs first (imports, caches, connection pool)
     jobs: int  #: jobs submitted at once
     terminates: int  #: running jobs stopped one at a time
+    history: int = 0  #: finished jobs already in the database when the measuring starts
 
 
 @dataclasses.dataclass
@@ -251,13 +253,43 @@ def kill_job_processes(home: pathlib.Path) -> None:
 
 
 @contextlib.contextmanager
-def running_server() -> Iterator[Server]:
+def running_server(history: int = 0) -> Iterator[Server]:
     with tempfile.TemporaryDirectory(prefix="corral-bench-") as tmp:
-        srv = start_server(pathlib.Path(tmp) / "home")
+        home = pathlib.Path(tmp) / "home"
+        if history:
+            add_history(home, history)
+        srv = start_server(home)
         try:
             yield srv
         finally:
             stop_server(srv)
+
+
+def add_history(home: pathlib.Path, n: int) -> None:
+    """A home whose database already holds `n` finished jobs, as after months of use: one
+    job is run through a server, then its row is copied n - 1 times (new id, name and
+    number) while no server runs."""
+    srv = start_server(home)
+    try:
+        job_id = submit(srv, srv.http, trivial_command(), "history")
+        wait_phase(srv, job_id, "Completed")
+    finally:
+        stop_server(srv)
+    log(f"  copying a finished job {n - 1} times ...")
+    url = os.environ.get("CORRAL_DATABASE_URL") or f"sqlite:///{home / 'corral.db'}"
+    engine = sa.create_engine(url)
+    try:
+        with engine.begin() as conn:
+            cols = [row[1] for row in conn.exec_driver_sql("PRAGMA table_info(jobs)")]
+            made = {"id": "substr(id, 1, 24) || '-' || x.n", "name": "name || '-' || x.n",
+                    "seq": "seq + x.n"}
+            picked = ", ".join(made.get(c, c) for c in cols)
+            conn.exec_driver_sql(
+                f"WITH RECURSIVE x(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM x "
+                f"WHERE n < {n - 1}) INSERT INTO jobs ({', '.join(cols)}) "
+                f"SELECT {picked} FROM jobs, x WHERE jobs.id = '{job_id}'")
+    finally:
+        engine.dispose()
 
 
 # --- talking to it ----------------------------------------------------------------------
@@ -465,7 +497,7 @@ def run_all(sizes: Sizes) -> dict[str, Any]:
         "load_before": os.getloadavg(),
     }
     results["bare_idle_rss_mb"] = bare_idle_rss()
-    with running_server() as srv:
+    with running_server(sizes.history) as srv:
         results["server_pid"] = srv.proc.pid
         steps: list[tuple[str, str, Callable[[], Any]]] = [
             ("rss_start_mb", "idle memory after start-up", lambda: measure_idle_rss(srv)),
@@ -588,10 +620,12 @@ def ray_rows(r: dict[str, Any]) -> list[tuple[str, str, str]]:
 
 def report(r: dict[str, Any]) -> str:
     s = r["sizes"]
+    history = f", {s['history']} finished jobs in the database first" if s["history"] else ""
     head = (
         f"corral local benchmark: {r['cpus']} CPUs, Python {r['python']}, "
         f"{s['seq']} sequential jobs, {s['jobs']} at once ({FLAVOR}), "
-        f"{s['terminates']} terminates; load average before {r['load_before'][0]:.2f}, "
+        f"{s['terminates']} terminates{history}; "
+        f"load average before {r['load_before'][0]:.2f}, "
         f"after {r['load_after'][0]:.2f}"
     )
     baseline = (
@@ -609,12 +643,15 @@ def parse_args(argv: Sequence[str] | None) -> tuple[Sizes, str | None]:
     p.add_argument("--jobs", type=int, default=500, help="jobs submitted at once")
     p.add_argument("--seq", type=int, default=30, help="sequential jobs timed")
     p.add_argument("--terminates", type=int, default=10, help="running jobs terminated")
+    p.add_argument("--history", type=int, default=0,
+                   help="finished jobs in the database before measuring (default 0)")
     p.add_argument("--quick", action="store_true", help="small numbers, for a smoke run")
     p.add_argument("--json", metavar="PATH", help="also write the figures as JSON here")
     a = p.parse_args(argv)
     if a.quick:
-        return Sizes(seq=5, warmup=1, jobs=20, terminates=2), a.json
-    return Sizes(seq=a.seq, warmup=3, jobs=a.jobs, terminates=a.terminates), a.json
+        return Sizes(seq=5, warmup=1, jobs=20, terminates=2, history=a.history), a.json
+    return Sizes(seq=a.seq, warmup=3, jobs=a.jobs, terminates=a.terminates,
+                 history=a.history), a.json
 
 
 def main(argv: Sequence[str] | None = None) -> int:

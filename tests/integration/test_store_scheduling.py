@@ -181,7 +181,7 @@ def test_migration_0006_indexes_what_would_read_the_whole_history(db_url: str) -
         assert indexes["ix_jobs_project_name"] == ["project_id", "name", "deleted_at"]
         assert indexes["ix_jobs_seq"] == ["seq"]
         assert indexes["ix_jobs_project_live"] == ["project_id", "deleted_at", "phase",
-                                                   "create_time"]
+                                                   "create_time", "name"]
         with engine.begin() as conn:
             assert repo.deleted_jobs(conn) == []
             assert repo.name_taken(conn, "p", "old") and not repo.name_taken(conn, "p", "new")

@@ -93,9 +93,9 @@ sa.Index("ix_jobs_deleted", jobs.c.deleted_at, sqlite_where=jobs.c.deleted_at.is
 sa.Index("ix_jobs_project_name", jobs.c.project_id, jobs.c.name, jobs.c.deleted_at)
 #: submission order (the next job's number is max(seq) + 1)
 sa.Index("ix_jobs_seq", jobs.c.seq)
-#: a project's live jobs, by phase and creation time (the job list and its count)
+#: a project's live jobs, by phase, creation time and name (the job list, its searches)
 sa.Index("ix_jobs_project_live", jobs.c.project_id, jobs.c.deleted_at, jobs.c.phase,
-         jobs.c.create_time)
+         jobs.c.create_time, jobs.c.name)
 #: the versions of a job share its name; only first versions (and jobs from before versions)
 #: are held unique by the database, the others by the family they belong to
 LIVE_FIRST_VERSION = sa.and_(jobs.c.deleted_at.is_(None),

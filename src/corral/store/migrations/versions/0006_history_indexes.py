@@ -8,8 +8,9 @@
   read every job of the project (about 10 ms a submission instead of 0.4 with 20,000).
 - Jobs by submission order, for the next one's number (max(seq)): SQLite found it by
   skipping through the (phase, seq) index, which reads every finished job (0.6 ms).
-- A project's live jobs by phase and creation time, for the job list: counting them read
-  every row (18 ms a page with 20,000 jobs, now 2).
+- A project's live jobs by phase, creation time and name, for the job list and its
+  searches: counting them read every row (18 ms a page with 20,000 jobs, now 2; a search
+  by phase and name 20 ms, now 4).
 
 The name index also holds `deleted_at`, so that SQLite's planner prefers it for the name
 lookup over the list's index.
@@ -37,7 +38,7 @@ def upgrade() -> None:
     op.create_index("ix_jobs_project_name", "jobs", ["project_id", "name", "deleted_at"])
     op.create_index("ix_jobs_seq", "jobs", ["seq"])
     op.create_index("ix_jobs_project_live", "jobs", ["project_id", "deleted_at", "phase",
-                                                     "create_time"])
+                                                     "create_time", "name"])
 
 
 def downgrade() -> None:
