@@ -17,7 +17,7 @@ BENCH = pathlib.Path(__file__).resolve().parents[2] / "benchmarks" / "bench_loca
 def test_quick_benchmark_prints_its_table_and_writes_json(tmp_path: pathlib.Path) -> None:
     out = tmp_path / "figures.json"
     proc = subprocess.run(
-        [sys.executable, str(BENCH), "--quick", "--json", str(out)],
+        [sys.executable, str(BENCH), "--quick", "--history", "50", "--json", str(out)],
         capture_output=True,
         text=True,
         timeout=100,
@@ -32,6 +32,7 @@ def test_quick_benchmark_prints_its_table_and_writes_json(tmp_path: pathlib.Path
         "quoted, not measured",
     ):
         assert line in proc.stdout
+    assert "50 finished jobs in the database first" in proc.stdout
     figures = json.loads(out.read_text())
     assert figures["burst"]["completed"] == figures["burst"]["jobs"]
 
