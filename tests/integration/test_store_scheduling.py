@@ -1,8 +1,10 @@
 """The scheduler's SQL on SQLite and PostgreSQL: the queue window per stream, queue
-positions in the scheduler's order, quotas, usage, and the 0003 migration over old rows."""
+positions in the scheduler's order, quotas, usage, and the migrations over old rows."""
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from typing import Any
 
 import sqlalchemy as sa
@@ -118,21 +120,29 @@ def _old_job(conn: sa.Connection, phase: str, secondary: str) -> None:
         ":secondary, '{}', 'f', 1, 1, 1024, 0, 0, 0, 0)"), {"phase": phase, "secondary": secondary})
 
 
-def test_migration_0003_fills_scheduling_fields_of_existing_jobs(db_url: str) -> None:
+@contextlib.contextmanager
+def _migrated_from(db_url: str, revision: str, phase: str, secondary: str,
+                   ) -> Iterator[sa.Engine]:
+    """A database at `revision` given the old job (`_old_job`), then brought up to date."""
     engine = db.make_engine(db_url)
     try:
-        db.upgrade(engine, "0001")
+        db.upgrade(engine, revision)
         with engine.begin() as conn:
-            _old_job(conn, "Pending", "Queuing")
+            _old_job(conn, phase, secondary)
         db.upgrade(engine)
+        yield engine
+    finally:
+        engine.dispose()
+
+
+def test_migration_0003_fills_scheduling_fields_of_existing_jobs(db_url: str) -> None:
+    with _migrated_from(db_url, "0001", "Pending", "Queuing") as engine:
         with engine.connect() as conn:
             row = conn.execute(sa.select(schema.jobs)).one()
         assert (row.pool_id, row.priority, row.preemptible, row.borrowed, row.wait_code) == (
             "default", 1, False, False, None)
         db.downgrade(engine, "0001")  # and back down, and up again
         db.upgrade(engine)
-    finally:
-        engine.dispose()
 
 
 def test_migration_0005_keeps_jobs_and_tasks_and_goes_back_down(db_url: str) -> None:
@@ -170,12 +180,7 @@ def test_migration_0005_keeps_jobs_and_tasks_and_goes_back_down(db_url: str) -> 
 def test_migration_0006_indexes_what_would_read_the_whole_history(db_url: str) -> None:
     """Every reconciler pass looks for deleted jobs and every submission for its name and
     the next number: with the indexes those read a few rows, not the whole history."""
-    engine = db.make_engine(db_url)
-    try:
-        db.upgrade(engine, "0005")
-        with engine.begin() as conn:
-            _old_job(conn, "Completed", "Completed")
-        db.upgrade(engine)
+    with _migrated_from(db_url, "0005", "Completed", "Completed") as engine:
         indexes = {i["name"]: i["column_names"] for i in sa.inspect(engine).get_indexes("jobs")}
         assert indexes["ix_jobs_deleted"] == ["deleted_at"]
         assert indexes["ix_jobs_project_name"] == ["project_id", "name", "deleted_at"]
@@ -204,8 +209,6 @@ def test_migration_0006_indexes_what_would_read_the_whole_history(db_url: str) -
         assert not left & {"ix_jobs_deleted", "ix_jobs_project_name", "ix_jobs_seq",
                            "ix_jobs_project_live"}
         db.upgrade(engine)
-    finally:
-        engine.dispose()
 
 
 def test_the_schedulers_guarded_writes_skip_a_job_that_moved_on(
