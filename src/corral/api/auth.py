@@ -138,16 +138,24 @@ def _cached(ctx: deps.Context, key: str, cached_only: bool,
     return entry
 
 
+def _holder(conn: Any, found: Any, credential: str | None,
+            refused: str) -> identity.Principal:
+    """The live user a credential row (a token, an access key) belongs to, as the principal
+    its requests act as; BadCredential(`refused`) when there is no such row or user."""
+    principal = found and store.principal(conn, found.user_id, key_project=found.project_id,
+                                          credential=credential or "")
+    if not principal:
+        raise errors.BadCredential(refused)
+    return principal
+
+
 def _by_token(ctx: deps.Context, token: str, cached_only: bool) -> identity.Principal | None:
     digest = secretbox.hash_token(token)
 
     def load(conn: Any) -> authcache.Entry:
         found = store.live_token(conn, digest, ctx.now())
-        principal = found and store.principal(conn, found.user_id,
-                                              key_project=found.project_id,
-                                              credential=f"token:{found.id}")
-        if not found or not principal:
-            raise errors.BadCredential("the token is unknown, expired or revoked")
+        principal = _holder(conn, found, f"token:{found.id}" if found else None,
+                            "the token is unknown, expired or revoked")
         return authcache.Entry(principal, expires_at=found.expires_at)
 
     entry = _cached(ctx, "token:" + digest, cached_only, load)
@@ -165,11 +173,9 @@ def _by_signature(ctx: deps.Context, scope: Scope, headers: dict[str, bytes],
 
     def load(conn: Any) -> authcache.Entry:
         found = store.live_key(conn, auth.access_key)
-        principal = found and store.principal(conn, found.user_id,
-                                              key_project=found.project_id,
-                                              credential=f"key:{found.access_key}")
-        if not found or not principal:
-            raise errors.BadCredential("the access key is unknown or revoked")
+        principal = _holder(conn, found, f"key:{found.access_key}" if found else None,
+                            "the access key is unknown or revoked")
+        assert found is not None  # (_holder refused it otherwise)
         return authcache.Entry(principal, secret_sealed=found.secret_sealed)
 
     entry = _cached(ctx, "key:" + auth.access_key, cached_only, load)
