@@ -557,3 +557,38 @@ def test_purge_removes_the_job_and_everything_it_owns(
     with store.read() as conn:
         assert repo.job_by_id(conn, doomed) is None
         assert repo.deleted_jobs(conn) == []
+
+
+def test_sqlite_writes_take_the_lock_at_begin_and_reads_do_not(tmp_path: pathlib.Path) -> None:
+    """Store.begin is BEGIN IMMEDIATE on SQLite (a second writer queues at once instead of
+    failing when it upgrades), Store.read a deferred BEGIN that leaves writers alone; and
+    the engine has no per-statement event listeners (they cost every query time)."""
+    import sqlite3
+
+    store = db.Store(f"sqlite:///{tmp_path / 'state.db'}")
+    store.migrate()
+    other = sqlite3.connect(tmp_path / "state.db", timeout=0, isolation_level=None)
+    with store.begin() as conn:
+        conn.execute(sa.select(sa.literal(1))).scalar()
+        with pytest.raises(sqlite3.OperationalError, match="locked"):
+            other.execute("BEGIN IMMEDIATE")
+        assert conn.connection.driver_connection.in_transaction  # type: ignore[union-attr]
+    other.execute("BEGIN IMMEDIATE")  # free again once committed
+    other.execute("ROLLBACK")
+    with store.read() as conn:
+        conn.execute(sa.select(sa.literal(1))).scalar()
+        other.execute("BEGIN IMMEDIATE")  # a reader does not hold the write lock
+        other.execute("ROLLBACK")
+    # A failed write rolls back and leaves the pooled connection usable for reads.
+    with pytest.raises(RuntimeError), store.begin() as conn:
+        conn.execute(sa.insert(schema.projects).values(id="p-rollback", name="rollback",
+                                                       created_at=NOW))
+        raise RuntimeError("boom")
+    with store.read() as conn:
+        assert conn.execute(sa.select(schema.projects.c.id).where(
+            schema.projects.c.id == "p-rollback")).first() is None
+        other.execute("BEGIN IMMEDIATE")
+        other.execute("ROLLBACK")
+    assert not store.engine._has_events  # no ConnectionEvents listener: see db._sqlite_setup
+    other.close()
+    store.dispose()
