@@ -37,7 +37,8 @@ def test_tasks_run_as_the_configured_user_and_cannot_read_the_server_key(
         out = open_dir / "out"
         script = (f"id -u; cat {key} >/dev/null 2>&1 && echo READ-THE-KEY || echo key-denied; "
                   f"cat {live.settings.credentials_file} >/dev/null 2>&1 && echo READ-LOGIN "
-                  f"|| echo login-denied; echo made > \"${{1#--o=}}\"/result.txt")
+                  f"|| echo login-denied; echo made > \"${{1#--o=}}\"/result.txt; "
+                  "touch \"$CORRAL_METRICS_FILE\" && echo metrics-kept")
         # The output channel comes as the argument --o=<dir>.
         body = factories.make_job(command=f"sh -c '{script}' task", outputs={"o": str(out)})
         job = live.submit(body)["metadata"]["id"]
@@ -50,6 +51,7 @@ def test_tasks_run_as_the_configured_user_and_cannot_read_the_server_key(
     lines = log["content"].split()
     assert lines[0] == str(nobody.pw_uid)
     assert "key-denied" in lines and "login-denied" in lines
+    assert "metrics-kept" in lines  # its metrics directory is the task user's too
     assert (out / "result.txt").read_text() == "made\n"
     assert (out / "result.txt").stat().st_uid == nobody.pw_uid
 

@@ -83,3 +83,17 @@ def test_what_a_task_reads_is_its_inputs_where_fetched_and_its_model() -> None:
     assert launching.input_paths(spec) == ("/data/a", "/runs/j/inputs/b")
     spec.model = specs.ModelRef(name="m", version=1)  # model_url is then the model's folder
     assert launching.input_paths(spec) == ("/data/a", "/runs/j/inputs/b", "/models/m/1")
+
+
+def test_an_attempt_gets_its_directories_each_made_once(tmp_path: pathlib.Path) -> None:
+    from corral.storage import local as storage
+
+    paths = storage.RunPaths(tmp_path / "runs", "job-1")  # not even the runs dir exists
+    alg = specs.Algorithm(command="true")
+    for attempt in (1, 1, 2):  # a relaunch of the same attempt finds them made
+        code, cwd = launching.prepare_attempt(paths, attempt, alg)
+        assert code is None and cwd == paths.attempt_dir(attempt)
+        for made in (paths.log_path(attempt, "w"), paths.metrics_path(attempt, "w"),
+                     paths.control_dir(attempt) / "x"):
+            assert made.parent.is_dir()
+    assert sorted(p.name for p in paths.job_dir.iterdir()) == ["attempt-1", "attempt-2"]

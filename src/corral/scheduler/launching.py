@@ -196,25 +196,26 @@ def prepare_attempt(paths: storage.RunPaths, attempt: int, alg: specs.Algorithm,
                     ) -> tuple[pathlib.Path | None, pathlib.Path]:
     """Snapshot the code and create output dirs; returns (code snapshot, working dir).
 
-    With an `owner` (the user tasks run as) the attempt's directory, the snapshot and the
-    output directories made here become theirs.
+    With an `owner` (the user tasks run as) the attempt's directory, its `metrics/`, the
+    snapshot and the output directories made here become theirs.
     """
+    paths.make_attempt_dirs(attempt)
     code: pathlib.Path | None = None
     if alg.code_dir:
         code = paths.code_dir(attempt)
         # A remote code_dir was fetched to local_code_dir before the job was admitted.
         storage.snapshot(storage.local_path(alg.local_code_dir or alg.code_dir, "code_dir"),
                          code)
-    paths.metrics_path(attempt, "").parent.mkdir(parents=True, exist_ok=True)
     for out in alg.outputs:
         made = pathlib.Path(out.local_dir or out.url)
         if not made.exists():
             made.mkdir(parents=True)
             if owner is not None:
                 _give(made, owner)
-    cwd = code or paths.attempt_dir(attempt)  # both exist by now (metrics' parent)
+    cwd = code or paths.attempt_dir(attempt)  # both exist by now
     if owner is not None:
         _give(paths.attempt_dir(attempt), owner)
+        _give(paths.metrics_path(attempt, "").parent, owner)  # tasks append their metrics
         if code is not None:
             _give(code, owner, tree=True)
     if alg.working_dir:
