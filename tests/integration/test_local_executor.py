@@ -7,6 +7,7 @@ import dataclasses
 import os
 import pathlib
 import signal
+import subprocess
 import sys
 import textwrap
 import threading
@@ -313,6 +314,31 @@ def test_recover_of_a_launch_that_ran_and_ended_reads_its_exit_code(rig: Rig) ->
     status = rig.executor().recover(spec)
 
     assert (status.state, status.exit_code) == (base.State.EXITED, 4)
+
+
+def test_one_file_per_launch_holds_its_claim_and_exit_code(rig: Rig) -> None:
+    spec = rig.spec("import sys; sys.exit(6)")
+    handle = rig.launch(rig.executor(), spec)
+    factories.wait_for(lambda: not factories.alive(handle.pid), what="the task to end")
+
+    assert sorted(os.listdir(spec.control_dir)) == [f"{spec.task}.{spec.launch_id}.claim"]
+    assert pathlib.Path(handle.prefix + ".claim").read_text().split() == [str(handle.pid), "6"]
+
+
+def test_an_exit_file_of_an_earlier_wrapper_is_still_read(rig: Rig) -> None:
+    """A task started before an upgrade, by a wrapper that wrote its exit code to a
+    separate `.exit` file, ended while the server was down."""
+    spec = rig.spec("pass")
+    os.makedirs(spec.control_dir)
+    prefix = local.control_prefix(spec)
+    gone = subprocess.Popen(["true"])
+    gone.wait()  # a pid that no longer runs
+    pathlib.Path(prefix + ".claim").write_text(f"{gone.pid}\n")
+    pathlib.Path(prefix + ".exit").write_text("9\n")
+
+    status = rig.executor().recover(spec)
+
+    assert (status.state, status.exit_code) == (base.State.EXITED, 9)
 
 
 def test_a_task_that_ended_unwatched_keeps_its_true_exit_code(rig: Rig) -> None:

@@ -1,13 +1,16 @@
 """Runs tasks as local processes, each in its own process group, and finds them again.
 
 Every task runs under a tiny `/bin/sh` wrapper that (1) claims its launch by creating a
-claim file exclusively and writing its pid there, (2) runs the task, and (3) writes the
-task's exit code to an exit file. That is what lets a server that was killed at any line
+claim file exclusively and writing its pid there, (2) runs the task, and (3) appends the
+task's exit code to the claim file. That is what lets a server that was killed at any line
 and started again settle every launch exactly once: a claim file with a pid says the
 launch ran (alive: adopt it; gone: read its exit code, or call it lost if the wrapper was
 killed before writing one); no claim file means it never ran, and the restarted server
 claims it first ("abandoned") so that a wrapper still starting up gives up instead of
 running the task a second time.
+
+One file per launch, because creating a file is what costs on some disks. Wrappers of
+earlier versions wrote the exit code to a separate `.exit` file, which is still read.
 """
 
 from __future__ import annotations
@@ -36,7 +39,7 @@ WRAPPER = (
     'set -C; { echo $$ > "$0.claim"; } 2>/dev/null || exit 75; set +C; '
     'trap : TERM INT HUP; '
     'if [ "$1" = -c ]; then c=$2; shift 2; (trap : TERM INT HUP; eval "$c \\"\\$@\\""); '
-    'else shift; "$@"; fi; rc=$?; echo $rc > "$0.exit"; exit $rc'
+    'else shift; "$@"; fi; rc=$?; echo $rc >> "$0.claim"; exit $rc'
 )
 ABANDONED = "abandoned"
 #: set in every task's environment, so its processes can be found wherever they moved
@@ -115,7 +118,7 @@ class LocalExecutor:
         content = _read_claim(prefix + ".claim")
         if content in ("", ABANDONED):
             return base.Status(base.State.NOT_STARTED)
-        pid = int(content)
+        pid = int(content.split()[0])
         start = _start_ticks(pid)
         owned = start is not None and _runs_prefix(pid, prefix)
         handle = base.Handle(node=spec.node, task=spec.task, pid=pid,
@@ -231,12 +234,17 @@ def control_prefix(spec: base.LaunchSpec) -> str:
 
 
 def _read_exit(handle: base.Handle) -> int | None:
-    try:
-        with open(handle.prefix + ".exit") as fh:
-            raw = fh.read().strip()
-    except FileNotFoundError:
-        return None
-    return int(raw) if raw.lstrip("-").isdigit() else None
+    """The exit code the wrapper recorded: the claim file's second line (or, from a wrapper
+    of an earlier version, the `.exit` file); None if it recorded none."""
+    for path, line in ((handle.prefix + ".claim", 1), (handle.prefix + ".exit", 0)):
+        try:
+            with open(path) as fh:
+                lines = fh.read().split()
+        except FileNotFoundError:
+            continue
+        if len(lines) > line and lines[line].lstrip("-").isdigit():
+            return int(lines[line])
+    return None
 
 
 def _read_claim(path: str) -> str:
