@@ -17,6 +17,7 @@ import dataclasses
 import json
 import os
 import pathlib
+import resource
 import signal
 import socket
 import statistics
@@ -346,6 +347,50 @@ def bare_pool(n: int, workers: int = 2) -> float:
     return time.perf_counter() - t0
 
 
+# --- where the CPU goes during the burst ------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class CpuMark:
+    """CPU seconds so far: the machine's busy and idle time, the server's own, what the
+    server's reaped children (the task wrappers, with the tasks they reaped) used, and
+    this client's own. The kernel's counters, read from /proc."""
+
+    busy: float
+    idle: float
+    server: float
+    tasks: float
+    client: float
+
+    @classmethod
+    def take(cls, server_pid: int) -> CpuMark:
+        tick = float(os.sysconf("SC_CLK_TCK"))
+        with open("/proc/stat") as fh:
+            fields = [int(x) for x in fh.readline().split()[1:]]
+        idle = fields[3] + fields[4]  # idle + iowait
+        with open(f"/proc/{server_pid}/stat") as fh:
+            raw = fh.read()
+        stat = raw[raw.rindex(")") + 2:].split()
+        utime, stime, cutime, cstime = (int(x) for x in stat[11:15])
+        me = os.times()
+        return cls(busy=(sum(fields[:8]) - idle) / tick, idle=idle / tick,
+                   server=(utime + stime) / tick, tasks=(cutime + cstime) / tick,
+                   client=me.user + me.system)
+
+    def since(self, before: CpuMark, jobs: int, wall: float) -> dict[str, float]:
+        return {
+            "server_ms_per_job": (self.server - before.server) / jobs * 1e3,
+            "tasks_ms_per_job": (self.tasks - before.tasks) / jobs * 1e3,
+            "client_ms_per_job": (self.client - before.client) / jobs * 1e3,
+            "idle_cores": (self.idle - before.idle) / wall if wall > 0 else 0.0,
+        }
+
+
+def children_cpu() -> float:
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
 def bare_idle_rss() -> float:
     """An idle bare interpreter, for scale against the idle server."""
     proc = subprocess.Popen(
@@ -420,14 +465,18 @@ def submit_many(srv: Server, n: int, prefix: str) -> float:
 
 
 def measure_burst(srv: Server, n: int) -> dict[str, Any]:
+    bare_cpu = children_cpu()
     before = bare_pool(n)
+    bare_cpu = (children_cpu() - bare_cpu) / n * 1e3
     log(f"  bare pool of 2, {n} runs: {before:.2f} s")
     prefix = f"burst{uuid.uuid4().hex[:6]}"
+    mark = CpuMark.take(srv.proc.pid)
     t0 = time.perf_counter()
     submitted = submit_many(srv, n, prefix)
     log(f"  {n} jobs submitted in {submitted:.2f} s")
     done = _wait_all_ended(srv, n, prefix, timeout=max(120.0, n * 1.0))
     total = time.perf_counter() - t0
+    cpu = CpuMark.take(srv.proc.pid).since(mark, n, total)
     completed = count_in(srv, ["Completed"], prefix)
     after = bare_pool(n)
     log(
@@ -445,6 +494,7 @@ def measure_burst(srv: Server, n: int) -> dict[str, Any]:
         "completed": completed,
         "ended": done,
         "ratio": total / bare,
+        "cpu": {**cpu, "bare_task_ms_per_job": bare_cpu},
     }
 
 
@@ -618,6 +668,20 @@ def ray_rows(r: dict[str, Any]) -> list[tuple[str, str, str]]:
     ]
 
 
+def cpu_rows(r: dict[str, Any]) -> list[tuple[str, str, str]]:
+    """Where the machine's time went during the burst (for a reader; no target)."""
+    cpu = r["burst"].get("cpu")
+    if not cpu:
+        return []
+    return [
+        ("the server process", f"{cpu['server_ms_per_job']:.1f} ms", ""),
+        ("the task (wrapper and job)", f"{cpu['tasks_ms_per_job']:.1f} ms",
+         f"{cpu['bare_task_ms_per_job']:.1f} ms (the bare run)"),
+        ("this benchmark's client", f"{cpu['client_ms_per_job']:.1f} ms", ""),
+        ("cores idle through the run", f"{cpu['idle_cores']:.2f} of {r['cpus']}", ""),
+    ]
+
+
 def report(r: dict[str, Any]) -> str:
     s = r["sizes"]
     history = f", {s['history']} finished jobs in the database first" if s["history"] else ""
@@ -635,7 +699,12 @@ def report(r: dict[str, Any]) -> str:
     )
     main = table(("measure", "corral", "baseline", "ratio", "target", "result"), rows(r))
     ray = table(("Ray Jobs (quoted, not measured)", "Ray Jobs", "corral (measured)"), ray_rows(r))
-    return "\n\n".join([head, baseline, main, ray])
+    parts = [head, baseline, main]
+    if cpu_rows(r):
+        n = r["burst"]["jobs"]
+        parts.append(table((f"CPU per job in the {n}-job run", "corral", "baseline"),
+                           cpu_rows(r)))
+    return "\n\n".join([*parts, ray])
 
 
 def parse_args(argv: Sequence[str] | None) -> tuple[Sizes, str | None]:

@@ -30,11 +30,18 @@ def test_quick_benchmark_prints_its_table_and_writes_json(tmp_path: pathlib.Path
         "idle server RSS, after start",
         "terminate until Terminated, median",
         "quoted, not measured",
+        "CPU per job in the 20-job run",
+        "the task (wrapper and job)",
     ):
         assert line in proc.stdout
     assert "50 finished jobs in the database first" in proc.stdout
     figures = json.loads(out.read_text())
     assert figures["burst"]["completed"] == figures["burst"]["jobs"]
+    cpu = figures["burst"]["cpu"]
+    # Every job ran a real interpreter under the server, which itself did some work.
+    assert cpu["tasks_ms_per_job"] > 1 and cpu["bare_task_ms_per_job"] > 1
+    assert cpu["server_ms_per_job"] > 0
+    assert 0 <= cpu["idle_cores"] <= figures["cpus"] * 1.05
 
 
 SCHED = BENCH.parent / "bench_scheduler.py"
