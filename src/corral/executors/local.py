@@ -202,7 +202,7 @@ def _spawn(spec: base.LaunchSpec) -> subprocess.Popen[bytes]:
     uid = gid = None
     groups: list[int] | None = None
     if spec.run_as is not None:
-        # The wrapper, running as the task's user, writes its claim and exit files.
+        # The wrapper, running as the task's user, writes its claim file.
         os.chown(spec.control_dir, *spec.run_as)
         (uid, gid), groups = spec.run_as, []
     log_fd = os.open(spec.log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
