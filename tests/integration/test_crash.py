@@ -20,6 +20,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import httpx
+import psutil
 import pytest
 import sqlalchemy as sa
 
@@ -283,7 +284,11 @@ def test_a_task_that_vanished_while_the_server_was_down_is_lost(
     pid = factories.wait_for(lambda: started(shared).get("vanish"), what="the job to start")[0]
 
     corral.kill()
-    os.killpg(os.getpgid(pid), signal.SIGKILL)  # the task and its wrapper: no exit code left
+    # The launcher first (its parent, which would record the exit code), then the task.
+    launcher = psutil.Process(pid).ppid()
+    os.kill(launcher, signal.SIGKILL)
+    factories.wait_for(lambda: not factories.alive(launcher), 10, "the launcher to die")
+    os.killpg(os.getpgid(pid), signal.SIGKILL)
     factories.wait_for(lambda: not factories.alive(pid), 10, "the task to die")
     corral.start()
 
@@ -293,6 +298,24 @@ def test_a_task_that_vanished_while_the_server_was_down_is_lost(
     assert job["status"]["task_statuses"][0].get("exit_code") is None
     assert job["status"]["task_statuses"][0]["message"]
     assert started(shared)["vanish"] == [pid]
+
+
+def test_a_task_killed_while_the_server_was_down_keeps_its_true_exit_code(
+    corral: ServerProcess, tmp_path: pathlib.Path, shared: pathlib.Path
+) -> None:
+    corral.start()
+    job_id = corral.submit(gated_job(tmp_path, shared, "shot"))
+    pid = factories.wait_for(lambda: started(shared).get("shot"), what="the job to start")[0]
+
+    corral.kill()
+    os.killpg(os.getpgid(pid), signal.SIGKILL)  # its launcher lives on and records 137
+    factories.wait_for(lambda: not factories.alive(pid), 10, "the task to die")
+    corral.start()
+
+    job = corral.wait(job_id)
+    assert (job["status"]["phase"], job["status"]["secondary_phase"]) == ("Failed", "Failed")
+    assert job["status"]["task_statuses"][0]["exit_code"] == 128 + signal.SIGKILL
+    assert job["status"]["running_records"][-1]["end_reason"] == "exit with 137"
 
 
 def test_a_failure_while_the_server_was_down_is_retried_once(

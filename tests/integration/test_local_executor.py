@@ -16,7 +16,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from corral.domain import resources
+from corral.domain import errors, resources
 from corral.executors import base, local
 from tests import factories
 
@@ -149,14 +149,15 @@ def test_task_runs_in_its_cwd_with_its_environment(rig: Rig) -> None:
     assert f"env {rig.root}" in log
 
 
-def test_a_missing_program_exits_non_zero(rig: Rig) -> None:
+def test_a_missing_program_fails_to_start_and_says_why(rig: Rig) -> None:
     ex = rig.executor()
     spec = dataclasses.replace(rig.spec(""), argv=(str(rig.root / "no-such-program"),))
 
-    status = wait_status(ex, rig.launch(ex, spec))
+    with pytest.raises(errors.LaunchError, match=r"No such file.*no-such-program"):
+        ex.launch(spec)
 
-    assert status.state is base.State.EXITED
-    assert status.exit_code == 127
+    # Its claim says it never started: a restarted server would start it anew.
+    assert rig.executor().recover(spec).state is base.State.NOT_STARTED
 
 
 # --- stopping ---------------------------------------------------------------------------
@@ -280,10 +281,9 @@ def test_recover_of_a_launch_that_never_ran_stops_it_for_good(rig: Rig) -> None:
     status = rig.executor().recover(spec)
 
     assert status.state is base.State.NOT_STARTED
-    # A wrapper that was still starting up when the old server died now gives up.
-    ex = rig.executor()
-    handle = rig.launch(ex, spec)
-    assert wait_status(ex, handle).state is base.State.EXITED
+    # A launcher that still held the request when the old server died now refuses it.
+    with pytest.raises(errors.LaunchError, match="given up by a restarted server"):
+        rig.executor().launch(spec)
     assert not marker.exists()
     assert rig.executor().recover(spec).state is base.State.NOT_STARTED
 
@@ -322,7 +322,34 @@ def test_one_file_per_launch_holds_its_claim_and_exit_code(rig: Rig) -> None:
     factories.wait_for(lambda: not factories.alive(handle.pid), what="the task to end")
 
     assert sorted(os.listdir(spec.control_dir)) == [f"{spec.task}.{spec.launch_id}.claim"]
-    assert pathlib.Path(handle.prefix + ".claim").read_text().split() == [str(handle.pid), "6"]
+    factories.wait_for(lambda: len(claim_lines(handle)) == 3, what="the exit code")
+    head, pid, code = claim_lines(handle)
+    launcher_pid = int(head.split()[1])
+    assert head == f"L {launcher_pid} {local._start_ticks(launcher_pid):g}"
+    assert (pid, code) == (str(handle.pid), "6")
+
+
+def claim_lines(handle: base.Handle) -> list[str]:
+    return pathlib.Path(handle.prefix + ".claim").read_text().splitlines()
+
+
+def launcher_of(handle: base.Handle) -> int:
+    """The pid of the launcher that started the task (from the claim's first line)."""
+    return int(claim_lines(handle)[0].split()[1])
+
+
+def test_a_wrapper_claim_of_an_earlier_version_is_still_read(rig: Rig) -> None:
+    """A task started before an upgrade by the `/bin/sh` wrapper, whose claim holds the
+    wrapper's pid and then the exit code, ended while the server was down."""
+    spec = rig.spec("pass")
+    os.makedirs(spec.control_dir)
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    pathlib.Path(local.control_prefix(spec) + ".claim").write_text(f"{gone.pid}\n3\n")
+
+    status = rig.executor().recover(spec)
+
+    assert (status.state, status.exit_code) == (base.State.EXITED, 3)
 
 
 def test_an_exit_file_of_an_earlier_wrapper_is_still_read(rig: Rig) -> None:
@@ -350,7 +377,7 @@ def test_a_task_that_ended_unwatched_keeps_its_true_exit_code(rig: Rig) -> None:
     assert (status.state, status.exit_code) == (base.State.EXITED, 7)
 
 
-def test_a_task_whose_wrapper_was_killed_is_lost(rig: Rig) -> None:
+def test_a_task_killed_by_a_signal_while_unwatched_exits_128_plus_n(rig: Rig) -> None:
     handle = rig.launch(rig.executor(), rig.spec(ready_then_wait("k")))
     factories.wait_for((rig.root / "ready-k").exists, what="the task to start")
     os.killpg(handle.pid, signal.SIGKILL)
@@ -358,21 +385,52 @@ def test_a_task_whose_wrapper_was_killed_is_lost(rig: Rig) -> None:
 
     status = rig.executor().adopt(handle)
 
+    assert (status.state, status.exit_code) == (base.State.EXITED, 128 + signal.SIGKILL)
+
+
+def test_a_task_whose_launcher_was_killed_is_lost_when_it_ends(rig: Rig) -> None:
+    ex = rig.executor()
+    handle = rig.launch(ex, rig.spec(ready_then_wait("k")))
+    factories.wait_for((rig.root / "ready-k").exists, what="the task to start")
+    launcher = launcher_of(handle)
+    os.kill(launcher, signal.SIGKILL)  # the OOM killer, a stray kill -9
+    factories.wait_for(lambda: not factories.alive(launcher), what="the launcher to die")
+
+    # Still running, and watched: its end wakes the scheduler.
+    assert ex.poll(handle).state is base.State.RUNNING
+    woke = threading.Event()
+    ex.set_waker(woke.set)
+    (rig.root / "go-k").touch()
+    assert woke.wait(10)
+    status = wait_status(ex, handle)
+
     assert status.state is base.State.LOST
     assert status.exit_code is None
-    assert status.message
+    assert "exit code is unknown" in status.message
+    # A new launcher takes the next launch.
+    assert wait_status(ex, rig.launch(ex, rig.spec("pass"))).exit_code == 0
 
 
 def test_a_task_declared_lost_is_not_left_running(rig: Rig) -> None:
-    handle = rig.launch(rig.executor(), rig.spec(ready_then_wait("l")))
-    task_pid = int(wait_for_text(rig.root / "ready-l"))
-    os.kill(handle.pid, signal.SIGKILL)  # the wrapper only (OOM killer, a stray kill -9)
-    factories.wait_for(lambda: not factories.alive(handle.pid), what="the wrapper to die")
+    """The task's own process is gone without an exit code; what it started goes too."""
+    handle = rig.launch(rig.executor(), rig.spec("""
+        import os, pathlib, subprocess, sys, time
+        root = pathlib.Path(os.environ["ROOT"])
+        child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+        (root / "ready-l").write_text(str(child.pid))
+        time.sleep(60)
+    """))
+    child_pid = int(wait_for_text(rig.root / "ready-l"))
+    launcher = launcher_of(handle)
+    os.kill(launcher, signal.SIGKILL)
+    factories.wait_for(lambda: not factories.alive(launcher), what="the launcher to die")
+    os.kill(handle.pid, signal.SIGKILL)  # the task's own process only
+    factories.wait_for(lambda: not factories.alive(handle.pid), what="the task to die")
 
     status = rig.executor().adopt(handle)
 
     assert status.state is base.State.LOST
-    factories.wait_for(lambda: not factories.alive(task_pid), 5, "the orphaned task to be stopped")
+    factories.wait_for(lambda: not factories.alive(child_pid), 5, "the orphan to be stopped")
 
 
 def wait_for_text(path: pathlib.Path) -> str:
@@ -446,3 +504,39 @@ def test_sample_reports_memory_of_a_running_task(rig: Rig) -> None:
     wait_status(ex, handle)
     ex.release(handle)
     assert ex.sample(handle) is None
+
+
+# --- a launcher killed between claiming a launch and recording its pid --------------------
+
+
+def dead_launcher_claim(spec: base.LaunchSpec) -> None:
+    os.makedirs(spec.control_dir, exist_ok=True)
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    pathlib.Path(local.control_prefix(spec) + ".claim").write_text(f"L {gone.pid} 1\n")
+
+
+def test_recover_adopts_a_task_its_dead_launcher_did_not_record(rig: Rig) -> None:
+    spec = rig.spec("")
+    dead_launcher_claim(spec)
+    task = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"],
+                            env={**os.environ, local.LAUNCH_ENV: spec.launch_id},
+                            start_new_session=True)
+    rig.pid_files.append(rig.root / "task.pid")
+    (rig.root / "task.pid").write_text(str(task.pid))
+    factories.wait_for(lambda: local._owned(task.pid, "", spec.launch_id), what="the exec")
+
+    status = rig.executor().recover(spec)
+
+    assert status.state is base.State.RUNNING
+    assert status.handle is not None and status.handle.pid == task.pid
+
+
+def test_recover_calls_lost_a_launch_its_dead_launcher_may_have_run(rig: Rig) -> None:
+    spec = rig.spec("")
+    dead_launcher_claim(spec)
+
+    status = rig.executor().recover(spec)
+
+    assert status.state is base.State.LOST
+    assert "whether it ran is unknown" in status.message

@@ -1,49 +1,101 @@
 """Runs tasks as local processes, each in its own process group, and finds them again.
 
-Every task runs under a tiny `/bin/sh` wrapper that (1) claims its launch by creating a
-claim file exclusively and writing its pid there, (2) runs the task, and (3) appends the
-task's exit code to the claim file. That is what lets a server that was killed at any line
-and started again settle every launch exactly once: a claim file with a pid says the
-launch ran (alive: adopt it; gone: read its exit code, or call it lost if the wrapper was
-killed before writing one); no claim file means it never ran, and the restarted server
-claims it first ("abandoned") so that a wrapper still starting up gives up instead of
-running the task a second time.
+Tasks are started by a launcher process (`executors.launcher`) that runs beside the
+server in a session of its own, so that it outlives a server that is killed. Being every
+task's parent, it knows each one's true exit code and records it in the launch's claim
+file; it tells the server of each exit at once through a pipe.
 
-One file per launch, because creating a file is what costs on some disks. Wrappers of
-earlier versions wrote the exit code to a separate `.exit` file, which is still read.
+The claim file is what lets a server that was killed at any line and started again settle
+every launch exactly once. The launcher creates it exclusively, with its own pid and start
+time, before it starts the task, then appends the task's pid (or `-`: it could not start)
+and, when the task has ended, its exit code. So a claim with a pid says the launch ran
+(alive: adopt it; gone: read its exit code, or call it lost if nobody recorded one); no
+claim file means it never ran, and the restarted server claims it first ("abandoned") so
+that a launcher still holding the request does not run the task a second time.
+
+One file per launch, because creating a file is what costs on some disks. Tasks started
+by an earlier version ran under a `/bin/sh` wrapper whose claim file held the wrapper's pid
+and exit code, or whose exit code is in a separate `.exit` file; both are still read.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import json
 import os
 import select
 import signal
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable
+from typing import Any
 
 import psutil
 
 from corral.domain import errors, resources
 from corral.executors import base, gpus
+from corral.executors import launcher as launcher_mod
 
-# $0 is the control-file prefix, "$@" the task's argv. A trapped TERM lets the wrapper
-# outlive the task it forwards the signal to (the whole group gets it) and still record
-# the exit code; a trapped signal is reset to its default in the exec'd task.
-# After the claim, $1 says what follows: "--" and an argv to run, or "-c", a shell command
-# and its arguments (run in a forked subshell: cheaper than starting a second shell, and an
-# `exit` in the command still leaves this shell to record the code).
-WRAPPER = (
-    'set -C; { echo $$ > "$0.claim"; } 2>/dev/null || exit 75; set +C; '
-    'trap : TERM INT HUP; '
-    'if [ "$1" = -c ]; then c=$2; shift 2; (trap : TERM INT HUP; eval "$c \\"\\$@\\""); '
-    'else shift; "$@"; fi; rc=$?; echo $rc >> "$0.claim"; exit $rc'
-)
-ABANDONED = "abandoned"
+ABANDONED = launcher_mod.BAD_CLAIM
 #: set in every task's environment, so its processes can be found wherever they moved
 LAUNCH_ENV = "CORRAL_LAUNCH_ID"
+#: how long a launch request may take before the launcher is given up on
+LAUNCH_TIMEOUT_S = 30.0
+
+
+class _Launcher:
+    """The server's end of one launcher process."""
+
+    def __init__(self) -> None:
+        exit_r, exit_w = os.pipe()
+        try:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-I", "-S", launcher_mod.__file__, str(exit_w)],
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, pass_fds=(exit_w,),
+                start_new_session=True, close_fds=True)
+        except BaseException:
+            os.close(exit_r)
+            raise
+        finally:
+            os.close(exit_w)
+        self.exits = exit_r
+        os.set_blocking(exit_r, False)
+        self.alive = True
+        self.partial = b""  #: the exit pipe's last line, while incomplete
+        self._lock = threading.Lock()
+        self._replies = b""
+
+    def request(self, req: dict[str, Any]) -> dict[str, Any]:
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        out = self.proc.stdout.fileno()
+        with self._lock:
+            try:
+                self.proc.stdin.write(json.dumps(req).encode() + b"\n")
+                self.proc.stdin.flush()
+                deadline = time.monotonic() + LAUNCH_TIMEOUT_S
+                while b"\n" not in self._replies:
+                    left = deadline - time.monotonic()
+                    if left <= 0 or not select.select([out], [], [], left)[0]:
+                        raise OSError("the launcher did not answer")
+                    data = os.read(out, 1 << 16)
+                    if not data:
+                        raise OSError("the launcher has stopped")
+                    self._replies += data
+            except OSError:
+                self.alive = False
+                raise
+            line, self._replies = self._replies.split(b"\n", 1)
+        reply: dict[str, Any] = json.loads(line)
+        return reply
+
+    def close(self) -> None:
+        """No more requests: the launcher exits once its last task has ended."""
+        with contextlib.suppress(OSError):
+            if self.proc.stdin is not None:
+                self.proc.stdin.close()
 
 
 class LocalExecutor:
@@ -51,10 +103,14 @@ class LocalExecutor:
 
     def __init__(self, node: resources.Node) -> None:
         self._node = node
-        self._procs: dict[str, subprocess.Popen[bytes]] = {}
         self._ps: dict[str, psutil.Process] = {}
         self._cpu_prev: dict[str, tuple[float, float]] = {}
         self._lock = threading.Lock()
+        self._launcher: _Launcher | None = None
+        #: the tasks this executor's launchers started, until released: launch id -> pid
+        self._mine: dict[str, tuple[_Launcher, int]] = {}
+        #: their exit codes, as the launcher told them
+        self._exits: dict[str, int] = {}
         self._watcher = _ExitWatcher()
         self._watcher.start()
 
@@ -65,31 +121,69 @@ class LocalExecutor:
         self._watcher.wake = wake
 
     def launch(self, spec: base.LaunchSpec) -> base.Handle:
+        _mkdir(spec.control_dir)
+        _mkdir(os.path.dirname(spec.log_path))
+        req = {"id": spec.launch_id, "prefix": control_prefix(spec), "argv": spec.argv,
+               "shell": spec.shell,
+               "cwd": spec.cwd, "env": {**spec.env, LAUNCH_ENV: spec.launch_id},
+               "log": spec.log_path, "user": list(spec.run_as) if spec.run_as else None}
         try:
-            proc = _spawn(spec)
+            launcher = self._running_launcher()
+            reply = launcher.request(req)
         except OSError as exc:
+            # The launcher may have died after starting the task: it must not run unseen.
+            for pid in _marked(f"{LAUNCH_ENV}={spec.launch_id}".encode()):
+                with contextlib.suppress(OSError):
+                    os.kill(pid, signal.SIGKILL)
             raise errors.LaunchError(f"cannot start {spec.task}: {exc}") from None
-        start = _start_ticks(proc.pid)
-        handle = base.Handle(node=spec.node, task=spec.task, pid=proc.pid,
-                             start_time=start or 0.0,
-                             control_dir=spec.control_dir, launch_id=spec.launch_id)
+        if "error" in reply:
+            raise errors.LaunchError(f"cannot start {spec.task}: {reply['error']}")
         with self._lock:
-            self._procs[spec.launch_id] = proc
-        self._watcher.watch(proc.pid)
-        return handle
+            self._mine[spec.launch_id] = (launcher, reply["pid"])
+        return base.Handle(node=spec.node, task=spec.task, pid=reply["pid"],
+                           start_time=reply["ticks"], control_dir=spec.control_dir,
+                           launch_id=spec.launch_id)
+
+    def _running_launcher(self) -> _Launcher:
+        with self._lock:
+            if self._launcher is None or not self._launcher.alive:
+                launcher = self._launcher = _Launcher()
+                self._watcher.read(launcher.exits,
+                                   lambda data: self._on_exits(launcher, data))
+            return self._launcher
+
+    def _on_exits(self, launcher: _Launcher, data: bytes | None) -> None:
+        """What a launcher's exit pipe says (watcher thread): "<launch id> <code>" lines;
+        None when it closed (the launcher is gone)."""
+        if data is not None:
+            launcher.partial += data
+            *lines, launcher.partial = launcher.partial.split(b"\n")
+            with self._lock:
+                for line in lines:
+                    launch_id, code = line.decode().split()
+                    self._exits[launch_id] = int(code)
+            return
+        # Killed, or ended after close: the tasks it still ran are watched as adopted ones
+        # (their exit codes are lost unless it recorded them first).
+        with self._lock:
+            launcher.alive = False
+            orphans = [pid for launch_id, (owner, pid) in self._mine.items()
+                       if owner is launcher and launch_id not in self._exits]
+        for pid in orphans:
+            self._watcher.watch(pid)
 
     def poll(self, handle: base.Handle) -> base.Status:
         with self._lock:
-            proc = self._procs.get(handle.launch_id)
-        if proc is not None:
-            rc = proc.poll()
-            if rc is None:
-                return base.Status(base.State.RUNNING, handle=handle)
+            code = self._exits.get(handle.launch_id)
+            mine = self._mine.get(handle.launch_id)
+        if code is not None:
             # What the task left in its group goes at once; finding processes that left the
             # group costs a scan of /proc, which the scheduler asks for through clean_up
             # when a job is being stopped or failed.
             _kill_group(handle, signal.SIGKILL)
-            return base.Status(base.State.EXITED, exit_code=_exit_code(rc), handle=handle)
+            return base.Status(base.State.EXITED, exit_code=code, handle=handle)
+        if mine is not None and mine[0].alive:
+            return base.Status(base.State.RUNNING, handle=handle)
         return self._settle(handle)
 
     def cancel(self, handle: base.Handle, *, force: bool) -> None:
@@ -115,12 +209,21 @@ class LocalExecutor:
             os.write(fd, ABANDONED.encode())
             os.close(fd)
             return base.Status(base.State.NOT_STARTED)
-        content = _read_claim(prefix + ".claim")
-        if content in ("", ABANDONED):
+        claim = _wait_claim(prefix + ".claim")
+        if claim.abandoned or claim.never_started or claim == _Claim():
+            # An empty claim: its writer died before it could start the task.
             return base.Status(base.State.NOT_STARTED)
-        pid = int(content.split()[0])
+        pid = claim.pid
+        if pid is None:
+            # Its launcher died between claiming the launch and recording the task's pid:
+            # the task may run (it carries its launch id) or may have run already.
+            pid = _find_marked(spec.launch_id)
+            if pid is None:
+                return base.Status(base.State.LOST, message=(
+                    "its launcher was killed while starting it, so whether it ran is "
+                    "unknown"))
         start = _start_ticks(pid)
-        owned = start is not None and _runs_prefix(pid, prefix)
+        owned = start is not None and _owned(pid, prefix, spec.launch_id)
         handle = base.Handle(node=spec.node, task=spec.task, pid=pid,
                              start_time=start if owned and start else 0.0,
                              control_dir=spec.control_dir, launch_id=spec.launch_id)
@@ -162,26 +265,36 @@ class LocalExecutor:
 
     def release(self, handle: base.Handle) -> None:
         with self._lock:
-            self._procs.pop(handle.launch_id, None)
+            self._mine.pop(handle.launch_id, None)
+            self._exits.pop(handle.launch_id, None)
         self._ps.pop(handle.launch_id, None)
         self._cpu_prev.pop(handle.launch_id, None)
 
     def close(self) -> None:
+        with self._lock:
+            launcher, self._launcher = self._launcher, None
+        if launcher is not None:
+            launcher.close()
         self._watcher.stop()
 
     def _settle(self, handle: base.Handle) -> base.Status:
-        """State of a task this server did not start (or no longer holds a Popen for)."""
+        """State of a task this executor's live launcher did not start (adopted after a
+        restart, or orphaned by a launcher that died)."""
         if handle.start_time and _start_ticks(handle.pid) == handle.start_time:
             return base.Status(base.State.RUNNING, handle=handle)
-        code = _read_exit(handle)
+        claim = _wait_claim(handle.prefix + ".claim", until_code=True)
+        code = claim.code if claim.code is not None else _old_exit_file(handle.prefix)
+        if code is None and claim.launcher_alive():
+            # The task has ended and its launcher is about to record how: look again soon.
+            return base.Status(base.State.RUNNING, handle=handle)
         # Whatever is left of the task goes: a lost task must not keep a core corral now
         # counts as free.
         _kill_leftovers(handle)
         if code is not None:
             return base.Status(base.State.EXITED, exit_code=code, handle=handle)
         return base.Status(base.State.LOST, handle=handle,
-                           message="its wrapper process was killed while corral was not "
-                                   "watching, so its exit code is unknown")
+                           message="the process that started it was killed while corral "
+                                   "was not watching, so its exit code is unknown")
 
     def _process(self, handle: base.Handle) -> psutil.Process | None:
         proc = self._ps.get(handle.launch_id)
@@ -194,28 +307,6 @@ class LocalExecutor:
                 return None
             self._ps[handle.launch_id] = proc
         return proc
-
-
-def _spawn(spec: base.LaunchSpec) -> subprocess.Popen[bytes]:
-    _mkdir(spec.control_dir)
-    _mkdir(os.path.dirname(spec.log_path))
-    uid = gid = None
-    groups: list[int] | None = None
-    if spec.run_as is not None:
-        # The wrapper, running as the task's user, writes its claim file.
-        os.chown(spec.control_dir, *spec.run_as)
-        (uid, gid), groups = spec.run_as, []
-    log_fd = os.open(spec.log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-    try:
-        return subprocess.Popen(
-            ["/bin/sh", "-c", WRAPPER, control_prefix(spec), "-c" if spec.shell else "--",
-             *spec.argv], cwd=spec.cwd,
-            env={**spec.env, LAUNCH_ENV: spec.launch_id}, stdin=subprocess.DEVNULL,
-            stdout=log_fd, stderr=subprocess.STDOUT, start_new_session=True, close_fds=True,
-            user=uid, group=gid, extra_groups=groups,
-        )
-    finally:
-        os.close(log_fd)
 
 
 def _mkdir(path: str) -> None:
@@ -233,29 +324,75 @@ def control_prefix(spec: base.LaunchSpec) -> str:
     return f"{spec.control_dir}/{spec.task}.{spec.launch_id}"
 
 
-def _read_exit(handle: base.Handle) -> int | None:
-    """The exit code the wrapper recorded: the claim file's second line (or, from a wrapper
-    of an earlier version, the `.exit` file); None if it recorded none."""
-    for path, line in ((handle.prefix + ".claim", 1), (handle.prefix + ".exit", 0)):
+@dataclasses.dataclass(frozen=True)
+class _Claim:
+    """What a claim file says (see the module's docstring)."""
+
+    abandoned: bool = False
+    launcher: tuple[int, float] | None = None  #: (pid, start ticks) of the launcher
+    pid: int | None = None  #: the task's (or an earlier version's wrapper's)
+    never_started: bool = False  #: the launcher could not start the task
+    code: int | None = None
+
+    @classmethod
+    def parse(cls, text: str) -> _Claim:
+        lines = [line.strip() for line in text.splitlines() if line.strip()]
+        if not lines:
+            return cls()
+        if lines[0] == ABANDONED:
+            return cls(abandoned=True)
+        launcher = None
+        if lines[0].startswith("L "):
+            _l, pid, ticks = lines[0].split()
+            launcher, lines = (int(pid), float(ticks)), lines[1:]
+        if not lines:
+            return cls(launcher=launcher)
+        if lines[0] == "-":
+            return cls(launcher=launcher, never_started=True)
+        code = lines[1] if len(lines) > 1 else ""
+        return cls(launcher=launcher, pid=int(lines[0]),
+                   code=int(code) if code.lstrip("-").isdigit() else None)
+
+    @property
+    def settled(self) -> bool:
+        """Nothing more will be written to it."""
+        return self.abandoned or self.never_started or self.code is not None
+
+    def launcher_alive(self) -> bool:
+        return self.launcher is not None and _start_ticks(self.launcher[0]) == self.launcher[1]
+
+
+def _wait_claim(path: str, *, until_code: bool = False) -> _Claim:
+    """The claim file, once its writer is done with the step it is at.
+
+    A claim is written in steps (created, then the launcher's line, the task's pid, its
+    exit code); give a live writer half a second to finish the one it is at: recording a
+    pid (always), recording the exit code of a task that has ended (`until_code`).
+    """
+    claim = _Claim()
+    for _ in range(50):
         try:
             with open(path) as fh:
-                lines = fh.read().split()
+                claim = _Claim.parse(fh.read())
         except FileNotFoundError:
-            continue
-        if len(lines) > line and lines[line].lstrip("-").isdigit():
-            return int(lines[line])
-    return None
-
-
-def _read_claim(path: str) -> str:
-    # The wrapper creates the file and writes its pid in two steps; give it a moment.
-    for _ in range(50):
-        with open(path) as fh:
-            content = fh.read().strip()
-        if content:
-            return content
+            return claim
+        empty = claim == _Claim()
+        waiting = empty or (not claim.settled and (claim.pid is None or until_code)
+                            and claim.launcher_alive())
+        if not waiting:
+            return claim
         time.sleep(0.01)
-    return ""
+    return claim
+
+
+def _old_exit_file(prefix: str) -> int | None:
+    """The exit code a wrapper of an earlier version wrote beside its claim file."""
+    try:
+        with open(prefix + ".exit") as fh:
+            raw = fh.read().strip()
+    except FileNotFoundError:
+        return None
+    return int(raw) if raw.lstrip("-").isdigit() else None
 
 
 def _start_ticks(pid: int) -> float | None:
@@ -272,12 +409,42 @@ def _start_ticks(pid: int) -> float | None:
     return float(fields[19])
 
 
-def _runs_prefix(pid: int, prefix: str) -> bool:
+def _owned(pid: int, prefix: str, launch_id: str) -> bool:
+    """Whether the live process `pid` is this launch's task (it carries the launch's
+    marker) or, started by an earlier version, its wrapper (its argv holds the prefix)."""
     try:
+        with open(f"/proc/{pid}/environ", "rb") as fh:
+            if f"{LAUNCH_ENV}={launch_id}".encode() in fh.read().split(b"\0"):
+                return True
         with open(f"/proc/{pid}/cmdline", "rb") as fh:
             return prefix.encode() in fh.read().split(b"\0")
     except OSError:
         return False
+
+
+def _find_marked(launch_id: str) -> int | None:
+    """The leader of the process group of a task carrying the launch's marker, if any."""
+    marker = f"{LAUNCH_ENV}={launch_id}".encode()
+    for pid in _marked(marker):
+        with contextlib.suppress(OSError):
+            if os.getpgid(pid) == pid:
+                return pid
+    return None
+
+
+def _marked(marker: bytes) -> list[int]:
+    found = []
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/environ", "rb") as fh:
+                env = fh.read()
+        except OSError:
+            continue
+        if marker in env.split(b"\0"):
+            found.append(int(entry.name))
+    return found
 
 
 def _kill_group(handle: base.Handle, sig: signal.Signals) -> None:
@@ -301,23 +468,9 @@ def _kill_leftovers(handle: base.Handle) -> None:
     replaced its own environment escapes it.
     """
     _kill_group(handle, signal.SIGKILL)
-    marker = f"{LAUNCH_ENV}={handle.launch_id}".encode()
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry.name}/environ", "rb") as fh:
-                env = fh.read()
-        except OSError:
-            continue
-        if marker in env.split(b"\0"):
-            with contextlib.suppress(OSError):
-                os.kill(int(entry.name), signal.SIGKILL)
-
-
-def _exit_code(rc: int) -> int:
-    # Popen reports death by signal N as -N; shells and ModelArts say 128 + N.
-    return 128 - rc if rc < 0 else rc
+    for pid in _marked(f"{LAUNCH_ENV}={handle.launch_id}".encode()):
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
 
 
 def _gpu_ids_of(handle: base.Handle) -> list[int]:
@@ -334,7 +487,8 @@ def _gpu_ids_of(handle: base.Handle) -> list[int]:
 
 
 class _ExitWatcher(threading.Thread):
-    """Wakes the scheduler the moment a watched process ends (pidfd + poll)."""
+    """Wakes the scheduler the moment a task ends: a launcher says so through its pipe,
+    and an adopted task's end shows on its pidfd."""
 
     def __init__(self) -> None:
         super().__init__(name="corral-exit-watcher", daemon=True)
@@ -344,6 +498,8 @@ class _ExitWatcher(threading.Thread):
         os.set_blocking(self._r, False)
         self._poll.register(self._r, select.POLLIN)
         self._pending: list[int] = []
+        #: pipes read here: fd -> what gets their data (None once they close)
+        self._readers: dict[int, Callable[[bytes | None], None]] = {}
         self._lock = threading.Lock()
         self._stopped = False
         self.supported = hasattr(os, "pidfd_open")
@@ -356,6 +512,15 @@ class _ExitWatcher(threading.Thread):
         except OSError:
             self.wake()  # already gone: let the scheduler look now
             return
+        self._add(fd)
+
+    def read(self, fd: int, on_data: Callable[[bytes | None], None]) -> None:
+        """Hand what arrives on the pipe `fd` to `on_data` (then wake), None at its end."""
+        with self._lock:
+            self._readers[fd] = on_data
+        self._add(fd)
+
+    def _add(self, fd: int) -> None:
         with self._lock:
             self._pending.append(fd)
         os.write(self._w, b"x")
@@ -371,8 +536,21 @@ class _ExitWatcher(threading.Thread):
                 if fd == self._r:
                     self._take_pending()
                     continue
+                on_data = self._readers.get(fd)
+                data = None
+                if on_data is not None:
+                    with contextlib.suppress(BlockingIOError):
+                        data = os.read(fd, 1 << 16)
+                    if data:
+                        on_data(data)
+                        self.wake()
+                        continue
                 self._poll.unregister(fd)
                 os.close(fd)
+                if on_data is not None:
+                    with self._lock:
+                        del self._readers[fd]
+                    on_data(None)
                 self.wake()
 
     def _take_pending(self) -> None:

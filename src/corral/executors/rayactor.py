@@ -213,7 +213,7 @@ class NodeAgent:
         cwd = local(payload["cwd"])
         os.makedirs(cwd, exist_ok=True)
         if payload["shell"]:
-            # The command line, then its arguments as "$@" (what the local wrapper does).
+            # The command line, then its arguments as "$@" (as the local launcher runs it).
             argv = ["/bin/sh", "-c", argv[0] + ' "$@"', "sh", *argv[1:]]
         if user is not None:  # what the task writes to (and reads) must be its user's
             _give(p.root, user)

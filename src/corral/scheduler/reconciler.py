@@ -685,7 +685,7 @@ class Reconciler:
         """Record the handles of started tasks (or why they failed to start).
 
         Until then a task stays `launching`; that is safe at any moment: a server that
-        stops first settles such a launch through the executor's `recover` (the wrapper's
+        stops first settles such a launch through the executor's `recover` (the launch's
         claim file says whether it ran), exactly as one killed between starting a process
         and recording it. Recording them with the next pass saves a transaction a pass.
         """

@@ -1,0 +1,177 @@
+"""The local executor's launcher: starts tasks and records how each one ended.
+
+One launcher runs beside each server, started with the server's first task in a session of
+its own, so that it outlives a server that is killed. It is the parent of every task it
+starts, which is what lets it know a task's true exit code whatever happens to the server.
+
+It reads launch requests on stdin, one JSON object a line (`id`, `prefix`, `argv`, `shell`:
+argv[0] is a command line for /bin/sh and the rest its arguments, `cwd`, `env`, `log`,
+`user`), and answers each on stdout, one JSON line: `{"id", "pid", "ticks"}`
+or `{"id", "error"}`. For each launch it
+
+1. claims it: creates `<prefix>.claim` exclusively and writes `L <its pid> <its start
+   ticks>` there. A claim that exists already was given up by a restarted server
+   (`abandoned`): that launch is not run;
+2. starts the task in a new session (the task leads its own process group), stdin from
+   /dev/null, stdout and stderr appended to the log, and appends the task's pid to the
+   claim (`-` when it could not be started);
+3. when the task ends, appends its exit code (128 + N for death by signal N) to the claim,
+   then writes `<id> <code>` to the exit pipe (the file descriptor given as its argument).
+
+When stdin closes (its server stopped or died) it takes no more requests, goes on
+recording exit codes, and exits once its last task has ended.
+
+Only the standard library: it runs as `python -I -S` and starts in a few milliseconds.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import select
+import signal
+import subprocess
+import sys
+from typing import Any
+
+BAD_CLAIM = "abandoned"
+
+
+def start_ticks(pid: int | str) -> str:
+    """A process's start time, in clock ticks since boot, as /proc/PID/stat has it."""
+    with open(f"/proc/{pid}/stat", "rb") as fh:
+        raw = fh.read()
+    return raw[raw.rindex(b")") + 2:].split()[19].decode()
+
+
+class Launcher:
+    def __init__(self, exit_fd: int) -> None:
+        self.exit_fd: int | None = exit_fd
+        self.header = f"L {os.getpid()} {start_ticks('self')}\n".encode()
+        #: pid -> (the task's Popen, its claim file, its launch id)
+        self.running: dict[int, tuple[subprocess.Popen[bytes], str, str]] = {}
+
+    def launch(self, req: dict[str, Any]) -> dict[str, Any]:
+        claim = req["prefix"] + ".claim"
+        try:
+            fd = os.open(claim, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND, 0o644)
+        except FileExistsError:
+            return {"error": "its launch was given up by a restarted server"}
+        except OSError as exc:
+            return {"error": f"cannot claim the launch: {exc}"}
+        try:
+            os.write(fd, self.header)
+            try:
+                proc = self._spawn(req)
+            except (OSError, ValueError, subprocess.SubprocessError) as exc:
+                os.write(fd, b"-\n")  # never started: a recovering server starts it anew
+                return {"error": str(exc)}
+            os.write(fd, f"{proc.pid}\n".encode())
+        finally:
+            os.close(fd)
+        self.running[proc.pid] = (proc, claim, req["id"])
+        try:
+            ticks = start_ticks(proc.pid)
+        except (OSError, IndexError):  # already ended and reaped
+            ticks = "0"
+        return {"pid": proc.pid, "ticks": float(ticks)}
+
+    @staticmethod
+    def _spawn(req: dict[str, Any]) -> subprocess.Popen[bytes]:
+        user = req.get("user")
+        argv = req["argv"]
+        if req.get("shell"):
+            # The command line, then its arguments as "$@". The shell outlives a SIGTERM to
+            # the group (a trapped signal is reset to its default in what it starts), so
+            # that it reports how its command ended, not that it was stopped first.
+            argv = ["/bin/sh", "-c", f'trap : TERM INT HUP; {argv[0]} "$@"', "sh",
+                    *argv[1:]]
+        log = os.open(req["log"], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        try:
+            return subprocess.Popen(
+                argv, cwd=req["cwd"], env=req["env"], stdin=subprocess.DEVNULL,
+                stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+                close_fds=True, user=user[0] if user else None,
+                group=user[1] if user else None, extra_groups=[] if user else None)
+        finally:
+            os.close(log)
+
+    def reap(self) -> None:
+        while self.running:
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                return
+            if pid == 0:
+                return
+            entry = self.running.pop(pid, None)
+            if entry is None:
+                continue
+            proc, claim, launch_id = entry
+            code = os.waitstatus_to_exitcode(status)
+            proc.returncode = code  # reaped here: Popen must not wait for it again
+            code = 128 - code if code < 0 else code
+            try:
+                fd = os.open(claim, os.O_WRONLY | os.O_APPEND)
+                try:
+                    os.write(fd, f"{code}\n".encode())
+                finally:
+                    os.close(fd)
+            except OSError as exc:  # the job's directory was removed meanwhile
+                print(f"corral launcher: cannot record exit {code} of {launch_id}: {exc}",
+                      file=sys.stderr)
+            self._tell(f"{launch_id} {code}\n".encode())
+
+    def _tell(self, line: bytes) -> None:
+        if self.exit_fd is None:
+            return
+        try:
+            os.write(self.exit_fd, line)
+        except OSError:  # the server is gone; the claim files keep the codes
+            os.close(self.exit_fd)
+            self.exit_fd = None
+
+
+def main(exit_fd: int) -> int:
+    launcher = Launcher(exit_fd)
+    wake_r, wake_w = os.pipe()
+    for fd in (wake_r, wake_w):
+        os.set_blocking(fd, False)
+    signal.set_wakeup_fd(wake_w)
+    # A handler (not SIG_IGN, which tasks would inherit) so that poll() wakes up.
+    signal.signal(signal.SIGCHLD, lambda *_: None)
+    poller = select.poll()
+    poller.register(0, select.POLLIN)
+    poller.register(wake_r, select.POLLIN)
+    requests_open = True
+    pending = b""
+    while requests_open or launcher.running:
+        for fd, _ev in poller.poll():
+            if fd == wake_r:
+                while True:
+                    try:
+                        if not os.read(wake_r, 512):
+                            break
+                    except BlockingIOError:
+                        break
+                continue
+            data = os.read(0, 1 << 16)
+            if not data:
+                requests_open = False
+                poller.unregister(0)
+                continue
+            pending += data
+            *lines, pending = pending.split(b"\n")
+            for line in lines:
+                req = json.loads(line)
+                reply = {"id": req["id"], **launcher.launch(req)}
+                # A server that died after asking cannot read it: the claim says it all.
+                with contextlib.suppress(OSError):
+                    os.write(1, json.dumps(reply).encode() + b"\n")
+        launcher.reap()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(int(sys.argv[1])))
