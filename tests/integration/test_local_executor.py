@@ -388,7 +388,9 @@ def test_a_task_killed_by_a_signal_while_unwatched_exits_128_plus_n(rig: Rig) ->
     assert (status.state, status.exit_code) == (base.State.EXITED, 128 + signal.SIGKILL)
 
 
-def test_a_task_whose_launcher_was_killed_is_lost_when_it_ends(rig: Rig) -> None:
+def test_a_task_whose_launcher_was_killed_is_lost_when_it_ends(
+    rig: Rig, caplog: pytest.LogCaptureFixture
+) -> None:
     ex = rig.executor()
     handle = rig.launch(ex, rig.spec(ready_then_wait("k")))
     factories.wait_for((rig.root / "ready-k").exists, what="the task to start")
@@ -396,6 +398,7 @@ def test_a_task_whose_launcher_was_killed_is_lost_when_it_ends(rig: Rig) -> None
     os.kill(launcher, signal.SIGKILL)  # the OOM killer, a stray kill -9
     factories.wait_for(lambda: not factories.alive(launcher), what="the launcher to die")
 
+    factories.wait_for(lambda: "task launcher" in caplog.text, what="the server to notice")
     # Still running, and watched: its end wakes the scheduler.
     assert ex.poll(handle).state is base.State.RUNNING
     woke = threading.Event()

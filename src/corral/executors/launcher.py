@@ -118,9 +118,8 @@ class Launcher:
                     os.write(fd, f"{code}\n".encode())
                 finally:
                     os.close(fd)
-            except OSError as exc:  # the job's directory was removed meanwhile
-                print(f"corral launcher: cannot record exit {code} of {launch_id}: {exc}",
-                      file=sys.stderr)
+            except OSError:  # its job's directory was removed meanwhile: nobody asks
+                pass
             self._tell(f"{launch_id} {code}\n".encode())
 
     def _tell(self, line: bytes) -> None:

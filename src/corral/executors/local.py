@@ -23,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import json
+import logging
 import os
 import select
 import signal
@@ -39,6 +40,7 @@ from corral.domain import errors, resources
 from corral.executors import base, gpus
 from corral.executors import launcher as launcher_mod
 
+log = logging.getLogger(__name__)
 ABANDONED = launcher_mod.BAD_CLAIM
 #: set in every task's environment, so its processes can be found wherever they moved
 LAUNCH_ENV = "CORRAL_LAUNCH_ID"
@@ -55,7 +57,9 @@ class _Launcher:
             self.proc = subprocess.Popen(
                 [sys.executable, "-I", "-S", launcher_mod.__file__, str(exit_w)],
                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, pass_fds=(exit_w,),
-                start_new_session=True, close_fds=True)
+                # Not the server's stderr: a launcher outliving its server must not keep
+                # open a pipe someone reads the server's output from until it ends.
+                stderr=subprocess.DEVNULL, start_new_session=True, close_fds=True)
         except BaseException:
             os.close(exit_r)
             raise
@@ -64,6 +68,7 @@ class _Launcher:
         self.exits = exit_r
         os.set_blocking(exit_r, False)
         self.alive = True
+        self.closed = False  #: told to exit once its tasks have ended
         self.partial = b""  #: the exit pipe's last line, while incomplete
         self._lock = threading.Lock()
         self._replies = b""
@@ -93,6 +98,7 @@ class _Launcher:
 
     def close(self) -> None:
         """No more requests: the launcher exits once its last task has ended."""
+        self.closed = True
         with contextlib.suppress(OSError):
             if self.proc.stdin is not None:
                 self.proc.stdin.close()
@@ -166,6 +172,9 @@ class LocalExecutor:
         # Killed, or ended after close: the tasks it still ran are watched as adopted ones
         # (their exit codes are lost unless it recorded them first).
         with self._lock:
+            if not launcher.closed:
+                log.warning("the task launcher (pid %s) stopped; its running tasks are "
+                            "watched without it", launcher.proc.pid)
             launcher.alive = False
             orphans = [pid for launch_id, (owner, pid) in self._mine.items()
                        if owner is launcher and launch_id not in self._exits]
