@@ -27,7 +27,7 @@ def test_quick_benchmark_prints_its_table_and_writes_json(tmp_path: pathlib.Path
     for line in (
         "per-job overhead, median",
         "jobs at once, all ended",
-        "idle server RSS, after start",
+        "idle RSS (server, launcher), after start",
         "terminate until Terminated, median",
         "quoted, not measured",
         "CPU per job in the 20-job run",
