@@ -236,6 +236,14 @@ def gated_job(
 # --- the tests --------------------------------------------------------------------------
 
 
+def submit_started(corral: ServerProcess, tmp_path: pathlib.Path, shared: pathlib.Path,
+                   tag: str, **kw: Any) -> tuple[str, int]:
+    """Submit a gated job and wait until it has started: (its id, its task's pid)."""
+    job_id = corral.submit(gated_job(tmp_path, shared, tag, **kw))
+    pid = factories.wait_for(lambda: started(shared).get(tag), what="the job to start")[0]
+    return job_id, pid
+
+
 def test_kill_9_while_jobs_run_and_queue(
     corral: ServerProcess, tmp_path: pathlib.Path, shared: pathlib.Path
 ) -> None:
@@ -280,8 +288,7 @@ def test_a_task_that_vanished_while_the_server_was_down_is_lost(
     corral: ServerProcess, tmp_path: pathlib.Path, shared: pathlib.Path
 ) -> None:
     corral.start()
-    job_id = corral.submit(gated_job(tmp_path, shared, "vanish"))
-    pid = factories.wait_for(lambda: started(shared).get("vanish"), what="the job to start")[0]
+    job_id, pid = submit_started(corral, tmp_path, shared, "vanish")
 
     corral.kill()
     # The launcher first (its parent, which would record the exit code), then the task.
@@ -304,8 +311,7 @@ def test_a_task_killed_while_the_server_was_down_keeps_its_true_exit_code(
     corral: ServerProcess, tmp_path: pathlib.Path, shared: pathlib.Path
 ) -> None:
     corral.start()
-    job_id = corral.submit(gated_job(tmp_path, shared, "shot"))
-    pid = factories.wait_for(lambda: started(shared).get("shot"), what="the job to start")[0]
+    job_id, pid = submit_started(corral, tmp_path, shared, "shot")
 
     corral.kill()
     os.killpg(os.getpgid(pid), signal.SIGKILL)  # its launcher lives on and records 137
@@ -322,8 +328,7 @@ def test_a_failure_while_the_server_was_down_is_retried_once(
     corral: ServerProcess, tmp_path: pathlib.Path, shared: pathlib.Path
 ) -> None:
     corral.start()
-    job_id = corral.submit(gated_job(tmp_path, shared, "flaky", code=1, retries=1))
-    first = factories.wait_for(lambda: started(shared).get("flaky"), what="the job to start")[0]
+    job_id, first = submit_started(corral, tmp_path, shared, "flaky", code=1, retries=1)
 
     corral.kill()
     (shared / "go-flaky").touch()
@@ -345,8 +350,7 @@ def test_terminate_survives_a_crash(
     corral: ServerProcess, tmp_path: pathlib.Path, shared: pathlib.Path
 ) -> None:
     corral.start()
-    job_id = corral.submit(gated_job(tmp_path, shared, "stubborn", ignore_term=True))
-    pid = factories.wait_for(lambda: started(shared).get("stubborn"), what="the job to start")[0]
+    job_id, pid = submit_started(corral, tmp_path, shared, "stubborn", ignore_term=True)
     r = corral.http.post(
         corral.path(f"/training-jobs/{job_id}/actions"), json={"action_type": "terminate"}
     )
@@ -365,8 +369,7 @@ def test_a_job_deleted_before_a_crash_is_gone_after_it(
     corral: ServerProcess, tmp_path: pathlib.Path, shared: pathlib.Path
 ) -> None:
     corral.start()
-    job_id = corral.submit(gated_job(tmp_path, shared, "doomed"))
-    pid = factories.wait_for(lambda: started(shared).get("doomed"), what="the job to start")[0]
+    job_id, pid = submit_started(corral, tmp_path, shared, "doomed")
     r = corral.http.delete(corral.path(f"/training-jobs/{job_id}"))
     assert r.status_code == 202, r.text
 
