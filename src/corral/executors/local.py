@@ -137,10 +137,7 @@ class LocalExecutor:
             launcher = self._running_launcher()
             reply = launcher.request(req)
         except OSError as exc:
-            # The launcher may have died after starting the task: it must not run unseen.
-            for pid in _marked(f"{LAUNCH_ENV}={spec.launch_id}".encode()):
-                with contextlib.suppress(OSError):
-                    os.kill(pid, signal.SIGKILL)
+            _kill_marked(spec.launch_id)  # a launcher that died may have started it
             raise errors.LaunchError(f"cannot start {spec.task}: {exc}") from None
         if "error" in reply:
             raise errors.LaunchError(f"cannot start {spec.task}: {reply['error']}")
@@ -219,7 +216,7 @@ class LocalExecutor:
             os.close(fd)
             return base.Status(base.State.NOT_STARTED)
         claim = _wait_claim(prefix + ".claim")
-        if claim.abandoned or claim.never_started or claim == _Claim():
+        if claim.abandoned or claim.never_started or claim.empty:
             # An empty claim: its writer died before it could start the task.
             return base.Status(base.State.NOT_STARTED)
         pid = claim.pid
@@ -363,6 +360,11 @@ class _Claim:
                    code=int(code) if code.lstrip("-").isdigit() else None)
 
     @property
+    def empty(self) -> bool:
+        """Created, nothing written yet (or its writer died first)."""
+        return self == _Claim()
+
+    @property
     def settled(self) -> bool:
         """Nothing more will be written to it."""
         return self.abandoned or self.never_started or self.code is not None
@@ -385,9 +387,8 @@ def _wait_claim(path: str, *, until_code: bool = False) -> _Claim:
                 claim = _Claim.parse(fh.read())
         except FileNotFoundError:
             return claim
-        empty = claim == _Claim()
-        waiting = empty or (not claim.settled and (claim.pid is None or until_code)
-                            and claim.launcher_alive())
+        waiting = claim.empty or (not claim.settled and (claim.pid is None or until_code)
+                                  and claim.launcher_alive())
         if not waiting:
             return claim
         time.sleep(0.01)
@@ -407,12 +408,9 @@ def _old_exit_file(prefix: str) -> int | None:
 def _start_ticks(pid: int) -> float | None:
     """The process's start time in clock ticks since boot, or None if it is gone/a zombie."""
     try:
-        with open(f"/proc/{pid}/stat", "rb") as fh:
-            raw = fh.read()
+        fields = launcher_mod.stat_fields(pid)
     except (FileNotFoundError, ProcessLookupError):
         return None
-    # The command name may hold spaces and parentheses: split after the last ')'.
-    fields = raw[raw.rindex(b")") + 2:].split()
     if fields[0] in (b"Z", b"X"):
         return None
     return float(fields[19])
@@ -433,15 +431,16 @@ def _owned(pid: int, prefix: str, launch_id: str) -> bool:
 
 def _find_marked(launch_id: str) -> int | None:
     """The leader of the process group of a task carrying the launch's marker, if any."""
-    marker = f"{LAUNCH_ENV}={launch_id}".encode()
-    for pid in _marked(marker):
+    for pid in _marked(launch_id):
         with contextlib.suppress(OSError):
             if os.getpgid(pid) == pid:
                 return pid
     return None
 
 
-def _marked(marker: bytes) -> list[int]:
+def _marked(launch_id: str) -> list[int]:
+    """Every process carrying the launch's marker in its environment."""
+    marker = f"{LAUNCH_ENV}={launch_id}".encode()
     found = []
     for entry in os.scandir("/proc"):
         if not entry.name.isdigit():
@@ -477,7 +476,11 @@ def _kill_leftovers(handle: base.Handle) -> None:
     replaced its own environment escapes it.
     """
     _kill_group(handle, signal.SIGKILL)
-    for pid in _marked(f"{LAUNCH_ENV}={handle.launch_id}".encode()):
+    _kill_marked(handle.launch_id)
+
+
+def _kill_marked(launch_id: str) -> None:
+    for pid in _marked(launch_id):
         with contextlib.suppress(OSError):
             os.kill(pid, signal.SIGKILL)
 
