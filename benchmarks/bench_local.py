@@ -205,7 +205,13 @@ def start_server(home: pathlib.Path) -> Server:
     out.close()
     url = f"http://127.0.0.1:{port}"
     http = Http(url)
-    _wait_healthy(proc, http, home.parent / "server.log")
+    try:
+        _wait_healthy(proc, http, home.parent / "server.log")
+    except BaseException:  # a server that never became healthy must not outlive the run
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        raise
     login = credentials.read(home / "credentials.json")  # written by the first start
     assert login is not None and login.token, "the server wrote no credential"
     http.headers["X-Auth-Token"] = login.token
