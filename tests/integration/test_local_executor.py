@@ -11,6 +11,7 @@ import subprocess
 import sys
 import textwrap
 import threading
+import time
 import uuid
 from collections.abc import Iterator
 
@@ -18,6 +19,7 @@ import pytest
 
 from corral.domain import errors, resources
 from corral.executors import base, local
+from corral.executors import launcher as launcher_mod
 from tests import factories
 
 NODE = resources.Node(name="local", cpu=2, memory_mb=4096)
@@ -325,7 +327,7 @@ def test_one_file_per_launch_holds_its_claim_and_exit_code(rig: Rig) -> None:
     factories.wait_for(lambda: len(claim_lines(handle)) == 3, what="the exit code")
     head, pid, code = claim_lines(handle)
     launcher_pid = int(head.split()[1])
-    assert head == f"L {launcher_pid} {local._start_ticks(launcher_pid):g}"
+    assert head == f"L {launcher_pid} {launcher_mod.start_ticks(launcher_pid)}"
     assert (pid, code) == (str(handle.pid), "6")
 
 
@@ -543,3 +545,96 @@ def test_recover_calls_lost_a_launch_its_dead_launcher_may_have_run(rig: Rig) ->
 
     assert status.state is base.State.LOST
     assert "whether it ran is unknown" in status.message
+
+
+def test_a_launch_reports_the_start_time_proc_shows(
+        rig: Rig) -> None:
+    # The launcher takes a task's start time from the clock the kernel stamps a fork with,
+    # instead of /proc, which holds a read back until the task's exec is done.
+    spec = rig.spec(ready_then_wait("t"))
+    handle = rig.launch(rig.executor(), spec)
+    factories.wait_for((rig.root / "ready-t").exists, what="the task to start")
+
+    assert handle.start_time == local._start_ticks(handle.pid)
+    (rig.root / "go-t").touch()
+
+
+def test_the_start_time_of_a_fork_is_known_from_the_clock_unless_a_tick_passed() -> None:
+    tick = launcher_mod.TICK_NS
+    assert launcher_mod.forked_ticks(5 * tick, 6 * tick - 1) == "5"
+    assert launcher_mod.forked_ticks(5 * tick + 1, 6 * tick) is None
+    for _ in range(20):
+        before = time.clock_gettime_ns(time.CLOCK_BOOTTIME)
+        proc = subprocess.Popen([sys.executable, "-c", "pass"])
+        ticks = launcher_mod.forked_ticks(before, time.clock_gettime_ns(time.CLOCK_BOOTTIME))
+        try:
+            assert ticks in (None, launcher_mod.start_ticks(proc.pid))
+        finally:
+            proc.wait()
+
+
+# --- launches do not wait for the launcher's answer -------------------------------------
+
+
+def test_a_launch_is_handed_over_without_waiting_for_the_launchers_answer(rig: Rig) -> None:
+    ex = rig.executor()
+    rig.launch(ex, rig.spec("pass"))  # the launcher runs
+    launcher = ex._launcher
+    assert launcher is not None
+    spec = rig.spec(ready_then_wait("s", code=2))
+    os.kill(launcher.proc.pid, signal.SIGSTOP)  # a launcher that cannot answer for now
+    try:
+        started = ex.begin_launch(spec)  # returns: the scheduler goes on meanwhile
+    finally:
+        os.kill(launcher.proc.pid, signal.SIGCONT)
+
+    handle = started()  # waits for the answer
+    rig.handles.append(handle)
+    factories.wait_for((rig.root / "ready-s").exists, what="the task to start")
+    assert handle.pid == int((rig.root / "ready-s").read_text())
+    (rig.root / "go-s").touch()
+    assert wait_status(ex, handle).exit_code == 2
+
+
+def test_a_launch_that_fails_in_the_launcher_wakes_the_scheduler(rig: Rig) -> None:
+    ex = rig.executor()
+    woke = threading.Event()
+    ex.set_waker(woke.set)
+    spec = dataclasses.replace(rig.spec("pass"), argv=("/nonexistent/python", "-c", "pass"))
+
+    started = ex.begin_launch(spec)
+
+    assert woke.wait(10)  # nothing else would: no task runs to end
+    with pytest.raises(errors.LaunchError, match="nonexistent"):
+        started()
+
+
+def test_a_launch_whose_launcher_dies_before_answering_fails_and_leaves_nothing_running(
+        rig: Rig) -> None:
+    ex = rig.executor()
+    rig.launch(ex, rig.spec("pass"))
+    launcher = ex._launcher
+    assert launcher is not None
+    os.kill(launcher.proc.pid, signal.SIGSTOP)
+    spec = rig.spec(ready_then_wait("d"))
+    started = ex.begin_launch(spec)
+    os.kill(launcher.proc.pid, signal.SIGKILL)
+
+    with pytest.raises(errors.LaunchError, match="launcher has stopped"):
+        started()
+    assert not (rig.root / "ready-d").exists()
+    assert local._marked(spec.launch_id) == []
+
+
+def test_a_launch_under_way_gives_the_same_outcome_however_often_it_is_asked(
+        rig: Rig) -> None:
+    ex = rig.executor()
+    started = ex.begin_launch(rig.spec("pass"))
+    handle = started()
+    rig.handles.append(handle)
+    assert started() == handle  # not a second wait for an answer already taken
+    refused = ex.begin_launch(
+        dataclasses.replace(rig.spec("pass"), argv=("/nonexistent/python",)))
+    for _ in range(2):
+        with pytest.raises(errors.LaunchError, match="nonexistent"):
+            refused()

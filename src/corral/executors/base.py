@@ -147,3 +147,19 @@ class Executor(Protocol):
 
     def close(self) -> None:
         ...
+
+
+#: a launch under way: called, it gives the task's handle (waiting for it if need be) or
+#: raises errors.LaunchError
+Started = Callable[[], Handle]
+
+
+def start(executor: Executor, spec: LaunchSpec) -> Started:
+    """Launch without waiting for the handle where the executor can (`begin_launch`): the
+    local one hands the request to its launcher and reads the answer later, so that the
+    scheduler goes on meanwhile. Raises errors.LaunchError for a launch refused at once."""
+    begin: Callable[[LaunchSpec], Started] | None = getattr(executor, "begin_launch", None)
+    if begin is not None:
+        return begin(spec)
+    handle = executor.launch(spec)
+    return lambda: handle

@@ -33,9 +33,12 @@ import select
 import signal
 import subprocess
 import sys
+import time
 from typing import Any
 
 BAD_CLAIM = "abandoned"
+#: how long one clock tick of /proc/PID/stat's start time lasts, in nanoseconds
+TICK_NS = 1_000_000_000 // os.sysconf("SC_CLK_TCK")
 
 
 def stat_fields(pid: int | str) -> list[bytes]:
@@ -52,6 +55,26 @@ def start_ticks(pid: int | str) -> str:
     return stat_fields(pid)[19].decode()
 
 
+def forked_ticks(before_ns: int, after_ns: int) -> str | None:
+    """The start time a process forked between two readings of CLOCK_BOOTTIME has, when
+    both fall in the same clock tick (the kernel takes it from that clock at the fork).
+
+    Reading it from /proc instead waits until the child's exec is done: milliseconds a
+    launch would otherwise spend asleep. None when the readings straddle a tick."""
+    tick = before_ns // TICK_NS
+    return str(tick) if after_ns // TICK_NS == tick else None
+
+
+def open_in_dir(path: str, flags: int) -> int:
+    """os.open, making the file's directory first when it is missing (the scheduler makes
+    an attempt's directories before it launches; other callers may not have)."""
+    try:
+        return os.open(path, flags, 0o644)
+    except FileNotFoundError:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        return os.open(path, flags, 0o644)
+
+
 class Launcher:
     def __init__(self, exit_fd: int) -> None:
         self.exit_fd: int | None = exit_fd
@@ -62,26 +85,29 @@ class Launcher:
     def launch(self, req: dict[str, Any]) -> dict[str, Any]:
         claim = req["prefix"] + ".claim"
         try:
-            fd = os.open(claim, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND, 0o644)
+            fd = open_in_dir(claim, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND)
         except FileExistsError:
             return {"error": "its launch was given up by a restarted server"}
         except OSError as exc:
             return {"error": f"cannot claim the launch: {exc}"}
         try:
             os.write(fd, self.header)
+            before = time.clock_gettime_ns(time.CLOCK_BOOTTIME)
             try:
                 proc = self._spawn(req)
             except (OSError, ValueError, subprocess.SubprocessError) as exc:
                 os.write(fd, b"-\n")  # never started: a recovering server starts it anew
                 return {"error": str(exc)}
+            ticks = forked_ticks(before, time.clock_gettime_ns(time.CLOCK_BOOTTIME))
             os.write(fd, f"{proc.pid}\n".encode())
         finally:
             os.close(fd)
         self.running[proc.pid] = (proc, claim, req["id"])
-        try:
-            ticks = start_ticks(proc.pid)
-        except (OSError, IndexError):  # already ended and reaped
-            ticks = "0"
+        if ticks is None:
+            try:
+                ticks = start_ticks(proc.pid)
+            except (OSError, IndexError):  # already ended and reaped
+                ticks = "0"
         return {"pid": proc.pid, "ticks": float(ticks)}
 
     @staticmethod
@@ -94,7 +120,7 @@ class Launcher:
             # that it reports how its command ended, not that it was stopped first.
             argv = ["/bin/sh", "-c", f'trap : TERM INT HUP; {argv[0]} "$@"', "sh",
                     *argv[1:]]
-        log = os.open(req["log"], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        log = open_in_dir(req["log"], os.O_WRONLY | os.O_CREAT | os.O_APPEND)
         try:
             return subprocess.Popen(
                 argv, cwd=req["cwd"], env=req["env"], stdin=subprocess.DEVNULL,

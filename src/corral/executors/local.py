@@ -3,7 +3,9 @@
 Tasks are started by a launcher process (`executors.launcher`) that runs beside the
 server in a session of its own, so that it outlives a server that is killed. Being every
 task's parent, it knows each one's true exit code and records it in the launch's claim
-file; it tells the server of each exit at once through a pipe.
+file; it tells the server of each exit at once through a pipe. Its answers to launch
+requests come back on another pipe, read by the same watcher thread, so that a launch does
+not wait for its answer (`begin_launch`).
 
 The claim file is what lets a server that was killed at any line and started again settle
 every launch exactly once. The launcher creates it exclusively, with its own pid and start
@@ -49,52 +51,68 @@ LAUNCH_TIMEOUT_S = 30.0
 
 
 class _Launcher:
-    """The server's end of one launcher process."""
+    """The server's end of one launcher process.
+
+    Requests are written by whoever launches; the answers are read by the exit watcher as
+    they come, so that a launch need not wait for its answer (see `reply`)."""
 
     def __init__(self) -> None:
         exit_r, exit_w = os.pipe()
+        out_r, out_w = os.pipe()
         try:
             self.proc = subprocess.Popen(
                 [sys.executable, "-I", "-S", launcher_mod.__file__, str(exit_w)],
-                stdin=subprocess.PIPE, stdout=subprocess.PIPE, pass_fds=(exit_w,),
+                stdin=subprocess.PIPE, stdout=out_w, pass_fds=(exit_w,),
                 # Not the server's stderr: a launcher outliving its server must not keep
                 # open a pipe someone reads the server's output from until it ends.
                 stderr=subprocess.DEVNULL, start_new_session=True, close_fds=True)
         except BaseException:
             os.close(exit_r)
+            os.close(out_r)
             raise
         finally:
             os.close(exit_w)
-        self.exits = exit_r
-        os.set_blocking(exit_r, False)
+            os.close(out_w)
+        self.exits, self.answers = exit_r, out_r
+        for fd in (exit_r, out_r):
+            os.set_blocking(fd, False)
         self.alive = True
         self.closed = False  #: told to exit once its tasks have ended
-        self.partial = b""  #: the exit pipe's last line, while incomplete
-        self._lock = threading.Lock()
-        self._replies = b""
+        self._lock = threading.Lock()  #: one request written at a time
+        self._answered = threading.Condition()
+        self._replies: dict[str, dict[str, Any]] = {}
+        self._answering = True  #: its answer pipe is open
 
-    def request(self, req: dict[str, Any]) -> dict[str, Any]:
-        assert self.proc.stdin is not None and self.proc.stdout is not None
-        out = self.proc.stdout.fileno()
+    def send(self, req: dict[str, Any]) -> None:
+        assert self.proc.stdin is not None
         with self._lock:
             try:
                 self.proc.stdin.write(json.dumps(req).encode() + b"\n")
                 self.proc.stdin.flush()
-                deadline = time.monotonic() + LAUNCH_TIMEOUT_S
-                while b"\n" not in self._replies:
-                    left = deadline - time.monotonic()
-                    if left <= 0 or not select.select([out], [], [], left)[0]:
-                        raise OSError("the launcher did not answer")
-                    data = os.read(out, 1 << 16)
-                    if not data:
-                        raise OSError("the launcher has stopped")
-                    self._replies += data
             except OSError:
                 self.alive = False
                 raise
-            line, self._replies = self._replies.split(b"\n", 1)
-        reply: dict[str, Any] = json.loads(line)
-        return reply
+
+    def deliver(self, replies: list[dict[str, Any]], *, closed: bool = False) -> None:
+        """(the watcher) Hand answers to `reply`; `closed`: no more will come."""
+        with self._answered:
+            self._replies.update((r["id"], r) for r in replies)
+            self._answering = self._answering and not closed
+            self._answered.notify_all()
+
+    def reply(self, launch_id: str, deadline: float) -> dict[str, Any]:
+        """The answer to a request sent, once it has come."""
+        with self._answered:
+            while launch_id not in self._replies:
+                left = deadline - time.monotonic()
+                if not self._answering:
+                    self.alive = False
+                    raise OSError("the launcher has stopped")
+                if left <= 0:
+                    self.alive = False
+                    raise OSError("the launcher did not answer")
+                self._answered.wait(left)
+            return self._replies.pop(launch_id)
 
     def close(self) -> None:
         """No more requests: the launcher exits once its last task has ended."""
@@ -127,40 +145,81 @@ class LocalExecutor:
         self._watcher.wake = wake
 
     def launch(self, spec: base.LaunchSpec) -> base.Handle:
-        _mkdir(spec.control_dir)
-        _mkdir(os.path.dirname(spec.log_path))
+        return self.begin_launch(spec)()
+
+    def begin_launch(self, spec: base.LaunchSpec) -> base.Started:
+        """Hand the launch to the launcher; what is returned waits for its answer (which
+        by the scheduler's next pass has long come)."""
         req = {"id": spec.launch_id, "prefix": control_prefix(spec), "argv": spec.argv,
                "shell": spec.shell,
                "cwd": spec.cwd, "env": {**spec.env, LAUNCH_ENV: spec.launch_id},
                "log": spec.log_path, "user": list(spec.run_as) if spec.run_as else None}
         try:
             launcher = self._running_launcher()
-            reply = launcher.request(req)
+            launcher.send(req)
         except OSError as exc:
-            _kill_marked(spec.launch_id)  # a launcher that died may have started it
-            raise errors.LaunchError(f"cannot start {spec.task}: {exc}") from None
+            raise self._failed(spec, exc) from None
+        deadline = time.monotonic() + LAUNCH_TIMEOUT_S
+        outcome: list[base.Handle | errors.LaunchError] = []
+
+        def started() -> base.Handle:  # the same outcome however often it is asked
+            if not outcome:
+                try:
+                    outcome.append(self._handle(spec, launcher, deadline))
+                except errors.LaunchError as exc:
+                    outcome.append(exc)
+            if isinstance(outcome[0], errors.LaunchError):
+                raise outcome[0]
+            return outcome[0]
+
+        return started
+
+    def _handle(self, spec: base.LaunchSpec, launcher: _Launcher,
+                deadline: float) -> base.Handle:
+        try:
+            reply = launcher.reply(spec.launch_id, deadline)
+        except OSError as exc:
+            raise self._failed(spec, exc) from None
         if "error" in reply:
             raise errors.LaunchError(f"cannot start {spec.task}: {reply['error']}")
-        with self._lock:
-            self._mine[spec.launch_id] = (launcher, reply["pid"])
         return base.Handle(node=spec.node, task=spec.task, pid=reply["pid"],
                            start_time=reply["ticks"], control_dir=spec.control_dir,
                            launch_id=spec.launch_id)
+
+    @staticmethod
+    def _failed(spec: base.LaunchSpec, exc: OSError) -> errors.LaunchError:
+        _kill_marked(spec.launch_id)  # a launcher that died may have started it
+        return errors.LaunchError(f"cannot start {spec.task}: {exc}")
 
     def _running_launcher(self) -> _Launcher:
         with self._lock:
             if self._launcher is None or not self._launcher.alive:
                 launcher = self._launcher = _Launcher()
+                self._watcher.read(launcher.answers,
+                                   lambda lines: self._on_answers(launcher, lines))
                 self._watcher.read(launcher.exits,
-                                   lambda data: self._on_exits(launcher, data))
+                                   lambda lines: self._on_exits(launcher, lines))
             return self._launcher
 
-    def _on_exits(self, launcher: _Launcher, data: bytes | None) -> None:
+    def _on_answers(self, launcher: _Launcher, lines: list[bytes] | None) -> bool:
+        """What a launcher answered (watcher thread), None when its pipe closed; True (wake
+        the scheduler) when a launch failed, which nothing else would tell it of."""
+        replies = [json.loads(line) for line in lines or ()]
+        started = [(r["id"], r["pid"]) for r in replies if "pid" in r]
+        with self._lock:  # known as this executor's before anyone has the handle to poll
+            for launch_id, pid in started:
+                self._mine[launch_id] = (launcher, pid)
+            orphaned = not launcher.alive
+        launcher.deliver(replies, closed=lines is None)
+        if orphaned:  # its exit pipe closed first: watched as `_on_exits` watches the rest
+            for _launch_id, pid in started:
+                self._watcher.watch(pid)
+        return any("error" in r for r in replies)
+
+    def _on_exits(self, launcher: _Launcher, lines: list[bytes] | None) -> None:
         """What a launcher's exit pipe says (watcher thread): "<launch id> <code>" lines;
         None when it closed (the launcher is gone)."""
-        if data is not None:
-            launcher.partial += data
-            *lines, launcher.partial = launcher.partial.split(b"\n")
+        if lines is not None:
             with self._lock:
                 for line in lines:
                     launch_id, code = line.decode().split()
@@ -313,17 +372,6 @@ class LocalExecutor:
                 return None
             self._ps[handle.launch_id] = proc
         return proc
-
-
-def _mkdir(path: str) -> None:
-    """os.makedirs(path, exist_ok=True) in one system call when the parent exists (as it
-    does for every task: os.makedirs looks at each parent first)."""
-    try:
-        os.mkdir(path)
-    except FileExistsError:
-        pass
-    except FileNotFoundError:
-        os.makedirs(path, exist_ok=True)
 
 
 def control_prefix(spec: base.LaunchSpec) -> str:
@@ -510,8 +558,10 @@ class _ExitWatcher(threading.Thread):
         os.set_blocking(self._r, False)
         self._poll.register(self._r, select.POLLIN)
         self._pending: list[int] = []
-        #: pipes read here: fd -> what gets their data (None once they close)
-        self._readers: dict[int, Callable[[bytes | None], None]] = {}
+        #: pipes read here: fd -> what gets their lines (None once they close); the
+        #: scheduler is woken after each, unless it returns False
+        self._readers: dict[int, Callable[[list[bytes] | None], bool | None]] = {}
+        self._unfinished: dict[int, bytes] = {}  #: a pipe's last line, while incomplete
         self._lock = threading.Lock()
         self._stopped = False
         self.supported = hasattr(os, "pidfd_open")
@@ -526,10 +576,11 @@ class _ExitWatcher(threading.Thread):
             return
         self._add(fd)
 
-    def read(self, fd: int, on_data: Callable[[bytes | None], None]) -> None:
-        """Hand what arrives on the pipe `fd` to `on_data` (then wake), None at its end."""
+    def read(self, fd: int, on_lines: Callable[[list[bytes] | None], bool | None]) -> None:
+        """Hand the lines that arrive on the pipe `fd` to `on_lines` (then wake, unless it
+        returns False), None at its end."""
         with self._lock:
-            self._readers[fd] = on_data
+            self._readers[fd] = on_lines
         self._add(fd)
 
     def _add(self, fd: int) -> None:
@@ -548,21 +599,24 @@ class _ExitWatcher(threading.Thread):
                 if fd == self._r:
                     self._take_pending()
                     continue
-                on_data = self._readers.get(fd)
+                on_lines = self._readers.get(fd)
                 data = None
-                if on_data is not None:
+                if on_lines is not None:
                     with contextlib.suppress(BlockingIOError):
                         data = os.read(fd, 1 << 16)
                     if data:
-                        on_data(data)
-                        self.wake()
+                        *lines, self._unfinished[fd] = (
+                            self._unfinished.get(fd, b"") + data).split(b"\n")
+                        if lines and on_lines(lines) is not False:
+                            self.wake()
                         continue
                 self._poll.unregister(fd)
                 os.close(fd)
-                if on_data is not None:
+                if on_lines is not None:
                     with self._lock:
                         del self._readers[fd]
-                    on_data(None)
+                    self._unfinished.pop(fd, None)
+                    on_lines(None)
                 self.wake()
 
     def _take_pending(self) -> None:

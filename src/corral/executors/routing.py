@@ -63,10 +63,14 @@ class Routed:
             member.set_waker(wake)
 
     def launch(self, spec: base.LaunchSpec) -> base.Handle:
+        return self.begin_launch(spec)()
+
+    def begin_launch(self, spec: base.LaunchSpec) -> base.Started:
         key = self._key_of_node(spec.node)
         if key is None:
             raise errors.LaunchError(f"node {spec.node} belongs to no executor")
-        return _stamped(self._members[key].launch(spec), key)
+        started = base.start(self._members[key], spec)
+        return lambda: _stamped(started(), key)
 
     def poll(self, handle: base.Handle) -> base.Status:
         return self._status(handle, lambda m: m.poll(handle))

@@ -52,6 +52,11 @@ USAGE_EVERY_MS = 5_000
 #: the end_reason of a running record closed by preemption
 PREEMPTED = "preempted"
 TERMINAL_VALUES = frozenset(p.value for p in J.TERMINAL)
+#: a task launched (its row), and its handle, or its launch still under way, or None and
+#: why it failed to start
+_Launched = tuple[Any, base.Handle | base.Started | None, str]
+#: the same once the launch's outcome is known
+_Outcome = tuple[Any, base.Handle | None, str]
 
 
 @dataclasses.dataclass
@@ -82,10 +87,10 @@ class Reconciler:
     on_catalog: Callable[[catalog_mod.Catalog], None] | None = None
     _known: set[str] = dataclasses.field(default_factory=set)
     _specs: dict[str, specs.JobCreate] = dataclasses.field(default_factory=dict)
-    #: launches of the last pass, their handles (or why they failed) to be recorded by the
-    #: next one: a launch not recorded when the server stops is settled by `recover`
-    _unrecorded: list[tuple[Any, base.Handle | None, str]] = dataclasses.field(
-        default_factory=list)
+    #: launches of the last pass, to be recorded by the next one: each task with its handle,
+    #: or the launch still under way (see base.start), or None and why it failed; a
+    #: launch not recorded when the server stops is settled by `recover`
+    _unrecorded: list[_Launched] = dataclasses.field(default_factory=list)
     #: the queue as the scheduler saw it last pass, by job id: (its row, what decide takes)
     _seen: dict[str, tuple[tuple[Any, ...], scheduling.Queued]] = dataclasses.field(
         default_factory=dict)
@@ -118,11 +123,11 @@ class Reconciler:
         and their handles recorded first thing in the next pass (see `_record_launches`).
         """
         p = _Pass()
-        unrecorded, self._unrecorded = self._unrecorded, []
+        unrecorded, self._unrecorded = self._handles(self._unrecorded), []
         try:
             holding = self._settle_all(p, unrecorded)
         except BaseException:
-            self._unrecorded = unrecorded + self._unrecorded
+            self._unrecorded = [*unrecorded, *self._unrecorded]
             raise
         try:
             more = self._schedule(p, holding)
@@ -140,12 +145,30 @@ class Reconciler:
         """Record the last pass's launches (a server stopping)."""
         if self._unrecorded:
             events = repo.Events()
+            launched = self._handles(self._unrecorded)
             with self.store.begin() as conn:
-                self._record_launches(conn, self._unrecorded, events)
+                self._record_launches(conn, launched, events)
                 events.write(conn)
             self._unrecorded = []
 
-    def _settle_all(self, p: _Pass, unrecorded: Sequence[tuple[Any, base.Handle | None, str]]
+    def _handles(self, launched: Sequence[_Launched]) -> list[_Outcome]:
+        """Each launch with its handle, or None and why it failed (a launch under way is
+        waited for: by the next pass its answer has long come)."""
+        out: list[_Outcome] = []
+        for t, started, err in launched:
+            handle = None
+            if isinstance(started, base.Handle):
+                handle = started
+            elif started is not None:
+                try:
+                    handle = started()
+                except errors.CorralError as exc:
+                    err = exc.message
+                    self._known.discard(t.launch_id)
+            out.append((t, handle, err))
+        return out
+
+    def _settle_all(self, p: _Pass, unrecorded: Sequence[_Outcome]
                     ) -> list[tuple[Any, list[Any]]]:
         """The first transaction: the jobs that hold resources once settled, with their
         tasks."""
@@ -630,7 +653,7 @@ class Reconciler:
         started = types.SimpleNamespace(**{**job._mapping, "master_port": port})
         return started, seq, [types.SimpleNamespace(**t) for t in tasks]
 
-    def _relaunch(self, job_id: str, attempt: int) -> list[tuple[Any, base.Handle | None, str]]:
+    def _relaunch(self, job_id: str, attempt: int) -> list[_Launched]:
         """Start the tasks of an attempt still in state launching (after a crash)."""
         with self.store.read() as conn:
             job = repo.job_by_id(conn, job_id)
@@ -642,7 +665,7 @@ class Reconciler:
 
     def _launch_tasks(self, job: Any, attempt: int, tasks: Sequence[Any],
                       gang: Sequence[str] | None = None,
-                      ) -> list[tuple[Any, base.Handle | None, str]]:
+                      ) -> list[_Launched]:
         spec = self._spec(job)
         gang = [t.node for t in sorted(tasks, key=lambda t: t.rank)] if gang is None else gang
         paths = storage.RunPaths(self.settings.runs_dir, job.id)
@@ -663,7 +686,7 @@ class Reconciler:
 
     def _launch_one(self, job: Any, spec: Any, paths: storage.RunPaths, t: Any,
                     code: Any, cwd: Any,
-                    gang: Sequence[str]) -> tuple[Any, base.Handle | None, str]:
+                    gang: Sequence[str]) -> _Launched:
         ls = launching.launch_spec(
             paths=paths, cat=self.catalog, spec=spec, job_id=job.id, attempt=t.attempt,
             task=t.name, rank=t.rank, launch_id=t.launch_id, node=t.node,
@@ -673,15 +696,14 @@ class Reconciler:
             demand=_per_task(job), gang=gang,
             accel_ids=resources.parse_device_ids(t.accel_ids))
         try:
-            handle = self.executor.launch(ls)
+            started = base.start(self.executor, ls)
         except errors.CorralError as exc:
             return t, None, exc.message
-        self._known.add(handle.launch_id)
-        return t, handle, ""
+        self._known.add(t.launch_id)
+        return t, started, ""
 
     def _record_launches(self, conn: sa.Connection,
-                         results: Sequence[tuple[Any, base.Handle | None, str]],
-                         events: repo.Events) -> None:
+                         results: Sequence[_Outcome], events: repo.Events) -> None:
         """Record the handles of started tasks (or why they failed to start).
 
         Until then a task stays `launching`; that is safe at any moment: a server that
