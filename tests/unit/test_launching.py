@@ -41,6 +41,20 @@ def test_anything_a_shell_would_interpret_keeps_the_shell(command: str) -> None:
     assert launching.simple_command(command, PATH) is None
 
 
+def test_a_command_is_looked_up_on_path_at_each_launch(tmp_path: pathlib.Path) -> None:
+    """A command line's words are kept once parsed, but where its program is is not: one
+    installed or removed meanwhile is found or not at the next launch."""
+    path = f"{tmp_path}:{PATH}"
+    assert launching.simple_command("corral-test-prog --x=1", path) is None
+    prog = tmp_path / "corral-test-prog"
+    prog.write_text("#!/bin/sh\n")
+    prog.chmod(0o755)
+    assert launching.simple_command("corral-test-prog --x=1", path) == [
+        "corral-test-prog", "--x=1"]
+    prog.unlink()
+    assert launching.simple_command("corral-test-prog --x=1", path) is None
+
+
 def test_the_servers_secrets_never_reach_a_job() -> None:
     server_env = {
         "PATH": "/usr/bin", "HOME": "/home/corral", "LANG": "C.UTF-8",

@@ -6,6 +6,7 @@ ModelArts); corral adds its own variables and the distributed-training ones.
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import pathlib
@@ -79,18 +80,27 @@ def simple_command(command: str, path: str) -> list[str] | None:
     program the signals itself; anything a shell would do more with (operators,
     expansions, globs, assignments, built-ins) keeps going through /bin/sh.
     """
+    words = _plain_words(command)
+    if words is None or not shutil.which(words[0], path=path):
+        return None
+    return list(words)
+
+
+@functools.lru_cache(maxsize=256)
+def _plain_words(command: str) -> tuple[str, ...] | None:
+    """The words of a command line with nothing a shell would do more with, else None
+    (kept per command line: the jobs of a sweep or a retried job share theirs)."""
     if any(c in SHELL_CHARS for c in command):
         return None
     try:
         lexer = shlex.shlex(command, posix=True, punctuation_chars="();<>|&")
         lexer.whitespace_split = True
-        words = list(lexer)
+        words = tuple(lexer)
     except ValueError:  # unbalanced quotes: let the shell report it
         return None
     if not words or any(w and set(w) <= set("();<>|&") for w in words):
         return None
-    first = words[0]
-    if "=" in first or first in SHELL_WORDS or not shutil.which(first, path=path):
+    if "=" in words[0] or words[0] in SHELL_WORDS:
         return None
     return words
 
@@ -228,15 +238,15 @@ def launch_spec(
     *, paths: storage.RunPaths, cat: catalog_mod.Catalog, spec: specs.JobCreate, job_id: str,
     attempt: int, task: str, rank: int, launch_id: str, node: str, gpu_ids: Sequence[int],
     master_port: int, code: pathlib.Path | None, cwd: pathlib.Path,
-    environ: Mapping[str, str] | None = None,
-    env_deny: Sequence[str] = settings_mod.JOB_ENV_DENY,
+    inherited: Mapping[str, str],
     run_as: tuple[int, int] | None = None,
     demand: resources.Resources = resources.ZERO, gang: Sequence[str] = (),
     accel_ids: resources.DeviceIds = (),
 ) -> base.LaunchSpec:
+    """One task's launch. `inherited`: the environment every task starts from (base_env
+    of the server's)."""
     alg = spec.algorithm
     engine = cat.engine(alg.engine)
-    inherited = base_env(os.environ if environ is None else environ, env_deny)
     env = task_env(inherited=inherited, alg=alg,
                    job_id=job_id, task=task, rank=rank, world=spec.spec.resource.node_count,
                    attempt=attempt, master_port=master_port, gpu_ids=gpu_ids,
