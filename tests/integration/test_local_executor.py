@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import json
 import os
 import pathlib
 import signal
@@ -594,6 +595,47 @@ def test_a_launch_is_handed_over_without_waiting_for_the_launchers_answer(rig: R
     assert handle.pid == int((rig.root / "ready-s").read_text())
     (rig.root / "go-s").touch()
     assert wait_status(ex, handle).exit_code == 2
+
+
+def test_a_launch_found_unanswered_wakes_the_scheduler_when_its_answer_comes(
+        rig: Rig) -> None:
+    ex = rig.executor()
+    woke = threading.Event()
+    ex.set_waker(woke.set)
+    first = rig.launch(ex, rig.spec("pass"))  # the launcher runs
+    assert wait_status(ex, first).exit_code == 0  # (its exit woke the scheduler already)
+    launcher = ex._launcher
+    assert launcher is not None
+    os.kill(launcher.proc.pid, signal.SIGSTOP)
+    try:
+        started = ex.begin_launch(rig.spec(ready_then_wait("u")))  # a task that stays
+        assert not started.ready(wake=False)  # a pass would go on without it
+        assert not started.ready(wake=True)  # and ask to be woken when it has come
+        woke.clear()
+    finally:
+        os.kill(launcher.proc.pid, signal.SIGCONT)
+
+    assert woke.wait(10)  # the answer came: the scheduler is told, no need to poll for it
+    assert started.ready(wake=False)
+    handle = started()
+    rig.handles.append(handle)
+    factories.wait_for((rig.root / "ready-u").exists, what="the task to start")
+    assert handle.pid == int((rig.root / "ready-u").read_text())
+    (rig.root / "go-u").touch()
+
+
+def test_an_answer_read_after_its_tasks_exit_wakes_the_scheduler(rig: Rig) -> None:
+    """The answer and the exit come on two pipes: the pass the exit woke may have found the
+    launch unanswered, so the answer, read later, wakes another."""
+    ex = rig.executor()
+    rig.launch(ex, rig.spec("pass"))
+    launcher = ex._launcher
+    assert launcher is not None
+    answer = json.dumps({"id": "l-ended", "pid": 2**22 + 1, "ticks": 1.0}).encode()
+
+    assert ex._on_answers(launcher, [answer]) is False  # nothing wants a pass for it
+    ex._exits["l-ended2"] = 0
+    assert ex._on_answers(launcher, [answer.replace(b"l-ended", b"l-ended2")]) is True
 
 
 def test_a_launch_that_fails_in_the_launcher_wakes_the_scheduler(rig: Rig) -> None:

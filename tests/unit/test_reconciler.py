@@ -580,6 +580,74 @@ def test_a_gang_with_one_task_that_cannot_start_stops_the_other(world: World) ->
     assert record.end_related_task == "worker-1"
 
 
+class _Answer:
+    """A launch under way whose answer comes when the test says (an executor's launcher
+    that has not answered yet)."""
+
+    def __init__(self, launch: Any, spec: Any) -> None:
+        self.launch, self.spec, self.answered = launch, spec, False
+        self.asked: list[bool] = []  #: whether each asking wanted a wake-up
+
+    def ready(self, *, wake: bool) -> bool:
+        self.asked.append(wake)
+        return self.answered
+
+    def __call__(self) -> Any:
+        assert self.answered, "a pass waited for a launch under way"
+        return self.launch(self.spec)
+
+
+def test_a_pass_goes_on_while_a_launch_is_under_way_and_records_it_later(
+        world: World) -> None:
+    launches: list[_Answer] = []
+
+    def begin_launch(spec: Any) -> _Answer:
+        launches.append(_Answer(world.fake.launch, spec))
+        return launches[-1]
+
+    world.fake.begin_launch = begin_launch  # type: ignore[attr-defined]
+    job_id = world.submit()
+    world.tick()  # starts the job: its launch is handed over
+    world.tick()  # no answer yet: the pass neither waits nor takes it for one never started
+    [launch] = launches
+    assert launch.asked == [False]  # not a wake-up when it comes: its exit will wake one
+    [task] = world.tasks(job_id)
+    assert task.state == "launching"
+    assert world.fake.recovered == []
+    assert world.phase(job_id) == ("Running", "Running")
+
+    launch.answered = True
+    world.tick()
+    [task] = world.tasks(job_id)
+    assert (task.state, task.launch_id) == ("running", launch.spec.launch_id)
+    assert len(launches) == 1  # started once
+    world.fake.exit(job_id)
+    world.tick()
+    assert world.phase(job_id) == ("Completed", "Completed")
+
+
+def test_a_job_stopped_while_its_launch_is_under_way_is_signalled_once_it_is_answered(
+        world: World) -> None:
+    launches: list[_Answer] = []
+
+    def begin_launch(spec: Any) -> _Answer:
+        launches.append(_Answer(world.fake.launch, spec))
+        return launches[-1]
+
+    world.fake.begin_launch = begin_launch  # type: ignore[attr-defined]
+    job_id = world.submit()
+    world.tick()
+    assert world.terminate(job_id)
+    world.tick()  # no handle to signal yet: it asks to be woken when the answer comes
+    [launch] = launches
+    assert launch.asked == [False, True]
+    assert world.phase(job_id)[0] == "Terminating"
+
+    launch.answered = True
+    world.tick()
+    assert world.fake.task(job_id).signals == ["SIGTERM"]
+
+
 # --- a server restart in the middle -------------------------------------------------------
 
 

@@ -149,9 +149,31 @@ class Executor(Protocol):
         ...
 
 
-#: a launch under way: called, it gives the task's handle (waiting for it if need be) or
-#: raises errors.LaunchError
-Started = Callable[[], Handle]
+class Started(Protocol):
+    """A launch under way."""
+
+    def __call__(self) -> Handle:
+        """The task's handle, waiting for it if need be; raises errors.LaunchError for a
+        launch that failed. The same outcome however often it is asked."""
+        ...
+
+    def ready(self, *, wake: bool) -> bool:
+        """Whether calling it would not wait. `wake`: if not, have the executor's waker
+        called when it is (the scheduler need not ask again meanwhile)."""
+        ...
+
+
+@dataclasses.dataclass(frozen=True)
+class Done:
+    """A launch whose handle is already known (executors that launch synchronously)."""
+
+    handle: Handle
+
+    def __call__(self) -> Handle:
+        return self.handle
+
+    def ready(self, *, wake: bool) -> bool:
+        return True
 
 
 def start(executor: Executor, spec: LaunchSpec) -> Started:
@@ -161,5 +183,4 @@ def start(executor: Executor, spec: LaunchSpec) -> Started:
     begin: Callable[[LaunchSpec], Started] | None = getattr(executor, "begin_launch", None)
     if begin is not None:
         return begin(spec)
-    handle = executor.launch(spec)
-    return lambda: handle
+    return Done(executor.launch(spec))

@@ -81,6 +81,8 @@ class _Launcher:
         self._lock = threading.Lock()  #: one request written at a time
         self._answered = threading.Condition()
         self._replies: dict[str, dict[str, Any]] = {}
+        #: launches found not answered by `ready`: their answers wake the scheduler
+        self._awaited: set[str] = set()
         self._answering = True  #: its answer pipe is open
 
     def send(self, req: dict[str, Any]) -> None:
@@ -93,12 +95,29 @@ class _Launcher:
                 self.alive = False
                 raise
 
-    def deliver(self, replies: list[dict[str, Any]], *, closed: bool = False) -> None:
-        """(the watcher) Hand answers to `reply`; `closed`: no more will come."""
+    def deliver(self, replies: list[dict[str, Any]], *, closed: bool = False) -> bool:
+        """(the watcher) Hand answers to `reply`; `closed`: no more will come. True when
+        one was awaited (see `ready`), or some may now never come."""
         with self._answered:
             self._replies.update((r["id"], r) for r in replies)
             self._answering = self._answering and not closed
             self._answered.notify_all()
+            awaited = bool(self._awaited) and (
+                closed or any(r["id"] in self._awaited for r in replies))
+            if awaited:
+                self._awaited.difference_update(r["id"] for r in replies)
+            return awaited
+
+    def ready(self, launch_id: str, deadline: float, *, wake: bool) -> bool:
+        """Whether `reply` would answer at once; if not and `wake`, the answer is awaited:
+        delivering it says so (the scheduler is woken to record it)."""
+        with self._answered:
+            if (launch_id in self._replies or not self._answering
+                    or time.monotonic() >= deadline):
+                return True
+            if wake:
+                self._awaited.add(launch_id)
+            return False
 
     def reply(self, launch_id: str, deadline: float) -> dict[str, Any]:
         """The answer to a request sent, once it has come."""
@@ -112,6 +131,7 @@ class _Launcher:
                     self.alive = False
                     raise OSError("the launcher did not answer")
                 self._answered.wait(left)
+            self._awaited.discard(launch_id)
             return self._replies.pop(launch_id)
 
     def close(self) -> None:
@@ -120,6 +140,30 @@ class _Launcher:
         with contextlib.suppress(OSError):
             if self.proc.stdin is not None:
                 self.proc.stdin.close()
+
+
+class _Pending:
+    """A launch handed to the launcher (base.Started): its answer is read by the watcher."""
+
+    def __init__(self, executor: LocalExecutor, spec: base.LaunchSpec, launcher: _Launcher,
+                 deadline: float) -> None:
+        self.executor, self.spec, self.launcher, self.deadline = (
+            executor, spec, launcher, deadline)
+        self.outcome: base.Handle | errors.LaunchError | None = None
+
+    def __call__(self) -> base.Handle:
+        if self.outcome is None:
+            try:
+                self.outcome = self.executor._handle(self.spec, self.launcher, self.deadline)
+            except errors.LaunchError as exc:
+                self.outcome = exc
+        if isinstance(self.outcome, errors.LaunchError):
+            raise self.outcome
+        return self.outcome
+
+    def ready(self, *, wake: bool) -> bool:
+        return self.outcome is not None or self.launcher.ready(
+            self.spec.launch_id, self.deadline, wake=wake)
 
 
 class LocalExecutor:
@@ -159,20 +203,7 @@ class LocalExecutor:
             launcher.send(req)
         except OSError as exc:
             raise self._failed(spec, exc) from None
-        deadline = time.monotonic() + LAUNCH_TIMEOUT_S
-        outcome: list[base.Handle | errors.LaunchError] = []
-
-        def started() -> base.Handle:  # the same outcome however often it is asked
-            if not outcome:
-                try:
-                    outcome.append(self._handle(spec, launcher, deadline))
-                except errors.LaunchError as exc:
-                    outcome.append(exc)
-            if isinstance(outcome[0], errors.LaunchError):
-                raise outcome[0]
-            return outcome[0]
-
-        return started
+        return _Pending(self, spec, launcher, time.monotonic() + LAUNCH_TIMEOUT_S)
 
     def _handle(self, spec: base.LaunchSpec, launcher: _Launcher,
                 deadline: float) -> base.Handle:
@@ -203,18 +234,22 @@ class LocalExecutor:
 
     def _on_answers(self, launcher: _Launcher, lines: list[bytes] | None) -> bool:
         """What a launcher answered (watcher thread), None when its pipe closed; True (wake
-        the scheduler) when a launch failed, which nothing else would tell it of."""
+        the scheduler) when a launch failed, which nothing else would tell it of, or its
+        answer was awaited, or its task has ended already."""
         replies = [json.loads(line) for line in lines or ()]
         started = [(r["id"], r["pid"]) for r in replies if "pid" in r]
         with self._lock:  # known as this executor's before anyone has the handle to poll
             for launch_id, pid in started:
                 self._mine[launch_id] = (launcher, pid)
             orphaned = not launcher.alive
-        launcher.deliver(replies, closed=lines is None)
+            # A task may end before its answer is read (two pipes): the pass its exit
+            # woke may have found the launch unanswered and left it for the next.
+            ended = any(launch_id in self._exits for launch_id, _pid in started)
+        awaited = launcher.deliver(replies, closed=lines is None)
         if orphaned:  # its exit pipe closed first: watched as `_on_exits` watches the rest
             for _launch_id, pid in started:
                 self._watcher.watch(pid)
-        return any("error" in r for r in replies)
+        return awaited or ended or any("error" in r for r in replies)
 
     def _on_exits(self, launcher: _Launcher, lines: list[bytes] | None) -> None:
         """What a launcher's exit pipe says (watcher thread): "<launch id> <code>" lines;

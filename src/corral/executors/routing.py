@@ -69,8 +69,7 @@ class Routed:
         key = self._key_of_node(spec.node)
         if key is None:
             raise errors.LaunchError(f"node {spec.node} belongs to no executor")
-        started = base.start(self._members[key], spec)
-        return lambda: _stamped(started(), key)
+        return _Stamping(base.start(self._members[key], spec), key)
 
     def poll(self, handle: base.Handle) -> base.Status:
         return self._status(handle, lambda m: m.poll(handle))
@@ -149,6 +148,20 @@ class Routed:
 def origin(executor: base.Executor) -> dict[str, str] | None:
     """Which executor each node comes from, when several run the pools."""
     return executor.origin() if isinstance(executor, Routed) else None
+
+
+@dataclasses.dataclass(frozen=True)
+class _Stamping:
+    """A member's launch under way, its handle stamped with the member's key."""
+
+    started: base.Started
+    key: str
+
+    def __call__(self) -> base.Handle:
+        return _stamped(self.started(), self.key)
+
+    def ready(self, *, wake: bool) -> bool:
+        return self.started.ready(wake=wake)
 
 
 def _stamped(handle: base.Handle, key: str) -> base.Handle:

@@ -70,6 +70,8 @@ class _Pass:
     ended: list[tuple[Any, base.Status]] = dataclasses.field(default_factory=list)
     exports: list[tuple[Any, int]] = dataclasses.field(default_factory=list)
     purged: list[str] = dataclasses.field(default_factory=list)
+    #: launch ids of tasks to be signalled that have no handle yet (launches under way)
+    unsignalled: set[str] = dataclasses.field(default_factory=set)
     #: the pass's events, written in one statement before its transaction commits
     events: repo.Events = dataclasses.field(default_factory=repo.Events)
 
@@ -95,6 +97,8 @@ class Reconciler:
     #: or the launch still under way (see base.start), or None and why it failed; a
     #: launch not recorded when the server stops is settled by `recover`
     _unrecorded: list[_Launched] = dataclasses.field(default_factory=list)
+    #: the launch ids of those still under way at the start of this pass
+    _under_way: set[str] = dataclasses.field(default_factory=set)
     #: the queue as the scheduler saw it last pass, by job id: (its row, what decide takes)
     _seen: dict[str, tuple[tuple[Any, ...], scheduling.Queued]] = dataclasses.field(
         default_factory=dict)
@@ -124,10 +128,11 @@ class Reconciler:
         which a long queue would otherwise hold for most of the pass, keeping every API
         write waiting; the decisions are applied, each under a guard, in a second short
         transaction (see `_schedule`). Processes are started after the transactions commit,
-        and their handles recorded first thing in the next pass (see `_record_launches`).
+        and their handles recorded first thing in a later pass, once the executor has them
+        (see `_record_launches`).
         """
         p = _Pass()
-        unrecorded, self._unrecorded = self._handles(self._unrecorded), []
+        unrecorded, self._unrecorded = self._handles(self._unrecorded, wait=False)
         try:
             holding = self._settle_all(p, unrecorded)
         except BaseException:
@@ -137,6 +142,13 @@ class Reconciler:
             more = self._schedule(p, holding)
         finally:  # what the first transaction committed is carried out even so
             self._after(p)
+        # A launch left alone for want of an answer is recorded by the next pass, whatever
+        # starts it (its task's exit does); one whose task is to be signalled wants a pass
+        # as soon as its answer comes.
+        for t, started, _err in self._unrecorded:
+            if t.launch_id in p.unsignalled and not isinstance(started, base.Handle) \
+                    and started is not None:
+                started.ready(wake=True)
         # A launch that failed is settled by the next pass (nothing else would wake it).
         return more or any(handle is None for _t, handle, _err in self._unrecorded)
 
@@ -149,28 +161,36 @@ class Reconciler:
         """Record the last pass's launches (a server stopping)."""
         if self._unrecorded:
             events = repo.Events()
-            launched = self._handles(self._unrecorded)
+            launched, _ = self._handles(self._unrecorded, wait=True)
             with self.store.begin() as conn:
                 self._record_launches(conn, launched, events)
                 events.write(conn)
             self._unrecorded = []
 
-    def _handles(self, launched: Sequence[_Launched]) -> list[_Outcome]:
-        """Each launch with its handle, or None and why it failed (a launch under way is
-        waited for: by the next pass its answer has long come)."""
+    def _handles(self, launched: Sequence[_Launched], *, wait: bool,
+                 ) -> tuple[list[_Outcome], list[_Launched]]:
+        """Each launch whose outcome is known, with its handle, or None and why it failed;
+        and the launches still under way, unless `wait`. A pass does not wait for them (a
+        launcher's answer waits for the task's exec) and leaves their tasks alone; the
+        next pass records them (see `tick`)."""
         out: list[_Outcome] = []
+        pending: list[_Launched] = []
         for t, started, err in launched:
             handle = None
             if isinstance(started, base.Handle):
                 handle = started
             elif started is not None:
+                if not wait and not started.ready(wake=False):
+                    pending.append((t, started, err))
+                    continue
                 try:
                     handle = started()
                 except errors.CorralError as exc:
                     err = exc.message
                     self._known.discard(t.launch_id)
             out.append((t, handle, err))
-        return out
+        self._under_way = {t.launch_id for t, _s, _e in pending}
+        return out, pending
 
     def _settle_all(self, p: _Pass, unrecorded: Sequence[_Outcome]
                     ) -> list[tuple[Any, list[Any]]]:
@@ -221,6 +241,8 @@ class Reconciler:
         now = self.now()
         for row in repo.live_tasks(conn):
             status = self._status_of(row)
+            if status is None:
+                continue
             if status.state is base.State.NOT_STARTED:
                 if self._renew_launch(conn, row, now):
                     p.relaunch.add((row.job_id, row.attempt))
@@ -229,8 +251,11 @@ class Reconciler:
                 if status.handle and status.state is not base.State.RUNNING:
                     p.ended.append((row, status))
 
-    def _status_of(self, row: Any) -> base.Status:
+    def _status_of(self, row: Any) -> base.Status | None:
+        """The task's status; None for a launch still under way (nothing to learn yet)."""
         if row.state == J.TaskState.LAUNCHING.value:
+            if row.launch_id in self._under_way:
+                return None
             return self.executor.recover(self._bare_spec(row))
         handle = base.Handle.loads(row.handle)
         if handle.launch_id in self._known:
@@ -293,7 +318,7 @@ class Reconciler:
         live = [t for t in tasks if t.state in LIVE]
         if job.phase == J.Phase.TERMINATING.value:
             if live:
-                self._signal(conn, live)
+                self._signal(conn, p, live)
                 return True
             return not self._finish(conn, p, job, tasks, J.Phase.TERMINATED,
                                     J.SecondaryPhase.TERMINATED,
@@ -305,13 +330,13 @@ class Reconciler:
         if job.preempt_requested_at is not None and (
                 live or failed or any(t.kill_sent_at is not None for t in tasks)):
             if live:
-                self._signal(conn, live)
+                self._signal(conn, p, live)
                 return True
             return not self._requeue(conn, p, job, self.now(), end_reason=PREEMPTED,
                                      related_task=None)
         if live:
             if failed:  # one task of the gang failed: the others stop before any restart
-                self._signal(conn, live)
+                self._signal(conn, p, live)
             return True
         lost = [t for t in failed if t.state == J.TaskState.NODE_LOST.value]
         if lost:  # not the job's fault: place it again, its retries untouched
@@ -323,12 +348,13 @@ class Reconciler:
                                 J.SecondaryPhase.COMPLETED,
                                 end_reason="job completed", message="Job completed")
 
-    def _signal(self, conn: sa.Connection, live: Sequence[Any]) -> None:
+    def _signal(self, conn: sa.Connection, p: _Pass, live: Sequence[Any]) -> None:
         """SIGTERM each live task once, SIGKILL when the grace period has passed."""
         now = self.now()
         for t in live:
-            if not t.handle:
-                continue  # a launch still to be settled by the next observe
+            if not t.handle:  # a launch still to be settled by the next observe
+                p.unsignalled.add(t.launch_id)
+                continue
             handle = base.Handle.loads(t.handle)
             if t.kill_sent_at is None:
                 self.executor.cancel(handle, force=False)
@@ -579,7 +605,7 @@ class Reconciler:
         p.events.add(job.id, now, f"Preempted for {who} ({why}): "
                      f"stopping it with a grace period of {self.settings.grace_period:g} s; "
                      "it is requeued and keeps its place", level="Warning")
-        self._signal(conn, [t for t in tasks if t.state in LIVE])
+        self._signal(conn, p, [t for t in tasks if t.state in LIVE])
 
     def _note_waiting(self, conn: sa.Connection, p: _Pass, waits: Sequence[scheduling.Wait],
                       by_id: Mapping[str, Any], now: int, admitted: set[str]) -> None:
