@@ -81,7 +81,7 @@ class _Launcher:
         self._lock = threading.Lock()  #: one request written at a time
         self._answered = threading.Condition()
         self._replies: dict[str, dict[str, Any]] = {}
-        #: launches found not answered by `ready`: their answers wake the scheduler
+        #: launches `ready(wake=True)` found unanswered: their answers wake the scheduler
         self._awaited: set[str] = set()
         self._answering = True  #: its answer pipe is open
 
@@ -192,8 +192,8 @@ class LocalExecutor:
         return self.begin_launch(spec)()
 
     def begin_launch(self, spec: base.LaunchSpec) -> base.Started:
-        """Hand the launch to the launcher; what is returned waits for its answer (which
-        by the scheduler's next pass has long come)."""
+        """Hand the launch to the launcher; what is returned gives its answer, read by the
+        watcher (`ready` says whether it has come)."""
         req = {"id": spec.launch_id, "prefix": control_prefix(spec), "argv": spec.argv,
                "shell": spec.shell,
                "cwd": spec.cwd, "env": {**spec.env, LAUNCH_ENV: spec.launch_id},
