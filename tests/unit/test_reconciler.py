@@ -597,8 +597,8 @@ class _Answer:
         return self.launch(self.spec)
 
 
-def test_a_pass_goes_on_while_a_launch_is_under_way_and_records_it_later(
-        world: World) -> None:
+def answering_later(world: World) -> list[_Answer]:
+    """Make the fake executor's launches answer when the test says; returns them."""
     launches: list[_Answer] = []
 
     def begin_launch(spec: Any) -> _Answer:
@@ -606,6 +606,12 @@ def test_a_pass_goes_on_while_a_launch_is_under_way_and_records_it_later(
         return launches[-1]
 
     world.fake.begin_launch = begin_launch  # type: ignore[attr-defined]
+    return launches
+
+
+def test_a_pass_goes_on_while_a_launch_is_under_way_and_records_it_later(
+        world: World) -> None:
+    launches = answering_later(world)
     job_id = world.submit()
     world.tick()  # starts the job: its launch is handed over
     world.tick()  # no answer yet: the pass neither waits nor takes it for one never started
@@ -628,13 +634,7 @@ def test_a_pass_goes_on_while_a_launch_is_under_way_and_records_it_later(
 
 def test_a_job_stopped_while_its_launch_is_under_way_is_signalled_once_it_is_answered(
         world: World) -> None:
-    launches: list[_Answer] = []
-
-    def begin_launch(spec: Any) -> _Answer:
-        launches.append(_Answer(world.fake.launch, spec))
-        return launches[-1]
-
-    world.fake.begin_launch = begin_launch  # type: ignore[attr-defined]
+    launches = answering_later(world)
     job_id = world.submit()
     world.tick()
     assert world.terminate(job_id)
