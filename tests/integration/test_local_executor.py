@@ -548,8 +548,7 @@ def test_recover_calls_lost_a_launch_its_dead_launcher_may_have_run(rig: Rig) ->
     assert "whether it ran is unknown" in status.message
 
 
-def test_a_launch_reports_the_start_time_proc_shows(
-        rig: Rig) -> None:
+def test_a_launch_reports_the_start_time_proc_shows(rig: Rig) -> None:
     # The launcher takes a task's start time from the clock the kernel stamps a fork with,
     # instead of /proc, which holds a read back until the task's exec is done.
     spec = rig.spec(ready_then_wait("t"))

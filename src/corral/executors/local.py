@@ -145,21 +145,31 @@ class _Launcher:
 class _Pending:
     """A launch handed to the launcher (base.Started): its answer is read by the watcher."""
 
-    def __init__(self, executor: LocalExecutor, spec: base.LaunchSpec, launcher: _Launcher,
-                 deadline: float) -> None:
-        self.executor, self.spec, self.launcher, self.deadline = (
-            executor, spec, launcher, deadline)
+    def __init__(self, spec: base.LaunchSpec, launcher: _Launcher, deadline: float) -> None:
+        self.spec, self.launcher, self.deadline = spec, launcher, deadline
         self.outcome: base.Handle | errors.LaunchError | None = None
 
     def __call__(self) -> base.Handle:
         if self.outcome is None:
             try:
-                self.outcome = self.executor._handle(self.spec, self.launcher, self.deadline)
+                self.outcome = self._handle()
             except errors.LaunchError as exc:
                 self.outcome = exc
         if isinstance(self.outcome, errors.LaunchError):
             raise self.outcome
         return self.outcome
+
+    def _handle(self) -> base.Handle:
+        spec = self.spec
+        try:
+            reply = self.launcher.reply(spec.launch_id, self.deadline)
+        except OSError as exc:
+            raise _launch_failed(spec, exc) from None
+        if "error" in reply:
+            raise errors.LaunchError(f"cannot start {spec.task}: {reply['error']}")
+        return base.Handle(node=spec.node, task=spec.task, pid=reply["pid"],
+                           start_time=reply["ticks"], control_dir=spec.control_dir,
+                           launch_id=spec.launch_id)
 
     def ready(self, *, wake: bool) -> bool:
         return self.outcome is not None or self.launcher.ready(
@@ -202,25 +212,8 @@ class LocalExecutor:
             launcher = self._running_launcher()
             launcher.send(req)
         except OSError as exc:
-            raise self._failed(spec, exc) from None
-        return _Pending(self, spec, launcher, time.monotonic() + LAUNCH_TIMEOUT_S)
-
-    def _handle(self, spec: base.LaunchSpec, launcher: _Launcher,
-                deadline: float) -> base.Handle:
-        try:
-            reply = launcher.reply(spec.launch_id, deadline)
-        except OSError as exc:
-            raise self._failed(spec, exc) from None
-        if "error" in reply:
-            raise errors.LaunchError(f"cannot start {spec.task}: {reply['error']}")
-        return base.Handle(node=spec.node, task=spec.task, pid=reply["pid"],
-                           start_time=reply["ticks"], control_dir=spec.control_dir,
-                           launch_id=spec.launch_id)
-
-    @staticmethod
-    def _failed(spec: base.LaunchSpec, exc: OSError) -> errors.LaunchError:
-        _kill_marked(spec.launch_id)  # a launcher that died may have started it
-        return errors.LaunchError(f"cannot start {spec.task}: {exc}")
+            raise _launch_failed(spec, exc) from None
+        return _Pending(spec, launcher, time.monotonic() + LAUNCH_TIMEOUT_S)
 
     def _running_launcher(self) -> _Launcher:
         with self._lock:
@@ -407,6 +400,11 @@ class LocalExecutor:
                 return None
             self._ps[handle.launch_id] = proc
         return proc
+
+
+def _launch_failed(spec: base.LaunchSpec, exc: OSError) -> errors.LaunchError:
+    _kill_marked(spec.launch_id)  # a launcher that died may have started it
+    return errors.LaunchError(f"cannot start {spec.task}: {exc}")
 
 
 def control_prefix(spec: base.LaunchSpec) -> str:

@@ -53,9 +53,9 @@ USAGE_EVERY_MS = 5_000
 #: the end_reason of a running record closed by preemption
 PREEMPTED = "preempted"
 TERMINAL_VALUES = frozenset(p.value for p in J.TERMINAL)
-#: a task launched (its row), and its handle, or its launch still under way, or None and
-#: why it failed to start
-_Launched = tuple[Any, base.Handle | base.Started | None, str]
+#: a task launched (its row), and its launch (perhaps still under way), or None and why
+#: it failed to start
+_Launched = tuple[Any, base.Started | None, str]
 #: the same once the launch's outcome is known
 _Outcome = tuple[Any, base.Handle | None, str]
 
@@ -136,7 +136,8 @@ class Reconciler:
         try:
             holding = self._settle_all(p, unrecorded)
         except BaseException:
-            self._unrecorded = [*unrecorded, *self._unrecorded]
+            self._unrecorded = [(t, None if h is None else base.Done(h), err)
+                                for t, h, err in unrecorded] + self._unrecorded
             raise
         try:
             more = self._schedule(p, holding)
@@ -146,8 +147,7 @@ class Reconciler:
         # starts it (its task's exit does); one whose task is to be signalled wants a pass
         # as soon as its answer comes.
         for t, started, _err in self._unrecorded:
-            if t.launch_id in p.unsignalled and not isinstance(started, base.Handle) \
-                    and started is not None:
+            if started is not None and t.launch_id in p.unsignalled:
                 started.ready(wake=True)
         # A launch that failed is settled by the next pass (nothing else would wake it).
         return more or any(handle is None for _t, handle, _err in self._unrecorded)
@@ -177,9 +177,7 @@ class Reconciler:
         pending: list[_Launched] = []
         for t, started, err in launched:
             handle = None
-            if isinstance(started, base.Handle):
-                handle = started
-            elif started is not None:
+            if started is not None:
                 if not wait and not started.ready(wake=False):
                     pending.append((t, started, err))
                     continue
