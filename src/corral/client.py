@@ -10,8 +10,7 @@ from __future__ import annotations
 import datetime
 import json
 import socket
-import time
-from collections.abc import Callable, Generator, Iterable, Iterator
+from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from typing import Any
 
 import httpx
@@ -136,8 +135,20 @@ class Client:
     def create_job(self, body: dict[str, Any]) -> dict[str, Any]:
         return self._request("POST", self._v2("/training-jobs"), json=body)
 
-    def get_job(self, job_id: str) -> dict[str, Any]:
-        return self._request("GET", self._job(job_id))
+    def get_job(self, job_id: str, *, watch: Sequence[str] = (),
+                timeout: float | None = None) -> dict[str, Any]:
+        """The job; with `watch`, once its phase is none of those, or `timeout` seconds
+        have passed (the server's default when None)."""
+        if not watch:
+            return self._request("GET", self._job(job_id))
+        params: list[tuple[str, Any]] = [("watch", phase) for phase in watch]
+        if timeout is not None:
+            params.append(("timeout", timeout))
+        # The answer may take the whole wait: the request's own timeout starts after it.
+        wait = WATCH_DEFAULT_S if timeout is None else timeout
+        read = self._http.timeout.read
+        return self._request("GET", self._job(job_id), params=params,
+                             timeout=None if read is None else read + wait)
 
     def list_jobs(
         self,
@@ -365,6 +376,10 @@ class Client:
             ) from None
 
 
+#: how long the server lets a watch wait unless told (api/watch.py)
+WATCH_DEFAULT_S = 30.0
+
+
 def follow(
     api: Client,
     job_id: str,
@@ -375,18 +390,22 @@ def follow(
 ) -> dict[str, Any]:
     """Feeds new log text until the job is in a terminal phase and its log is drained.
 
-    `on_job` sees the job at every poll. Returns the job as it ended.
+    `on_job` sees the job at every poll. Returns the job as it ended. Between polls the
+    job is watched (`?watch=`): a change of phase is seen at once, not at the next poll.
     """
+    job = api.get_job(job_id)
     while True:
         # The phase is read before the log: once terminal, one more read gets every last line.
-        job = api.get_job(job_id)
         if on_job is not None:
             on_job(job)
         for text in tail.read():
             on_text(text)
         if job["status"]["phase"] in TERMINAL:
             return job
-        time.sleep(poll)
+        if poll > 0:
+            job = api.get_job(job_id, watch=[job["status"]["phase"]], timeout=poll)
+        else:
+            job = api.get_job(job_id)
 
 
 class LogTail:

@@ -146,8 +146,10 @@ def build(settings: settings_mod.Settings) -> Platform:
         ctx.catalog = new
 
     rec = reconciler.Reconciler(store=store, executor=executor, catalog=cat,
-                                settings=settings, run_as=run_as, on_catalog=follow)
-    syncer = sync.Syncer(store=store, settings=settings, stores=stores)
+                                settings=settings, run_as=run_as, on_catalog=follow,
+                                on_change=ctx.changes.changed)
+    syncer = sync.Syncer(store=store, settings=settings, stores=stores,
+                         changed=ctx.changes.changed)
     platform = Platform(settings=settings, store=store, executor=executor, catalog=cat,
                         reconciler=rec, context=ctx, locks=locks, syncer=syncer)
     ctx.wake = platform.wake

@@ -11,6 +11,7 @@ import pathlib
 import re
 import shlex
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -269,6 +270,101 @@ def test_show_a_two_node_job_lists_both_tasks(live: conftest.Live) -> None:
 
 
 # --- PUT /training-jobs/{id} -------------------------------------------------------------
+
+
+# --- GET /training-jobs/{id}?watch=...: waiting on a job (a corral extension) -----------
+
+
+def gated(gate: pathlib.Path) -> str:
+    """A job command that runs until `gate` exists, then exits 0."""
+    return py(f"import os, time\nwhile not os.path.exists({str(gate)!r}): time.sleep(0.01)")
+
+
+def watch(live: conftest.Live, job_id: str, *phases: str, timeout: float | None = None,
+          http: Any = None) -> Any:
+    params: list[tuple[str, Any]] = [("watch", p) for p in phases]
+    if timeout is not None:
+        params.append(("timeout", timeout))
+    return (http or live.http).get(live.path(f"/training-jobs/{job_id}"), params=params)
+
+
+def test_watch_answers_once_the_job_has_left_the_watched_phases(
+    live: conftest.Live, tmp_path: pathlib.Path
+) -> None:
+    gate = tmp_path / "gate"
+    job_id = live.submit(factories.make_job(command=gated(gate)))["metadata"]["id"]
+    wait_running(live, job_id)
+    opener = threading.Timer(0.3, gate.touch)
+    opener.start()
+    try:
+        r = watch(live, job_id, "Creating", "Pending", "Running")
+    finally:
+        opener.cancel()
+
+    assert r.status_code == 200, r.text
+    status = r.json()["status"]
+    assert status["phase"] == "Completed"
+    assert [(t["task"], t["exit_code"]) for t in status["task_statuses"]] == [("worker-0", 0)]
+
+
+def test_watch_answers_a_terminate(live: conftest.Live) -> None:
+    job_id = live.submit(factories.make_job(command="sleep 30"))["metadata"]["id"]
+    wait_running(live, job_id)
+    with conftest.http_client(live.url, live.login.token) as other:
+        stopper = threading.Timer(0.3, lambda: other.post(
+            live.path(f"/training-jobs/{job_id}/actions"), json={"action_type": "terminate"}))
+        stopper.start()
+        try:
+            r = watch(live, job_id, "Running")
+        finally:
+            stopper.join()
+
+    assert r.status_code == 200, r.text
+    assert r.json()["status"]["phase"] in ("Terminating", "Terminated")
+
+
+def test_watch_answers_at_once_a_job_not_in_the_watched_phases(live: conftest.Live) -> None:
+    job_id = live.submit(factories.make_job(command="true"))["metadata"]["id"]
+    live.wait(job_id)
+
+    r = watch(live, job_id, "Running", timeout=60)
+
+    assert r.status_code == 200, r.text
+    assert r.json()["status"]["phase"] == "Completed"
+
+
+def test_watch_answers_with_the_job_as_it_is_when_its_timeout_has_passed(
+    live: conftest.Live,
+) -> None:
+    job_id = live.submit(factories.make_job(command="sleep 30"))["metadata"]["id"]
+    wait_running(live, job_id)
+
+    r = watch(live, job_id, "Running", timeout=0.2)
+
+    assert r.status_code == 200, r.text
+    assert r.json()["status"]["phase"] == "Running"
+
+
+@pytest.mark.parametrize("params", [
+    [("watch", "Sleeping")],
+    [("watch", "Running"), ("timeout", "0")],
+    [("watch", "Running"), ("timeout", "61")],
+    [("watch", "Running"), ("timeout", "soon")],
+])
+def test_watch_refuses_bad_parameters(live: conftest.Live, params: list[tuple[str, str]]) -> None:
+    job_id = live.submit(factories.make_job(command="true"))["metadata"]["id"]
+
+    r = live.http.get(live.path(f"/training-jobs/{job_id}"), params=params)
+
+    assert r.status_code == 400, r.text
+    assert r.json()["error_code"] == "ModelArts.2788"
+
+
+def test_watch_of_an_unknown_job_is_404(live: conftest.Live) -> None:
+    r = watch(live, str(uuid.uuid4()), "Running")
+
+    assert r.status_code == 404, r.text
+    assert r.json()["error_code"] == "ModelArts.2775"
 
 
 def test_update_changes_the_description(live: conftest.Live) -> None:

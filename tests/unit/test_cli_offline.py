@@ -350,7 +350,6 @@ def test_logs_prints_the_whole_log(fake: FakeCorral, invoke: Any) -> None:
 
 
 def test_logs_follow_waits_for_the_end(fake: FakeCorral, invoke: Any, monkeypatch: Any) -> None:
-    monkeypatch.setattr(client.time, "sleep", lambda s: None)
     job_id = fake.add(make_job(), log="first\n", phases=("Pending", "Running", "Completed"))
 
     def grow_log(job_id: str, rest: list[str], req: httpx.Request) -> httpx.Response:

@@ -190,3 +190,23 @@ def test_follow_stops_once_the_job_ended_and_its_log_is_read() -> None:
     assert job["status"]["phase"] == "Completed"
     assert seen == ["Pending", "Running", "Running", "Completed"]
     assert "".join(out).splitlines() == [f"line while {p}" for p in seen]
+
+
+def test_follow_watches_the_job_between_polls() -> None:
+    asked: list[list[tuple[str, str]]] = []
+    phases = iter(["Running", "Running", "Completed"])
+
+    def handler(req: httpx.Request) -> httpx.Response:
+        if req.url.path.endswith("/logs"):
+            return FakeLogs({1: ""})(req)
+        asked.append(list(req.url.params.multi_items()))
+        return httpx.Response(200, json={"status": {"phase": next(phases)}})
+
+    api = make_client(handler)
+    job = client.follow(api, "j1", client.LogTail(api, "j1", "worker-0"), lambda _t: None,
+                        poll=0.5)
+
+    assert job["status"]["phase"] == "Completed"
+    # The first read answers at once; each later one once the phase it saw has changed.
+    assert asked == [[], [("watch", "Running"), ("timeout", "0.5")],
+                     [("watch", "Running"), ("timeout", "0.5")]]

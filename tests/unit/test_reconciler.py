@@ -854,3 +854,27 @@ def test_a_deleted_running_job_is_stopped_before_it_is_purged(world: World) -> N
     world.tick()
     assert world.job(job_id) is None
     assert world.fake.alive() == []
+
+
+# --- telling who waits on a job ----------------------------------------------------------
+
+
+def test_each_pass_tells_which_jobs_it_changed_once_they_are_committed(world: World) -> None:
+    told: list[dict[str, str]] = []
+
+    def on_change(job_ids: Any) -> None:  # each job's phase as another connection sees it
+        told.append({j: world.phase(j)[0] for j in job_ids})
+
+    world.rec.on_change = on_change
+    job_id, other = world.submit(), world.submit(flavor_id="corral.cpu.full")
+
+    world.tick()  # the first starts, the second waits for it
+    assert told == [{job_id: "Running", other: "Pending"}]
+
+    told.clear()
+    world.tick()  # nothing changed
+    assert told == []
+
+    world.fake.exit(job_id, code=0)
+    world.tick()  # the first completes (first transaction), the second starts (second)
+    assert told == [{job_id: "Completed"}, {other: "Running"}]

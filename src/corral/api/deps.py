@@ -13,7 +13,7 @@ from fastapi import Depends, Request
 
 from corral import secretbox
 from corral import settings as settings_mod
-from corral.api import authcache
+from corral.api import authcache, watch
 from corral.scheduler import catalog as catalog_mod
 from corral.scheduler import submit
 from corral.storage import objects, paths
@@ -32,6 +32,8 @@ class Context:
     stores: objects.Stores | None = None
     wake: Callable[[], None] = lambda: None
     clock: Callable[[], float] = time.time
+    #: who waits on which job (GET .../training-jobs/{id}?watch=...), told of changes
+    changes: watch.JobChanges = dataclasses.field(default_factory=watch.JobChanges)
     #: credentials verified in the last few seconds (api/authcache.py)
     auth_cache: authcache.CredentialCache = dataclasses.field(init=False)
     _policies: dict[str, paths.Policy] = dataclasses.field(default_factory=dict, init=False)

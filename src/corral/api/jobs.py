@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Annotated, Any, Literal
 
 import sqlalchemy as sa
 from fastapi import APIRouter, Query
 from fastapi.responses import JSONResponse
+from starlette.concurrency import run_in_threadpool
 
-from corral.api import auth, schemas, views
+from corral.api import auth, deps, schemas, views
 from corral.api import versions as versions_api
+from corral.api import watch as watch_mod
 from corral.api.deps import Ctx
 from corral.domain import errors, specs
 from corral.domain import jobs as J
@@ -42,12 +45,39 @@ def create_training_job(project_id: str, body: specs.JobCreate, ctx: Ctx,
 
 @router.get("/training-jobs/{training_job_id}", response_model=schemas.JobOut,
             responses=ERRORS)
-def show_training_job(project_id: str, training_job_id: str, ctx: Ctx) -> JSONResponse:
+async def show_training_job(
+    project_id: str, training_job_id: str, ctx: Ctx,
+    watch: Annotated[list[J.Phase] | None, Query(
+        description="corral extension: answer once the job's phase is none of these (at "
+                    "once if it already is not), or when `timeout` has passed; repeat it "
+                    "for several phases")] = None,
+    timeout: Annotated[float, Query(
+        gt=0, le=watch_mod.MAX_TIMEOUT_S,
+        description="seconds a `watch` waits at most")] = watch_mod.DEFAULT_TIMEOUT_S,
+) -> JSONResponse:
     # Job bodies go out as built (the schema documents them; views.job builds them from
     # stored, already validated data), which saves validating them again on every poll.
+    if not watch:
+        return JSONResponse(await run_in_threadpool(_job_body, ctx, project_id,
+                                                    training_job_id))
+    waiting = {phase.value for phase in watch}
+    # Watching: registered before each read, so that a change committed after the read
+    # ends the wait at once (see api/watch.py).
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    with ctx.changes.watching(training_job_id) as watcher:
+        while True:
+            watcher.arm()
+            out = await run_in_threadpool(_job_body, ctx, project_id, training_job_id)
+            left = deadline - loop.time()
+            if out["status"]["phase"] not in waiting or left <= 0:
+                return JSONResponse(out)
+            await watcher.wait(left)
+
+
+def _job_body(ctx: deps.Context, project_id: str, job_id: str) -> dict[str, Any]:
     with ctx.store.read() as conn:
-        row = repo.get_job(conn, project_id, training_job_id)
-        return JSONResponse(views.job(conn, row, ctx.catalog, ctx.now()))
+        return views.job(conn, repo.get_job(conn, project_id, job_id), ctx.catalog, ctx.now())
 
 
 @router.put("/training-jobs/{training_job_id}", responses=ERRORS)
@@ -72,6 +102,7 @@ def delete_training_job(project_id: str, training_job_id: str, ctx: Ctx,
         repo.mark_deleted(conn, training_job_id, now)
         if J.Phase(row.phase) in J.TERMINABLE:
             repo.request_terminate(conn, training_job_id, now, "Job deleted: stopping it")
+    ctx.changes.changed([training_job_id])
     ctx.wake()
     return {}
 
@@ -93,6 +124,7 @@ def act_on_training_job(project_id: str, training_job_id: str, body: specs.JobAc
                 "can be terminated")
         out = views.job(conn, repo.get_job(conn, project_id, training_job_id), ctx.catalog,
                         now)
+    ctx.changes.changed([training_job_id])
     ctx.wake()
     return out
 

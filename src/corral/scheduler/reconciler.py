@@ -17,7 +17,7 @@ import math
 import os
 import time
 import types
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
 
 import sqlalchemy as sa
@@ -90,6 +90,9 @@ class Reconciler:
     run_as: tuple[int, int] | None = None
     #: told of every new catalog when the executor's nodes change (the API's view)
     on_catalog: Callable[[catalog_mod.Catalog], None] | None = None
+    #: told of the jobs a pass changed once its transaction has committed (see
+    #: api/watch.py): their phase may have changed
+    on_change: Callable[[Collection[str]], None] | None = None
     _known: set[str] = dataclasses.field(default_factory=set)
     _specs: dict[str, specs.JobCreate] = dataclasses.field(default_factory=dict)
     _base_env: dict[str, str] | None = None
@@ -202,7 +205,14 @@ class Reconciler:
                        if self._settle(conn, p, job, tasks)]
             p.events.write(conn)  # before purging: a purged job's events go with it
             self._purge(conn, p)
+        self._announce(p)
         return holding
+
+    def _announce(self, p: _Pass) -> None:
+        """Tell who waits on them of the jobs the transaction just committed changed."""
+        if p.events.jobs and self.on_change is not None:
+            self.on_change(p.events.jobs)
+        p.events.jobs = set()
 
     def _refresh_nodes(self) -> None:
         """Follow the executor's nodes (a cluster's nodes join and leave)."""
@@ -530,6 +540,7 @@ class Reconciler:
                 self._preempt(conn, p, live[v.job_id], v, by_id[v.for_job], now)
             self._note_waiting(conn, p, d.waits, by_id, now, admitted)
             p.events.write(conn)
+        self._announce(p)
         p.launches += launches  # once their rows are durable
         # Jobs past a stream's window were not looked at: look again at once when this
         # pass started even the last job of a full window (it still had room at its end);

@@ -14,7 +14,7 @@ import dataclasses
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import sqlalchemy as sa
@@ -37,6 +37,8 @@ class Syncer:
     settings: settings_mod.Settings
     stores: objects.Stores
     wake: Callable[[], None] = lambda: None
+    #: told of jobs whose phase it changed, once committed (a job whose inputs failed)
+    changed: Callable[[Iterable[str]], None] = lambda _ids: None
     clock: Callable[[], float] = time.time
     workers: int = 4
     _pool: concurrent.futures.ThreadPoolExecutor | None = None
@@ -128,6 +130,7 @@ class Syncer:
             staging.fail(self.store, job, self.now(), f"fetching inputs failed: {exc}")
         except sa.exc.SQLAlchemyError:
             raise  # the database, not the inputs: the next pass tries again
+        self.changed([job.id])
         self.wake()
 
     def _finish(self, job: Any) -> None:

@@ -475,9 +475,13 @@ class Events:
 
     def __init__(self) -> None:
         self.rows: list[dict[str, Any]] = []
+        #: the jobs events were added for, written or not (whoever waits on them is told
+        #: once the transaction has committed)
+        self.jobs: set[str] = set()
 
     def add(self, job_id: str, now: int, message: str, *, level: str = "Info",
             source: str = "Job") -> None:
+        self.jobs.add(job_id)
         self.rows.append({"job_id": job_id, "time": now, "level": level, "source": source,
                           "message": message})
 

@@ -1,0 +1,82 @@
+"""Waiting on a job without polling: `GET /training-jobs/{id}?watch=<phase>`.
+
+Whoever changes a job's phase (the scheduler's passes, the API's terminate and delete, the
+storage thread) says so once its transaction has committed, through `JobChanges.changed`;
+a request watching that job reads it again then, and answers once its phase differs from
+the one the client last saw. The job is also read again every RECHECK_S, so that a change
+nobody announced is still answered, late.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import threading
+from collections.abc import Iterable, Iterator
+
+#: the longest a watching request waits (the client asks again)
+MAX_TIMEOUT_S = 60.0
+DEFAULT_TIMEOUT_S = 30.0
+#: how often a watched job is read again anyway
+RECHECK_S = 1.0
+
+
+class Watcher:
+    """One request's wait for one job (see `JobChanges.watching`)."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+        self._changed = asyncio.Event()
+
+    def poke(self) -> None:
+        """(any thread) The job changed."""
+        with contextlib.suppress(RuntimeError):  # the loop has closed: nobody waits
+            self._loop.call_soon_threadsafe(self._changed.set)
+
+    def arm(self) -> None:
+        """Forget earlier changes: call before reading the job, so that a change made
+        after the read ends the next `wait` at once."""
+        self._changed.clear()
+
+    async def wait(self, timeout: float) -> None:
+        """Until the job changed, or `timeout` seconds (RECHECK_S at most) have passed."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._changed.wait(), min(timeout, RECHECK_S))
+
+
+class JobChanges:
+    """Who watches which job; told of changes by any thread."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._watchers: dict[str, set[Watcher]] = {}
+
+    def changed(self, job_ids: Iterable[str]) -> None:
+        """Jobs changed (their transactions have committed)."""
+        if not self._watchers:  # the usual case: nobody watches
+            return
+        with self._lock:
+            poked = [w for job_id in job_ids for w in self._watchers.get(job_id, ())]
+        for w in poked:
+            w.poke()
+
+    @contextlib.contextmanager
+    def watching(self, job_id: str) -> Iterator[Watcher]:
+        """Watch a job for the length of the block (in the event loop's thread)."""
+        w = Watcher(asyncio.get_running_loop())
+        with self._lock:
+            self._watchers.setdefault(job_id, set()).add(w)
+        try:
+            yield w
+        finally:
+            with self._lock:
+                left = self._watchers.get(job_id)
+                if left is not None:
+                    left.discard(w)
+                    if not left:
+                        del self._watchers[job_id]
+
+    def watched(self) -> int:
+        """How many watches are open (for tests and diagnostics)."""
+        with self._lock:
+            return sum(len(ws) for ws in self._watchers.values())

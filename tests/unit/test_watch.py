@@ -1,0 +1,58 @@
+"""Waiting on jobs (api/watch.py): a change told by any thread ends the wait of those
+watching that job, and only theirs."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+
+from corral.api import watch
+
+
+def test_a_change_told_from_another_thread_ends_the_wait_of_that_jobs_watchers() -> None:
+    changes = watch.JobChanges()
+
+    async def main() -> tuple[bool, bool, int]:
+        loop = asyncio.get_running_loop()
+        with changes.watching("a") as a, changes.watching("b") as b:
+            assert changes.watched() == 2
+            a.arm()
+            b.arm()
+            waits = [asyncio.ensure_future(w.wait(30)) for w in (a, b)]
+            teller = threading.Thread(target=changes.changed, args=(["a", "c"],))
+            await loop.run_in_executor(None, teller.start)
+            done, _ = await asyncio.wait(waits, timeout=10,
+                                         return_when=asyncio.FIRST_COMPLETED)
+            a_done, b_done = waits[0] in done, waits[1].done()
+            waits[1].cancel()
+        return a_done, b_done, changes.watched()
+
+    assert asyncio.run(main()) == (True, False, 0)
+
+
+def test_a_change_between_arming_and_waiting_is_not_missed() -> None:
+    changes = watch.JobChanges()
+
+    async def main() -> bool:
+        with changes.watching("a") as w:
+            w.arm()
+            changes.changed(["a"])  # while the job is being read
+            await asyncio.sleep(0)  # the poke is delivered through the loop
+            waiting = asyncio.ensure_future(w.wait(30))
+            done, _ = await asyncio.wait([waiting], timeout=10)
+            return waiting in done
+
+    assert asyncio.run(main())
+
+
+def test_a_wait_ends_by_itself_to_read_the_job_again() -> None:
+    changes = watch.JobChanges()
+
+    async def main() -> bool:
+        with changes.watching("a") as w:
+            w.arm()
+            await asyncio.wait_for(w.wait(0.01), 10)  # nobody tells: it ends anyway
+            return True
+
+    assert asyncio.run(main())
+    changes.changed(["a"])  # nobody watches any more: nothing to do
