@@ -25,7 +25,8 @@ def test_quick_benchmark_prints_its_table_and_writes_json(tmp_path: pathlib.Path
 
     assert proc.returncode == 0, proc.stderr[-3000:]
     for line in (
-        "per-job overhead, median",
+        "per-job overhead, watched, median",
+        "per-job overhead, polled every 2 ms, median",
         "jobs at once, all ended",
         "idle RSS (server, launcher), after start",
         "terminate until Terminated, median",
