@@ -136,19 +136,16 @@ class Client:
         return self._request("POST", self._v2("/training-jobs"), json=body)
 
     def get_job(self, job_id: str, *, watch: Sequence[str] = (),
-                timeout: float | None = None) -> dict[str, Any]:
+                timeout: float = 30.0) -> dict[str, Any]:
         """The job; with `watch`, once its phase is none of those, or `timeout` seconds
-        have passed (the server's default when None)."""
+        have passed."""
         if not watch:
             return self._request("GET", self._job(job_id))
-        params: list[tuple[str, Any]] = [("watch", phase) for phase in watch]
-        if timeout is not None:
-            params.append(("timeout", timeout))
+        params = [*(("watch", phase) for phase in watch), ("timeout", timeout)]
         # The answer may take the whole wait: the request's own timeout starts after it.
-        wait = WATCH_DEFAULT_S if timeout is None else timeout
         read = self._http.timeout.read
         return self._request("GET", self._job(job_id), params=params,
-                             timeout=None if read is None else read + wait)
+                             timeout=None if read is None else read + timeout)
 
     def list_jobs(
         self,
@@ -374,10 +371,6 @@ class Client:
             raise ClientError(
                 resp.status_code, None, f"{method} {path}: the answer is not JSON"
             ) from None
-
-
-#: how long the server lets a watch wait unless told (api/watch.py)
-WATCH_DEFAULT_S = 30.0
 
 
 def follow(
