@@ -838,9 +838,24 @@ def test_a_deleted_finished_job_is_purged_with_its_files(world: World) -> None:
     assert job_dir.is_dir()
     with world.store.begin() as conn:
         repo.mark_deleted(conn, job_id, world.now_ms())
+    world.rec.queue_changed()  # as the API does
     world.tick()
     assert world.job(job_id) is None
     assert not job_dir.exists()
+
+
+def test_a_job_deleted_without_a_word_is_purged_by_the_next_whole_read(world: World) -> None:
+    job_id = world.submit()
+    world.tick()
+    world.fake.exit(job_id, code=0)
+    world.tick()
+    with world.store.begin() as conn:  # nobody tells the reconciler
+        repo.mark_deleted(conn, job_id, world.now_ms())
+    world.tick()
+    assert world.job(job_id) is not None  # a glance does not look for deleted jobs
+    world.clock.advance(reconciler.FULL_READ_MS / 1000)
+    world.tick()
+    assert world.job(job_id) is None
 
 
 def test_a_deleted_running_job_is_stopped_before_it_is_purged(world: World) -> None:
@@ -849,6 +864,7 @@ def test_a_deleted_running_job_is_stopped_before_it_is_purged(world: World) -> N
     with world.store.begin() as conn:
         repo.request_terminate(conn, job_id, world.now_ms(), "deleted")
         repo.mark_deleted(conn, job_id, world.now_ms())
+    world.rec.queue_changed()  # as the API does
     world.tick()
     assert world.fake.task(job_id).signals == ["SIGTERM"]
     world.tick()

@@ -69,11 +69,16 @@ class Handle:
         return f"{self.control_dir}/{self.task}.{self.launch_id}"
 
     def dumps(self) -> str:
-        return json.dumps(dataclasses.asdict(self))
+        # (not dataclasses.asdict, which deep-copies each field: several times the cost,
+        # paid for every task the scheduler records)
+        return json.dumps({f: getattr(self, f) for f in _HANDLE_FIELDS})
 
     @classmethod
     def loads(cls, raw: str) -> Handle:
         return cls(**json.loads(raw))
+
+
+_HANDLE_FIELDS = tuple(f.name for f in dataclasses.fields(Handle))
 
 
 class State(enum.StrEnum):

@@ -114,6 +114,8 @@ class Reconciler:
     _single: bool | None = None
     #: the quotas and the usage rows as last read (or, for usage, written)
     _read: tuple[list[scheduling.Quota], list[Any]] | None = None
+    #: whether a deleted job was still stopping at the last purge (see `_purge`)
+    _deleting: bool = True
 
     def now(self) -> int:
         return round(self.clock() * 1000)
@@ -154,6 +156,11 @@ class Reconciler:
                 started.ready(wake=True)
         # A launch that failed is settled by the next pass (nothing else would wake it).
         return more or any(handle is None for _t, handle, _err in self._unrecorded)
+
+    def _full_read_due(self, now: int) -> bool:
+        """Whether the next decision reads the queue's whole window (see QUEUE_GLANCE)."""
+        return (self._queue_version != self._read_version or self._full_read_at is None
+                or now - self._full_read_at >= FULL_READ_MS)
 
     def queue_changed(self) -> None:
         """Say that the queue changed otherwise than through this reconciler (called after
@@ -204,7 +211,8 @@ class Reconciler:
             holding = [(job, tasks) for job, tasks in active
                        if self._settle(conn, p, job, tasks)]
             p.events.write(conn)  # before purging: a purged job's events go with it
-            self._purge(conn, p)
+            if self._deleting or self._full_read_due(self.now()):
+                self._purge(conn, p)
         self._announce(p)
         return holding
 
@@ -494,8 +502,7 @@ class Reconciler:
         self._refresh_nodes()
         nodes = self.catalog.scheduling_nodes()
         version = self._queue_version
-        full = (version != self._read_version or self._full_read_at is None
-                or now - self._full_read_at >= FULL_READ_MS)
+        full = self._full_read_due(now)
         with self.store.read() as conn:
             limit = QUEUE_WINDOW if full else QUEUE_GLANCE
             if full:
@@ -778,11 +785,18 @@ class Reconciler:
     # --- purge deleted jobs ---------------------------------------------------------------
 
     def _purge(self, conn: sa.Connection, p: _Pass) -> None:
+        """Remove the deleted jobs that have ended. Called on the passes that read the
+        whole queue (deleting goes through the API, which says the queue changed; see
+        `queue_changed`) and on every pass while a deleted job is still stopping: the
+        others have no deleted job to look for."""
+        self._deleting = False
         for row in repo.deleted_jobs(conn):
             if row.phase in TERMINAL_VALUES:  # a job still stopping is purged once it ended
                 repo.purge_job(conn, row.id)
                 p.purged.append(row.id)
                 self._specs.pop(row.id, None)
+            else:
+                self._deleting = True
 
 
 def _ended_badly(row: Any, status: base.Status) -> bool:
