@@ -10,6 +10,7 @@ import os
 import pathlib
 import re
 import shlex
+import socket
 import sys
 import threading
 import time
@@ -343,6 +344,29 @@ def test_watch_answers_with_the_job_as_it_is_when_its_timeout_has_passed(
 
     assert r.status_code == 200, r.text
     assert r.json()["status"]["phase"] == "Running"
+
+
+def test_a_watch_whose_client_went_away_ends_without_waiting_out_its_timeout(
+    live: conftest.Live,
+) -> None:
+    job_id = live.submit(factories.make_job(command="sleep 30"))["metadata"]["id"]
+    wait_running(live, job_id)
+    changes = live.embedded.platform.context.changes
+    host, port = live.url.removeprefix("http://").split(":")
+    request = (f"GET {live.path(f'/training-jobs/{job_id}')}?watch=Running&timeout=60 "
+               f"HTTP/1.1\r\nHost: {host}\r\nX-Auth-Token: {live.login.token}\r\n\r\n")
+    with socket.create_connection((host, int(port))) as sock:
+        sock.sendall(request.encode())
+        deadline = time.monotonic() + 10
+        while changes.watched() == 0:
+            assert time.monotonic() < deadline, "the watch never started"
+            time.sleep(0.01)
+    # The client has closed its connection: the watch ends within a recheck or two, not
+    # after its 60 s.
+    deadline = time.monotonic() + 10
+    while changes.watched():
+        assert time.monotonic() < deadline, "the watch outlived its client"
+        time.sleep(0.05)
 
 
 @pytest.mark.parametrize("params", [

@@ -6,7 +6,7 @@ import asyncio
 from typing import Annotated, Any, Literal
 
 import sqlalchemy as sa
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Query, Request
 from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
 
@@ -46,7 +46,7 @@ def create_training_job(project_id: str, body: specs.JobCreate, ctx: Ctx,
 @router.get("/training-jobs/{training_job_id}", response_model=schemas.JobOut,
             responses=ERRORS)
 async def show_training_job(
-    project_id: str, training_job_id: str, ctx: Ctx,
+    project_id: str, training_job_id: str, ctx: Ctx, request: Request,
     watch: Annotated[list[J.Phase] | None, Query(
         description="corral extension: answer once the job's phase is none of these (at "
                     "once if it already is not), or when `timeout` has passed; repeat it "
@@ -73,6 +73,8 @@ async def show_training_job(
             if out["status"]["phase"] not in waiting or left <= 0:
                 return JSONResponse(out)
             await watcher.wait(left)
+            if await request.is_disconnected():  # nobody to answer: stop reading the job
+                return JSONResponse(out)
 
 
 def _job_body(ctx: deps.Context, project_id: str, job_id: str) -> dict[str, Any]:
