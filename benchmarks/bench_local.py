@@ -259,9 +259,19 @@ def kill_job_processes(home: pathlib.Path) -> None:
                 os.killpg(p.info["pid"], signal.SIGKILL)
 
 
+#: where the server's temporary CORRAL_HOME is made unless --home-parent says otherwise:
+#: beside corral's default one (~/.corral), not in /tmp, as a user's server keeps its data
+#: in their home directory (on the machine these figures come from, making a file or a
+#: directory in /tmp cost 10-40 times what it does in /root; see fs_probe_us)
+DEFAULT_HOME_PARENT = pathlib.Path.home()
+
+
 @contextlib.contextmanager
-def running_server(history: int = 0) -> Iterator[Server]:
-    with tempfile.TemporaryDirectory(prefix="corral-bench-") as tmp:
+def running_server(history: int = 0,
+                   home_parent: pathlib.Path | None = None) -> Iterator[Server]:
+    parent = home_parent or DEFAULT_HOME_PARENT
+    parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix=".corral-bench-", dir=parent) as tmp:
         home = pathlib.Path(tmp) / "home"
         if history:
             add_history(home, history)
@@ -432,6 +442,19 @@ def _launchers(server_pid: int) -> list[int]:
     return found
 
 
+def fs_probe_us(parent: pathlib.Path, n: int = 40) -> float:
+    """The median cost of making one directory under `parent`, in microseconds: a job's
+    attempt makes a few, and on some disks (and some states of one) it costs tens of times
+    what it costs on others, so the report says what this run's disk charged."""
+    with tempfile.TemporaryDirectory(prefix=".corral-probe-", dir=parent) as tmp:
+        costs = []
+        for i in range(n):
+            t0 = time.perf_counter()
+            os.mkdir(f"{tmp}/{i}")
+            costs.append(time.perf_counter() - t0)
+    return statistics.median(costs) * 1e6
+
+
 def children_cpu() -> float:
     r = resource.getrusage(resource.RUSAGE_CHILDREN)
     return r.ru_utime + r.ru_stime
@@ -595,15 +618,19 @@ def measure_idle_rss(srv: Server, settle_s: float = 2.0) -> float:
     return rss_mb(srv.proc.pid) + sum(rss_mb(pid) for pid in _launchers(srv.proc.pid))
 
 
-def run_all(sizes: Sizes) -> dict[str, Any]:
+def run_all(sizes: Sizes, home_parent: pathlib.Path | None = None) -> dict[str, Any]:
+    parent = home_parent or DEFAULT_HOME_PARENT
+    parent.mkdir(parents=True, exist_ok=True)
     results: dict[str, Any] = {
         "sizes": dataclasses.asdict(sizes),
         "cpus": os.cpu_count(),
         "python": sys.version.split()[0],
         "load_before": os.getloadavg(),
+        "home_parent": str(parent),
+        "mkdir_us": fs_probe_us(parent),
     }
     results["bare_idle_rss_mb"] = bare_idle_rss()
-    with running_server(sizes.history) as srv:
+    with running_server(sizes.history, parent) as srv:
         results["server_pid"] = srv.proc.pid
         steps: list[tuple[str, str, Callable[[], Any]]] = [
             ("rss_start_mb", "idle memory after start-up", lambda: measure_idle_rss(srv)),
@@ -754,6 +781,7 @@ def report(r: dict[str, Any]) -> str:
         f"corral local benchmark: {r['cpus']} CPUs, Python {r['python']}, "
         f"{s['seq']} sequential jobs, {s['jobs']} at once ({FLAVOR}), "
         f"{s['terminates']} terminates{history}; "
+        f"CORRAL_HOME under {r['home_parent']} (a mkdir there: {r['mkdir_us']:.0f} us); "
         f"load average before {r['load_before'][0]:.2f}, "
         f"after {r['load_after'][0]:.2f}"
     )
@@ -772,25 +800,31 @@ def report(r: dict[str, Any]) -> str:
     return "\n\n".join([*parts, ray])
 
 
-def parse_args(argv: Sequence[str] | None) -> tuple[Sizes, str | None]:
+def parse_args(argv: Sequence[str] | None
+               ) -> tuple[Sizes, str | None, pathlib.Path | None]:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--jobs", type=int, default=500, help="jobs submitted at once")
     p.add_argument("--seq", type=int, default=30, help="sequential jobs timed")
     p.add_argument("--terminates", type=int, default=10, help="running jobs terminated")
     p.add_argument("--history", type=int, default=0,
                    help="finished jobs in the database before measuring (default 0)")
+    p.add_argument("--home-parent", type=pathlib.Path, default=None,
+                   help="make the server's temporary CORRAL_HOME in this directory "
+                        f"(default: {DEFAULT_HOME_PARENT}, where corral's default is)")
     p.add_argument("--quick", action="store_true", help="small numbers, for a smoke run")
     p.add_argument("--json", metavar="PATH", help="also write the figures as JSON here")
     a = p.parse_args(argv)
     if a.quick:
-        return Sizes(seq=5, warmup=1, jobs=20, terminates=2, history=a.history), a.json
-    return Sizes(seq=a.seq, warmup=3, jobs=a.jobs, terminates=a.terminates,
-                 history=a.history), a.json
+        sizes = Sizes(seq=5, warmup=1, jobs=20, terminates=2, history=a.history)
+    else:
+        sizes = Sizes(seq=a.seq, warmup=3, jobs=a.jobs, terminates=a.terminates,
+                      history=a.history)
+    return sizes, a.json, a.home_parent
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    sizes, json_path = parse_args(argv)
-    results = run_all(sizes)
+    sizes, json_path, home_parent = parse_args(argv)
+    results = run_all(sizes, home_parent)
     print(report(results), flush=True)
     if json_path:
         pathlib.Path(json_path).write_text(json.dumps(results, indent=2))

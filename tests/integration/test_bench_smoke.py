@@ -17,7 +17,8 @@ BENCH = pathlib.Path(__file__).resolve().parents[2] / "benchmarks" / "bench_loca
 def test_quick_benchmark_prints_its_table_and_writes_json(tmp_path: pathlib.Path) -> None:
     out = tmp_path / "figures.json"
     proc = subprocess.run(
-        [sys.executable, str(BENCH), "--quick", "--history", "50", "--json", str(out)],
+        [sys.executable, str(BENCH), "--quick", "--history", "50", "--json", str(out),
+         "--home-parent", str(tmp_path / "homes")],
         capture_output=True,
         text=True,
         timeout=100,
@@ -37,7 +38,10 @@ def test_quick_benchmark_prints_its_table_and_writes_json(tmp_path: pathlib.Path
     ):
         assert line in proc.stdout
     assert "50 finished jobs in the database first" in proc.stdout
+    assert f"CORRAL_HOME under {tmp_path / 'homes'} (a mkdir there: " in proc.stdout
     figures = json.loads(out.read_text())
+    assert figures["mkdir_us"] > 0
+    assert list((tmp_path / "homes").iterdir()) == []  # the temporary home is gone
     assert figures["burst"]["completed"] == figures["burst"]["jobs"]
     cpu = figures["burst"]["cpu"]
     # Every job ran a real interpreter under the server, which itself did some work.
