@@ -268,10 +268,9 @@ DEFAULT_HOME_PARENT = pathlib.Path.home()
 
 @contextlib.contextmanager
 def running_server(history: int = 0,
-                   home_parent: pathlib.Path | None = None) -> Iterator[Server]:
-    parent = home_parent or DEFAULT_HOME_PARENT
-    parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix=".corral-bench-", dir=parent) as tmp:
+                   home_parent: pathlib.Path = DEFAULT_HOME_PARENT) -> Iterator[Server]:
+    home_parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix=".corral-bench-", dir=home_parent) as tmp:
         home = pathlib.Path(tmp) / "home"
         if history:
             add_history(home, history)
@@ -618,19 +617,18 @@ def measure_idle_rss(srv: Server, settle_s: float = 2.0) -> float:
     return rss_mb(srv.proc.pid) + sum(rss_mb(pid) for pid in _launchers(srv.proc.pid))
 
 
-def run_all(sizes: Sizes, home_parent: pathlib.Path | None = None) -> dict[str, Any]:
-    parent = home_parent or DEFAULT_HOME_PARENT
-    parent.mkdir(parents=True, exist_ok=True)
+def run_all(sizes: Sizes, home_parent: pathlib.Path = DEFAULT_HOME_PARENT) -> dict[str, Any]:
+    home_parent.mkdir(parents=True, exist_ok=True)
     results: dict[str, Any] = {
         "sizes": dataclasses.asdict(sizes),
         "cpus": os.cpu_count(),
         "python": sys.version.split()[0],
         "load_before": os.getloadavg(),
-        "home_parent": str(parent),
-        "mkdir_us": fs_probe_us(parent),
+        "home_parent": str(home_parent),
+        "mkdir_us": fs_probe_us(home_parent),
     }
     results["bare_idle_rss_mb"] = bare_idle_rss()
-    with running_server(sizes.history, parent) as srv:
+    with running_server(sizes.history, home_parent) as srv:
         results["server_pid"] = srv.proc.pid
         steps: list[tuple[str, str, Callable[[], Any]]] = [
             ("rss_start_mb", "idle memory after start-up", lambda: measure_idle_rss(srv)),
@@ -800,15 +798,14 @@ def report(r: dict[str, Any]) -> str:
     return "\n\n".join([*parts, ray])
 
 
-def parse_args(argv: Sequence[str] | None
-               ) -> tuple[Sizes, str | None, pathlib.Path | None]:
+def parse_args(argv: Sequence[str] | None) -> tuple[Sizes, str | None, pathlib.Path]:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--jobs", type=int, default=500, help="jobs submitted at once")
     p.add_argument("--seq", type=int, default=30, help="sequential jobs timed")
     p.add_argument("--terminates", type=int, default=10, help="running jobs terminated")
     p.add_argument("--history", type=int, default=0,
                    help="finished jobs in the database before measuring (default 0)")
-    p.add_argument("--home-parent", type=pathlib.Path, default=None,
+    p.add_argument("--home-parent", type=pathlib.Path, default=DEFAULT_HOME_PARENT,
                    help="make the server's temporary CORRAL_HOME in this directory "
                         f"(default: {DEFAULT_HOME_PARENT}, where corral's default is)")
     p.add_argument("--quick", action="store_true", help="small numbers, for a smoke run")
