@@ -155,6 +155,7 @@ def build(settings: settings_mod.Settings) -> Platform:
     ctx.wake = platform.wake
     syncer.wake = platform.wake
     executor.set_waker(platform.nudge)
+    rec.wake = platform.nudge
     return platform
 
 

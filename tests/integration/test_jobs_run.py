@@ -6,11 +6,14 @@ import json
 import os
 import pathlib
 import signal
+import threading
+import time
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
+from corral.storage import local as storage
 from tests import conftest, factories
 
 Live = conftest.Live
@@ -423,6 +426,40 @@ sys.exit(1 if attempt == "1" else 0)
     assert job["status"]["phase"] == "Completed"
     assert attempt_log(live_server, job_id, 1).strip() == "data v1 helper v1"
     assert attempt_log(live_server, job_id, 2).strip() == "data v2 helper v2"
+
+
+def test_a_long_code_copy_does_not_hold_up_the_other_jobs(
+    live_server: Live, tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The copy of a job's code_dir (gigabytes take seconds) is held here until released:
+    meanwhile another job is stopped and a third runs to its end, with real processes."""
+    release = threading.Event()
+    real = storage.snapshot
+
+    def held(*args: Any) -> None:
+        release.wait(60)
+        real(*args)
+
+    monkeypatch.setattr(storage, "snapshot", held)
+    sleeper = live_server.submit(factories.make_job(command="sleep 60"))["metadata"]["id"]
+    live_server.wait(sleeper, {"Running"})
+    code = factories.write_code(tmp_path, "print('copied at last')\n")
+    big = live_server.submit(factories.make_job(code_dir=code))["metadata"]["id"]
+    live_server.wait(big, {"Running"})
+    try:
+        started = time.monotonic()
+        r = live_server.http.post(live_server.path(f"/training-jobs/{sleeper}/actions"),
+                                  json={"action_type": "terminate"})
+        assert r.status_code == 202, r.text
+        assert live_server.wait(sleeper, timeout=10)["status"]["phase"] == "Terminated"
+        quick = live_server.submit(factories.make_job(command="echo quick"))["metadata"]["id"]
+        assert live_server.wait(quick, timeout=10)["status"]["phase"] == "Completed"
+        assert time.monotonic() - started < 20  # not the copy's 60 s
+        assert not release.is_set() and live_server.job(big)["status"]["phase"] == "Running"
+    finally:
+        release.set()
+    assert live_server.wait(big)["status"]["phase"] == "Completed"
+    assert preview(live_server, big).strip() == "copied at last"
 
 
 # --- queueing and capacity --------------------------------------------------------------

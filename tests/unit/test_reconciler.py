@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import pathlib
 import shutil
+import threading
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -542,7 +543,11 @@ def test_a_job_whose_code_dir_vanished_fails_to_start(world: World) -> None:
     code = factories.write_code(world.tmp, "print('hi')\n")
     job_id = world.submit(command=None, code_dir=code)
     shutil.rmtree(code)
-    world.tick(2)
+    copied = threading.Event()
+    world.rec.wake = copied.set
+    world.tick()  # starts the job; its code is copied aside
+    assert copied.wait(10), "the copy never said it was done"
+    world.tick()
     job = world.job(job_id)
     assert (job.phase, job.secondary_phase) == ("Failed", "CreateFailed")
     assert job.failure_class == "launch_error"

@@ -16,7 +16,7 @@ import secrets
 import shlex
 import shutil
 import socket
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from corral import settings as settings_mod
 from corral.domain import errors, metrics, resources, specs
@@ -201,13 +201,21 @@ def _give(path: pathlib.Path, owner: tuple[int, int], *, tree: bool = False) -> 
                 os.lchown(os.path.join(root, name), *owner)
 
 
+def needs_snapshot(paths: storage.RunPaths, attempt: int, alg: specs.Algorithm) -> bool:
+    """Whether preparing the attempt copies its code (as long as the code is big), or only
+    makes directories (the snapshot exists already, or the job runs a command)."""
+    return bool(alg.code_dir) and not paths.code_dir(attempt).exists()
+
+
 def prepare_attempt(paths: storage.RunPaths, attempt: int, alg: specs.Algorithm,
-                    owner: tuple[int, int] | None = None
+                    owner: tuple[int, int] | None = None,
+                    cancelled: Callable[[], bool] | None = None,
                     ) -> tuple[pathlib.Path | None, pathlib.Path]:
     """Snapshot the code and create output dirs; returns (code snapshot, working dir).
 
     With an `owner` (the user tasks run as) the attempt's directory, its `metrics/`, the
-    snapshot and the output directories made here become theirs.
+    snapshot and the output directories made here become theirs. `cancelled`: asked while
+    copying the code, which stops (LaunchError) once it says yes.
     """
     paths.make_attempt_dirs(attempt)
     code: pathlib.Path | None = None
@@ -215,7 +223,7 @@ def prepare_attempt(paths: storage.RunPaths, attempt: int, alg: specs.Algorithm,
         code = paths.code_dir(attempt)
         # A remote code_dir was fetched to local_code_dir before the job was admitted.
         storage.snapshot(storage.local_path(alg.local_code_dir or alg.code_dir, "code_dir"),
-                         code)
+                         code, cancelled)
     for out in alg.outputs:
         made = pathlib.Path(out.local_dir or out.url)
         if not made.exists():

@@ -15,6 +15,9 @@ import functools
 import logging
 import math
 import os
+import pathlib
+import queue
+import threading
 import time
 import types
 from collections.abc import Callable, Collection, Mapping, Sequence
@@ -52,6 +55,12 @@ REASON_WRITES = 256
 USAGE_EVERY_MS = 5_000
 #: the end_reason of a running record closed by preemption
 PREEMPTED = "preempted"
+#: threads copying attempts' code aside from the scheduler's (see _Preparer), and the
+#: seconds one waits for more before it ends
+PREPARERS = 2
+PREPARER_IDLE_S = 10.0
+#: why a task whose job was stopped before it could start never ran
+STOPPED_FIRST = "never started: the job was stopped first"
 TERMINAL_VALUES = frozenset(p.value for p in J.TERMINAL)
 #: a task launched (its row), and its launch (perhaps still under way), or None and why
 #: it failed to start
@@ -72,8 +81,80 @@ class _Pass:
     purged: list[str] = dataclasses.field(default_factory=list)
     #: launch ids of tasks to be signalled that have no handle yet (launches under way)
     unsignalled: set[str] = dataclasses.field(default_factory=set)
+    #: attempts whose code was copied aside, to be launched once the transaction commits
+    prepared: list[_Prep] = dataclasses.field(default_factory=list)
     #: the pass's events, written in one statement before its transaction commits
     events: repo.Events = dataclasses.field(default_factory=repo.Events)
+
+
+@dataclasses.dataclass(eq=False)
+class _Prep:
+    """An attempt whose code is copied on a thread of its own before its tasks launch."""
+
+    job: Any
+    attempt: int
+    tasks: list[Any]
+    gang: list[str]
+    spec: specs.JobCreate
+    paths: storage.RunPaths
+    done: threading.Event = dataclasses.field(default_factory=threading.Event)
+    #: nobody wants it any more (its job stopped, the server is stopping): the copy stops
+    cancelled: bool = False
+    code: pathlib.Path | None = None
+    cwd: pathlib.Path | None = None
+    error: str | None = None
+
+
+class _Preparer:
+    """Copies attempts' code (the snapshot of `code_dir`, its hash, its git commit) on
+    threads of its own, a few attempts at a time.
+
+    Copying and hashing gigabytes takes seconds, and on the scheduler's thread it held up
+    every other job meanwhile: exits went unrecorded, a terminate unanswered, the free slots
+    empty. The threads are daemons: a server that stops leaves a copy unfinished, and the
+    next one prepares that attempt again (the launch was never sent).
+    """
+
+    def __init__(self, run_as: tuple[int, int] | None, wake: Callable[[], None]) -> None:
+        self.run_as = run_as
+        self.wake = wake
+        self._queue: queue.SimpleQueue[_Prep] = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._threads = 0
+
+    def submit(self, prep: _Prep) -> None:
+        with self._lock:
+            self._queue.put(prep)
+            if self._threads < PREPARERS:
+                self._threads += 1
+                threading.Thread(target=self._run, name="corral-prepare", daemon=True).start()
+
+    def _run(self) -> None:
+        while True:
+            try:
+                prep = self._queue.get(timeout=PREPARER_IDLE_S)
+            except queue.Empty:
+                with self._lock:  # what is put meanwhile finds a thread (or starts one)
+                    if self._queue.empty():
+                        self._threads -= 1
+                        return
+                continue
+            if not prep.cancelled:
+                try:
+                    prep.code, prep.cwd = launching.prepare_attempt(
+                        prep.paths, prep.attempt, prep.spec.algorithm, self.run_as,
+                        cancelled=functools.partial(getattr, prep, "cancelled"))
+                except errors.CorralError as exc:
+                    prep.error = exc.message
+                except OSError as exc:
+                    prep.error = str(exc)
+                except Exception as exc:  # never leave the attempt waiting on a dead copy
+                    log.exception("preparing attempt %s of %s failed", prep.attempt,
+                                  prep.job.id)
+                    prep.error = f"preparing the attempt failed: {exc}"
+            prep.done.set()
+            if not prep.cancelled:
+                self.wake()
 
 
 @dataclasses.dataclass
@@ -93,6 +174,9 @@ class Reconciler:
     #: told of the jobs a pass changed once its transaction has committed (see
     #: api/watch.py): their phase may have changed
     on_change: Callable[[Collection[str]], None] | None = None
+    #: asks for a pass soon (from any thread): called when an attempt's code has been
+    #: copied aside and its tasks can launch
+    wake: Callable[[], None] | None = None
     _known: set[str] = dataclasses.field(default_factory=set)
     _specs: dict[str, specs.JobCreate] = dataclasses.field(default_factory=dict)
     _base_env: dict[str, str] | None = None
@@ -116,6 +200,10 @@ class Reconciler:
     _read: tuple[list[scheduling.Quota], list[Any]] | None = None
     #: whether a deleted job was still stopping at the last purge (see `_purge`)
     _deleting: bool = True
+    #: attempts whose code is being copied aside, by (job id, attempt): their tasks stay
+    #: `launching` with no launch sent until a pass takes them (see `_take_prepared`)
+    _preps: dict[tuple[str, int], _Prep] = dataclasses.field(default_factory=dict)
+    _preparer: _Preparer | None = None
 
     def now(self) -> int:
         return round(self.clock() * 1000)
@@ -138,6 +226,7 @@ class Reconciler:
         """
         p = _Pass()
         unrecorded, self._unrecorded = self._handles(self._unrecorded, wait=False)
+        self._under_way |= {t.launch_id for prep in self._preps.values() for t in prep.tasks}
         try:
             holding = self._settle_all(p, unrecorded)
         except BaseException:
@@ -168,7 +257,10 @@ class Reconciler:
         self._queue_version += 1
 
     def close(self) -> None:
-        """Record the last pass's launches (a server stopping)."""
+        """Record the last pass's launches (a server stopping). Copies of code under way
+        stop: their launches were never sent, and the next start prepares them again."""
+        for prep in self._preps.values():
+            prep.cancelled = True
         if self._unrecorded:
             events = repo.Events()
             launched, _ = self._handles(self._unrecorded, wait=True)
@@ -206,6 +298,8 @@ class Reconciler:
         tasks."""
         with self.store.begin() as conn:
             self._record_launches(conn, unrecorded, p.events)
+            if self._preps:
+                self._take_prepared(conn, p)
             self._observe(conn, p)
             active = repo.active_with_tasks(conn)
             holding = [(job, tasks) for job, tasks in active
@@ -246,6 +340,9 @@ class Reconciler:
             storage.remove_job_dir(storage.RunPaths(self.settings.runs_dir, job_id))
         results = [r for job, seq, tasks in p.launches
                    for r in self._launch_tasks(job, seq, tasks)]
+        results += [self._launch_one(prep.job, prep.spec, prep.paths, t, prep.code, prep.cwd,
+                                     prep.gang)
+                    for prep in p.prepared for t in prep.tasks]
         for job_id, attempt in p.relaunch:
             results += self._relaunch(job_id, attempt)
         self._unrecorded += results
@@ -292,12 +389,31 @@ class Reconciler:
     def _renew_launch(self, conn: sa.Connection, row: Any, now: int) -> bool:
         """A launch that never ran: give it a new launch id if its job still wants it."""
         if row.job_phase != J.Phase.RUNNING.value:
-            repo.update_task(conn, row.job_id, row.attempt, row.name, expect=LIVE,
-                             state=J.TaskState.FAILED_TO_START.value, ended_at=now,
-                             message="never started: the job was stopped first")
+            _never_started(conn, [row], now)
             return False
         return repo.update_task(conn, row.job_id, row.attempt, row.name, expect=LIVE,
                                 launch_id=launching.new_launch_id())
+
+    def _take_prepared(self, conn: sa.Connection, p: _Pass) -> None:
+        """The attempts whose code is copied aside. One whose job was stopped (or is being
+        preempted) meanwhile never starts: its copy stops and its tasks are settled as never
+        started, at once, without waiting for the copy. One whose copy is done launches in
+        this pass; one whose copy failed fails to start, as it would have inline."""
+        now = self.now()
+        for key, prep in list(self._preps.items()):
+            job = repo.job_by_id(conn, key[0])
+            if job is None or job.phase != J.Phase.RUNNING.value \
+                    or job.preempt_requested_at is not None:
+                prep.cancelled = True
+                del self._preps[key]
+                _never_started(conn, prep.tasks, now)
+            elif prep.done.is_set():
+                del self._preps[key]
+                if prep.error is not None:
+                    self._record_launches(conn, [(t, None, prep.error) for t in prep.tasks],
+                                          p.events)
+                else:
+                    p.prepared.append(prep)
 
     def _record(self, conn: sa.Connection, events: repo.Events, row: Any, status: base.Status,
                 now: int) -> None:
@@ -715,11 +831,24 @@ class Reconciler:
         spec = self._spec(job)
         gang = [t.node for t in sorted(tasks, key=lambda t: t.rank)] if gang is None else gang
         paths = storage.RunPaths(self.settings.runs_dir, job.id)
+        if launching.needs_snapshot(paths, attempt, spec.algorithm):
+            # Copied aside; a later pass launches the tasks (see `_take_prepared`).
+            prep = _Prep(job=job, attempt=attempt, tasks=list(tasks), gang=list(gang),
+                         spec=spec, paths=paths)
+            self._preps[(job.id, attempt)] = prep
+            if self._preparer is None:
+                self._preparer = _Preparer(self.run_as, self._wake)
+            self._preparer.submit(prep)
+            return []
         try:
             code, cwd = launching.prepare_attempt(paths, attempt, spec.algorithm, self.run_as)
         except (errors.CorralError, OSError) as exc:
             return [(t, None, getattr(exc, "message", str(exc))) for t in tasks]
         return [self._launch_one(job, spec, paths, t, code, cwd, gang) for t in tasks]
+
+    def _wake(self) -> None:
+        if self.wake is not None:
+            self.wake()
 
     def _spec(self, job: Any) -> specs.JobCreate:
         """A job's parsed spec; specs never change once submitted, so they are kept."""
@@ -797,6 +926,13 @@ class Reconciler:
                 self._specs.pop(row.id, None)
             else:
                 self._deleting = True
+
+
+def _never_started(conn: sa.Connection, tasks: Sequence[Any], now: int) -> None:
+    for t in tasks:
+        repo.update_task(conn, t.job_id, t.attempt, t.name, expect=LIVE,
+                         state=J.TaskState.FAILED_TO_START.value, ended_at=now,
+                         message=STOPPED_FIRST)
 
 
 def _ended_badly(row: Any, status: base.Status) -> bool:

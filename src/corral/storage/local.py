@@ -14,6 +14,7 @@ import os
 import pathlib
 import shutil
 import subprocess
+from collections.abc import Callable
 
 from corral.domain import errors
 
@@ -86,24 +87,42 @@ def resolve_boot_file(code_dir: pathlib.Path, boot_file: str) -> pathlib.Path:
     return path
 
 
-def snapshot(src: pathlib.Path, dest: pathlib.Path) -> None:
+def snapshot(src: pathlib.Path, dest: pathlib.Path,
+             cancelled: Callable[[], bool] | None = None) -> None:
     """Copy the code directory so later edits to it do not reach a running attempt.
 
     The copy is made beside `dest` and renamed into place, so an existing `dest` is always
-    complete (a relaunch after a crash reuses it) and a half-made one is never used.
+    complete (a relaunch after a crash reuses it) and a half-made one is never used; one
+    left by a server that died while copying is removed first (an attempt is prepared by
+    one server at a time). `cancelled` is asked before each file: once it says yes, the
+    copy stops, is removed, and LaunchError is raised.
     """
     if dest.exists():
         return
     dest.parent.mkdir(parents=True, exist_ok=True)
+    for stale in dest.parent.glob(f".{dest.name}.tmp-*"):
+        shutil.rmtree(stale, ignore_errors=True)
     tmp = dest.with_name(f".{dest.name}.tmp-{os.getpid()}")
-    shutil.rmtree(tmp, ignore_errors=True)
+
+    def copy(s: str, d: str) -> object:
+        if cancelled is not None and cancelled():
+            raise _Cancelled
+        return shutil.copy2(s, d)
+
     try:
-        shutil.copytree(src, tmp, symlinks=True, ignore=SNAPSHOT_IGNORE)
+        shutil.copytree(src, tmp, symlinks=True, ignore=SNAPSHOT_IGNORE, copy_function=copy)
+    except _Cancelled:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise errors.LaunchError(f"copying code_dir '{src}' was cancelled") from None
     except (OSError, shutil.Error) as exc:
         shutil.rmtree(tmp, ignore_errors=True)
         raise errors.LaunchError(f"cannot snapshot code_dir '{src}': {exc}") from None
     os.rename(tmp, dest)
     write_code_manifest(src, dest)
+
+
+class _Cancelled(Exception):
+    """Raised inside copytree to stop a snapshot nobody wants any more."""
 
 
 #: beside each attempt's `code/`: what it ran (content hash, git commit of the source)

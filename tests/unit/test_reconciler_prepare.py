@@ -1,0 +1,146 @@
+"""An attempt's code is copied aside from the scheduler's thread: a big `code_dir` never
+holds up the other jobs (their exits, stops and starts), a job stopped while its code is
+copied never starts, and a server stopped meanwhile prepares the attempt again without
+running anything twice. The copy is held on an Event here, as gigabytes would hold it."""
+
+from __future__ import annotations
+
+import pathlib
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from corral.storage import local as storage
+from tests import factories
+from tests.unit.test_reconciler import World
+from tests.unit.test_reconciler_scheduling import make_world
+
+
+class HeldCopy:
+    """storage.snapshot, held until `release` (at most 30 s, so that a scheduler that
+    copies on its own thread fails the test instead of hanging it)."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.release = threading.Event()
+        self.started = threading.Event()
+        self.finished = threading.Event()
+        self.calls = 0
+        real = storage.snapshot
+
+        def held(src: pathlib.Path, dest: pathlib.Path, *args: Any) -> None:
+            self.calls += 1
+            self.started.set()
+            self.release.wait(30)
+            try:
+                real(src, dest, *args)
+            finally:
+                self.finished.set()
+
+        monkeypatch.setattr(storage, "snapshot", held)
+
+
+@pytest.fixture
+def world(tmp_path: pathlib.Path) -> Iterator[World]:
+    w = make_world(tmp_path)
+    yield w
+    w.store.dispose()
+
+
+@pytest.fixture
+def held(monkeypatch: pytest.MonkeyPatch) -> Iterator[HeldCopy]:
+    copy = HeldCopy(monkeypatch)
+    yield copy
+    copy.release.set()
+
+
+@pytest.fixture
+def woken(world: World) -> threading.Event:
+    """Set when the reconciler asks for a pass (as the server's wake-up does)."""
+    event = threading.Event()
+    world.rec.wake = event.set
+    return event
+
+
+def code_job(world: World) -> str:
+    code = factories.write_code(world.tmp, "print('hi')\n")
+    return world.submit(command=None, code_dir=code)
+
+
+def test_the_other_jobs_go_on_while_a_code_dir_is_copied(
+        world: World, held: HeldCopy, woken: threading.Event) -> None:
+    running = world.submit()
+    world.tick()
+    assert world.fake.launches(running)
+    big = code_job(world)
+    world.tick()  # starts it: 1 core of 2 is free
+    assert held.started.wait(10)
+    assert world.phase(big) == ("Running", "Running")
+    assert world.fake.launches(big) == []  # nothing launched before its code is there
+    assert not held.finished.is_set(), "the pass waited for the copy"
+
+    # Meanwhile the scheduler answers: the running job is stopped and a new one starts
+    # in its place, while the copy is still held.
+    assert world.terminate(running)
+    world.tick(2)
+    assert world.phase(running)[0] == "Terminated"
+    queued = world.submit()
+    world.tick()
+    assert world.fake.launches(queued)
+    world.fake.exit(queued)
+    world.tick()
+    assert world.phase(queued)[0] == "Completed"
+    assert world.fake.launches(big) == [] and not held.finished.is_set()
+
+    held.release.set()
+    assert woken.wait(10), "a finished copy did not ask for a pass"
+    world.tick()
+    [launch] = world.fake.launches(big)
+    assert pathlib.Path(launch.cwd) == world.settings.runs_dir / big / "attempt-1" / "code"
+    assert (pathlib.Path(launch.cwd) / "train.py").read_text() == "print('hi')\n"
+    world.fake.exit(big)
+    world.tick()
+    assert world.phase(big)[0] == "Completed"
+    assert len(world.fake.launches(big)) == 1 and held.calls == 1
+
+
+def test_a_job_stopped_while_its_code_is_copied_never_starts(
+        world: World, held: HeldCopy) -> None:
+    big = code_job(world)
+    world.tick()
+    assert held.started.wait(10)
+    assert world.terminate(big)
+    world.tick()  # settled at once: the copy is not waited for
+    assert world.phase(big) == ("Terminated", "Terminated")
+    [task] = world.tasks(big)
+    assert task.state == "failed_to_start" and "stopped first" in task.message
+    held.release.set()
+    assert held.finished.wait(10)
+    world.tick(2)
+    assert world.fake.launches(big) == []
+    # The copy stopped short of the snapshot, or it ran before the cancel was seen; either
+    # way nothing half-made is left to be taken for a snapshot.
+    attempt = world.settings.runs_dir / big / "attempt-1"
+    assert not [p for p in attempt.iterdir() if p.name.startswith(".code.tmp")]
+
+
+def test_a_server_stopped_while_code_is_copied_prepares_it_again_and_runs_it_once(
+        world: World, held: HeldCopy) -> None:
+    big = code_job(world)
+    world.tick()
+    assert held.started.wait(10)
+    world.rec.close()  # the server stops; its copy is abandoned
+    world.restart()
+    woken = threading.Event()
+    world.rec.wake = woken.set
+    held.release.set()
+    world.tick()  # the launch was never sent: settled as not started, prepared again
+    assert woken.wait(10)
+    world.tick()
+    launches = world.fake.launches(big)
+    assert len(launches) == 1
+    world.fake.exit(big)
+    world.tick()
+    assert world.phase(big)[0] == "Completed"
+    assert held.calls == 2
