@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from corral.domain import resources
+from corral.domain import errors, resources
 from corral.executors import base, rayactor, raycluster, rayfiles, rayinputs, rayslots
 from tests import factories
 from tests.unit import fakeray
@@ -194,6 +194,36 @@ def test_an_agent_works_in_a_folder_of_its_own_and_removes_those_of_nodes_gone(
         ex.release(handle)
     finally:
         ex.close()
+
+
+def test_code_staged_ahead_is_what_the_launch_ships_and_is_not_packed_again(
+        tmp_path: pathlib.Path, executor: raycluster.RayExecutor,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    code = factories.write_code(tmp_path, "print('staged')\n")
+    puts: list[int] = []
+    real_put = executor._ray.put
+
+    def counted(value: Any) -> Any:
+        puts.append(len(value))
+        return real_put(value)
+
+    monkeypatch.setattr(executor._ray, "put", counted)
+    base.stage_code(executor, NODE_A, str(code))
+    assert len(puts) == 1
+    spec = dataclasses.replace(
+        spec_for(tmp_path / "home", "c1", argv=(sys.executable, f"{code}/train.py")),
+        code_dir=str(code), cwd=str(code))
+    handle = executor.launch(spec)
+    assert ended(executor, handle).exit_code == 0
+    assert log_of(spec).strip() == "staged"
+    assert len(puts) == 1  # the launch took the staged tar
+    executor.release(handle)
+
+
+def test_code_that_cannot_be_staged_is_a_launch_error(
+        tmp_path: pathlib.Path, executor: raycluster.RayExecutor) -> None:
+    with pytest.raises(errors.LaunchError, match="cannot ship the code to Ray"):
+        base.stage_code(executor, NODE_A, str(tmp_path / "no-such-code"))
 
 
 def log_of_handle(handle: base.Handle) -> str:

@@ -1,7 +1,8 @@
 """An attempt's code is copied aside from the scheduler's thread: a big `code_dir` never
 holds up the other jobs (their exits, stops and starts), a job stopped while its code is
 copied never starts, and a server stopped meanwhile prepares the attempt again without
-running anything twice. The copy is held on an Event here, as gigabytes would hold it."""
+running anything twice; an executor that ships code (a Ray cluster) gets it on the same
+thread, ahead of the launch. The copy is held on an Event here, as gigabytes would hold it."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from corral.domain import errors
 from corral.storage import local as storage
 from tests import factories
 from tests.unit.test_reconciler import World
@@ -144,3 +146,37 @@ def test_a_server_stopped_while_code_is_copied_prepares_it_again_and_runs_it_onc
     world.tick()
     assert world.phase(big)[0] == "Completed"
     assert held.calls == 2
+
+
+def test_an_executor_that_ships_code_gets_it_ahead_of_the_launch_off_the_schedulers_thread(
+        world: World, woken: threading.Event) -> None:
+    staged: list[tuple[str, str, str, int]] = []
+
+    def stage_code(node: str, code_dir: str) -> None:  # as a Ray cluster ships it
+        staged.append((node, code_dir, threading.current_thread().name,
+                       len(world.fake.launches())))
+
+    world.fake.stage_code = stage_code  # type: ignore[attr-defined]
+    big = code_job(world)
+    world.tick()
+    assert woken.wait(10)
+    world.tick()
+    [launch] = world.fake.launches(big)
+    [(node, code_dir, thread, launched_before)] = staged
+    assert (node, code_dir) == (launch.node, launch.cwd) and launched_before == 0
+    assert thread != threading.current_thread().name
+
+
+def test_code_that_cannot_be_shipped_fails_the_start(
+        world: World, woken: threading.Event) -> None:
+    def stage_code(node: str, code_dir: str) -> None:
+        raise errors.LaunchError("cannot ship the code to Ray: the object store is full")
+
+    world.fake.stage_code = stage_code  # type: ignore[attr-defined]
+    big = code_job(world)
+    world.tick()
+    assert woken.wait(10)
+    world.tick()
+    assert world.phase(big) == ("Failed", "CreateFailed")
+    assert world.fake.launches(big) == []
+    assert any("the object store is full" in e for e in world.events(big))

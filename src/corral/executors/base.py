@@ -181,6 +181,17 @@ class Done:
         return True
 
 
+def stage_code(executor: Executor, node: str, code_dir: str) -> None:
+    """Ship an attempt's code snapshot to where `node`'s tasks read it, ahead of their
+    launch, where the executor ships code at all (`stage_code`: a Ray cluster puts it in
+    its object store; the local executor's tasks read the snapshot where it is). Called off
+    the scheduler's thread, so that a big snapshot holds up nobody; raises
+    errors.LaunchError."""
+    stage: Callable[[str, str], None] | None = getattr(executor, "stage_code", None)
+    if stage is not None:
+        stage(node, code_dir)
+
+
 def start(executor: Executor, spec: LaunchSpec) -> Started:
     """Launch without waiting for the handle where the executor can (`begin_launch`): the
     local one hands the request to its launcher and reads the answer later, so that the

@@ -166,6 +166,14 @@ class RayExecutor:
     def set_waker(self, wake: Callable[[], None]) -> None:
         self._wake = wake
 
+    def stage_code(self, node: str, code_dir: str) -> None:
+        """The snapshot's tar into the object store now (the scheduler's preparing thread),
+        so that the launch finds it there instead of making it."""
+        try:
+            self._code_ref(code_dir)
+        except (OSError, tarfile.TarError, self._ray.exceptions.RayError) as exc:
+            raise errors.LaunchError(f"cannot ship the code to Ray: {exc}") from None
+
     def launch(self, spec: base.LaunchSpec) -> base.Handle:
         node_id = self._node_id(spec.node)
         if node_id is None:  # it left between placement and launch: place the job again

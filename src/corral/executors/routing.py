@@ -71,6 +71,11 @@ class Routed:
             raise errors.LaunchError(f"node {spec.node} belongs to no executor")
         return _Stamping(base.start(self._members[key], spec), key)
 
+    def stage_code(self, node: str, code_dir: str) -> None:
+        key = self._key_of_node(node)
+        if key is not None:  # (a node of no executor fails at its launch)
+            base.stage_code(self._members[key], node, code_dir)
+
     def poll(self, handle: base.Handle) -> base.Status:
         return self._status(handle, lambda m: m.poll(handle))
 

@@ -106,8 +106,9 @@ class _Prep:
 
 
 class _Preparer:
-    """Copies attempts' code (the snapshot of `code_dir`, its hash, its git commit) on
-    threads of its own, a few attempts at a time.
+    """Copies attempts' code (the snapshot of `code_dir`, its hash, its git commit; and
+    where the executor ships code, its shipping) on threads of its own, a few attempts at a
+    time.
 
     Copying and hashing gigabytes takes seconds, and on the scheduler's thread it held up
     every other job meanwhile: exits went unrecorded, a terminate unanswered, the free slots
@@ -115,7 +116,9 @@ class _Preparer:
     next one prepares that attempt again (the launch was never sent).
     """
 
-    def __init__(self, run_as: tuple[int, int] | None, wake: Callable[[], None]) -> None:
+    def __init__(self, executor: base.Executor, run_as: tuple[int, int] | None,
+                 wake: Callable[[], None]) -> None:
+        self.executor = executor
         self.run_as = run_as
         self.wake = wake
         self._queue: queue.SimpleQueue[_Prep] = queue.SimpleQueue()
@@ -144,6 +147,8 @@ class _Preparer:
                     prep.code, prep.cwd = launching.prepare_attempt(
                         prep.paths, prep.attempt, prep.spec.algorithm, self.run_as,
                         cancelled=functools.partial(getattr, prep, "cancelled"))
+                    if prep.code is not None and not prep.cancelled:
+                        base.stage_code(self.executor, prep.tasks[0].node, str(prep.code))
                 except errors.CorralError as exc:
                     prep.error = exc.message
                 except OSError as exc:
@@ -837,7 +842,7 @@ class Reconciler:
                          spec=spec, paths=paths)
             self._preps[(job.id, attempt)] = prep
             if self._preparer is None:
-                self._preparer = _Preparer(self.run_as, self._wake)
+                self._preparer = _Preparer(self.executor, self.run_as, self._wake)
             self._preparer.submit(prep)
             return []
         try:
