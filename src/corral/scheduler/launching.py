@@ -202,8 +202,9 @@ def _give(path: pathlib.Path, owner: tuple[int, int], *, tree: bool = False) -> 
 
 
 def needs_snapshot(paths: storage.RunPaths, attempt: int, alg: specs.Algorithm) -> bool:
-    """Whether preparing the attempt copies its code (as long as the code is big), or only
-    makes directories (the snapshot exists already, or the job runs a command)."""
+    """Whether preparing the attempt copies its code, which takes as long as the code is
+    big, or only makes directories (the snapshot exists already, or the job runs a
+    command)."""
     return bool(alg.code_dir) and not paths.code_dir(attempt).exists()
 
 
