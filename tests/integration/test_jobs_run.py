@@ -196,6 +196,42 @@ sys.exit(0 if n >= 3 else 1)
     ]
 
 
+def test_each_attempts_logs_are_exported_and_outlive_the_job(
+    live_server: Live, tmp_path: pathlib.Path
+) -> None:
+    counter = tmp_path / "runs"
+    code = factories.write_code(
+        tmp_path,
+        """
+import os, pathlib, sys
+counter = pathlib.Path(os.environ["COUNTER"])
+n = int(counter.read_text()) + 1 if counter.exists() else 1
+counter.write_text(str(n))
+print(f"run {n} of {os.environ['CORRAL_TASK_ID']}")
+sys.exit(0 if n >= 2 else 1)
+""",
+    )
+    export = tmp_path / "exported"
+    body = factories.make_job(code_dir=code, retries=1, environments={"COUNTER": str(counter)})
+    body["spec"]["log_export_path"] = {"host_path": str(export)}
+    job_id = live_server.submit(body)["metadata"]["id"]
+    assert live_server.wait(job_id)["status"]["phase"] == "Completed"
+
+    def exported() -> list[str] | None:
+        found = sorted(str(p.relative_to(export)) for p in export.rglob("*.log"))
+        return found if len(found) == 2 else None
+
+    assert factories.wait_for(exported, what="both attempts' logs exported") == [
+        "attempt-1/worker-0.log", "attempt-2/worker-0.log"]
+    assert (export / "attempt-1" / "worker-0.log").read_text() == "run 1 of worker-0\n"
+    assert (export / "attempt-2" / "worker-0.log").read_text() == "run 2 of worker-0\n"
+    r = live_server.http.delete(live_server.path(f"/training-jobs/{job_id}"))
+    assert r.status_code == 202, r.text
+    factories.wait_for(lambda: not (live_server.settings.runs_dir / job_id).exists(),
+                       what="the job's run directory to go")
+    assert (export / "attempt-2" / "worker-0.log").read_text() == "run 2 of worker-0\n"
+
+
 def test_retries_run_out(live_server: Live, tmp_path: pathlib.Path) -> None:
     counter = tmp_path / "runs"
     body = factories.make_job(command=f'echo x >> "{counter}"; exit 2', retries=1)
