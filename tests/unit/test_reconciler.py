@@ -846,7 +846,7 @@ def test_a_deleted_finished_job_is_purged_with_its_files(world: World) -> None:
     world.rec.queue_changed()  # as the API does
     world.tick()
     assert world.job(job_id) is None
-    assert not job_dir.exists()
+    factories.wait_for(lambda: not job_dir.exists(), what="the job's files to go")
 
 
 def test_a_job_deleted_without_a_word_is_purged_by_the_next_whole_read(world: World) -> None:

@@ -15,6 +15,7 @@ import pytest
 
 from corral.domain import errors
 from corral.storage import local as storage
+from corral.store import repo
 from tests import factories
 from tests.unit.test_reconciler import World
 from tests.unit.test_reconciler_scheduling import make_world
@@ -180,3 +181,71 @@ def test_code_that_cannot_be_shipped_fails_the_start(
     assert world.phase(big) == ("Failed", "CreateFailed")
     assert world.fake.launches(big) == []
     assert any("the object store is full" in e for e in world.events(big))
+
+
+# --- the other file work: exporting logs, removing a deleted job's files ------------------
+
+
+def hold(monkeypatch: pytest.MonkeyPatch, name: str) -> tuple[threading.Event, list[str]]:
+    """storage.<name>, held until the event is set (at most 30 s); the calls, in order."""
+    release, calls = threading.Event(), []
+    real = getattr(storage, name)
+
+    def held(*args: Any) -> None:
+        release.wait(30)
+        calls.append(name)
+        real(*args)
+
+    monkeypatch.setattr(storage, name, held)
+    return release, calls
+
+
+def test_removing_a_deleted_jobs_files_does_not_hold_up_the_scheduler(
+        world: World, monkeypatch: pytest.MonkeyPatch) -> None:
+    release, calls = hold(monkeypatch, "remove_job_dir")
+    gone = world.submit()
+    world.tick()
+    world.fake.exit(gone)
+    world.tick()
+    job_dir = world.settings.runs_dir / gone
+    assert job_dir.is_dir()
+    with world.store.begin() as conn:
+        repo.mark_deleted(conn, gone, world.now_ms())
+    world.rec.queue_changed()  # as the API does
+    world.tick()  # purged; its files are removed aside
+    assert world.job(gone) is None and calls == []
+    other = world.submit()
+    world.tick()
+    assert world.fake.launches(other)  # the scheduler goes on meanwhile
+    release.set()
+    factories.wait_for(lambda: not job_dir.exists(), what="the deleted job's files to go")
+    assert calls == ["remove_job_dir"]
+
+
+def test_a_deleted_jobs_logs_are_exported_before_its_files_go_and_a_stop_waits_for_both(
+        world: World, monkeypatch: pytest.MonkeyPatch) -> None:
+    release, calls = hold(monkeypatch, "export_logs")
+    real_remove = storage.remove_job_dir
+
+    def remove(*args: Any) -> None:
+        calls.append("remove_job_dir")
+        real_remove(*args)
+
+    monkeypatch.setattr(storage, "remove_job_dir", remove)
+    export = world.tmp / "exported"
+    job = world.submit(spec={"resource": {"flavor_id": "corral.cpu.1u", "node_count": 1},
+                             "log_export_path": {"host_path": str(export)}})
+    world.tick()
+    log = world.settings.runs_dir / job / "attempt-1" / "logs" / "worker-0.log"
+    log.write_text("the last words\n")
+    with world.store.begin() as conn:  # deleted while it runs, as the API does it
+        repo.request_terminate(conn, job, world.now_ms(), "deleted")
+        repo.mark_deleted(conn, job, world.now_ms())
+    world.rec.queue_changed()
+    world.tick(3)  # stopped, ended, purged: its export and removal are queued, in order
+    assert world.job(job) is None and calls == []
+    threading.Timer(0.2, release.set).start()
+    world.rec.close()  # a stopping server waits for them
+    assert calls == ["export_logs", "remove_job_dir"]
+    assert (export / "attempt-1" / "worker-0.log").read_text() == "the last words\n"
+    assert not (world.settings.runs_dir / job).exists()

@@ -55,10 +55,13 @@ REASON_WRITES = 256
 USAGE_EVERY_MS = 5_000
 #: the end_reason of a running record closed by preemption
 PREEMPTED = "preempted"
-#: threads copying attempts' code aside from the scheduler's (see _Preparer), and the
-#: seconds one waits for more before it ends
+#: threads copying attempts' code aside from the scheduler's (see _Workers), and the
+#: seconds such a thread waits for more work before it ends
 PREPARERS = 2
-PREPARER_IDLE_S = 10.0
+WORKER_IDLE_S = 10.0
+#: seconds a stopping server waits for the logs it still has to export and the deleted
+#: jobs' files it still has to remove
+FILES_DRAIN_S = 10.0
 #: why a task whose job was stopped before it could start never ran
 STOPPED_FIRST = "never started: the job was stopped first"
 TERMINAL_VALUES = frozenset(p.value for p in J.TERMINAL)
@@ -105,61 +108,73 @@ class _Prep:
     error: str | None = None
 
 
-class _Preparer:
-    """Copies attempts' code (the snapshot of `code_dir`, its hash, its git commit; and
-    where the executor ships code, its shipping) on threads of its own, a few attempts at a
-    time.
+class _Workers:
+    """Daemon threads, at most `size`, that run what is handed to them in order; started
+    when there is work, ended after WORKER_IDLE_S without any. Kept off the scheduler's
+    thread: work on files whose size has no bound (copying a `code_dir`, exporting logs,
+    removing a deleted job's files), which there held up every other job meanwhile: exits
+    went unrecorded, a terminate unanswered, the free slots empty."""
 
-    Copying and hashing gigabytes takes seconds, and on the scheduler's thread it held up
-    every other job meanwhile: exits went unrecorded, a terminate unanswered, the free slots
-    empty. The threads are daemons: a server that stops leaves a copy unfinished, and the
-    next one prepares that attempt again (the launch was never sent).
-    """
-
-    def __init__(self, executor: base.Executor, run_as: tuple[int, int] | None,
-                 wake: Callable[[], None]) -> None:
-        self.executor = executor
-        self.run_as = run_as
-        self.wake = wake
-        self._queue: queue.SimpleQueue[_Prep] = queue.SimpleQueue()
+    def __init__(self, name: str, size: int) -> None:
+        self.name = name
+        self.size = size
+        self._queue: queue.SimpleQueue[Callable[[], None]] = queue.SimpleQueue()
         self._lock = threading.Lock()
         self._threads = 0
 
-    def submit(self, prep: _Prep) -> None:
+    def submit(self, work: Callable[[], None]) -> None:
         with self._lock:
-            self._queue.put(prep)
-            if self._threads < PREPARERS:
+            self._queue.put(work)
+            if self._threads < self.size:
                 self._threads += 1
-                threading.Thread(target=self._run, name="corral-prepare", daemon=True).start()
+                threading.Thread(target=self._run, name=self.name, daemon=True).start()
+
+    def drain(self, timeout: float) -> bool:
+        """Wait until what was handed over so far has been done (one thread only: they
+        are done in order); False if `timeout` passed first."""
+        done = threading.Event()
+        self.submit(done.set)
+        return done.wait(timeout)
 
     def _run(self) -> None:
         while True:
             try:
-                prep = self._queue.get(timeout=PREPARER_IDLE_S)
+                work = self._queue.get(timeout=WORKER_IDLE_S)
             except queue.Empty:
                 with self._lock:  # what is put meanwhile finds a thread (or starts one)
                     if self._queue.empty():
                         self._threads -= 1
                         return
                 continue
-            if not prep.cancelled:
-                try:
-                    prep.code, prep.cwd = launching.prepare_attempt(
-                        prep.paths, prep.attempt, prep.spec.algorithm, self.run_as,
-                        cancelled=functools.partial(getattr, prep, "cancelled"))
-                    if prep.code is not None and not prep.cancelled:
-                        base.stage_code(self.executor, prep.tasks[0].node, str(prep.code))
-                except errors.CorralError as exc:
-                    prep.error = exc.message
-                except OSError as exc:
-                    prep.error = str(exc)
-                except Exception as exc:  # never leave the attempt waiting on a dead copy
-                    log.exception("preparing attempt %s of %s failed", prep.attempt,
-                                  prep.job.id)
-                    prep.error = f"preparing the attempt failed: {exc}"
-            prep.done.set()
-            if not prep.cancelled:
-                self.wake()
+            try:
+                work()
+            except Exception:  # one chore's bug must not end the thread with work queued
+                log.exception("%s: a chore failed", self.name)
+
+
+def _prepare(prep: _Prep, executor: base.Executor, run_as: tuple[int, int] | None,
+             wake: Callable[[], None]) -> None:
+    """Copy an attempt's code (the snapshot of `code_dir`, its hash, its git commit; and
+    where the executor ships code, ship it), then ask for a pass. A server that stops
+    leaves a copy unfinished: the next one prepares that attempt again (its launch was
+    never sent)."""
+    if not prep.cancelled:
+        try:
+            prep.code, prep.cwd = launching.prepare_attempt(
+                prep.paths, prep.attempt, prep.spec.algorithm, run_as,
+                cancelled=functools.partial(getattr, prep, "cancelled"))
+            if prep.code is not None and not prep.cancelled:
+                base.stage_code(executor, prep.tasks[0].node, str(prep.code))
+        except errors.CorralError as exc:
+            prep.error = exc.message
+        except OSError as exc:
+            prep.error = str(exc)
+        except Exception as exc:  # never leave the attempt waiting on a dead copy
+            log.exception("preparing attempt %s of %s failed", prep.attempt, prep.job.id)
+            prep.error = f"preparing the attempt failed: {exc}"
+    prep.done.set()
+    if not prep.cancelled:
+        wake()
 
 
 @dataclasses.dataclass
@@ -208,7 +223,10 @@ class Reconciler:
     #: attempts whose code is being copied aside, by (job id, attempt): their tasks stay
     #: `launching` with no launch sent until a pass takes them (see `_take_prepared`)
     _preps: dict[tuple[str, int], _Prep] = dataclasses.field(default_factory=dict)
-    _preparer: _Preparer | None = None
+    _preparer: _Workers = dataclasses.field(
+        default_factory=lambda: _Workers("corral-prepare", PREPARERS))
+    #: exports of ended attempts' logs and removals of purged jobs' files, in order
+    _files: _Workers = dataclasses.field(default_factory=lambda: _Workers("corral-files", 1))
 
     def now(self) -> int:
         return round(self.clock() * 1000)
@@ -263,9 +281,13 @@ class Reconciler:
 
     def close(self) -> None:
         """Record the last pass's launches (a server stopping). Copies of code under way
-        stop: their launches were never sent, and the next start prepares them again."""
+        stop: their launches were never sent, and the next start prepares them again. Log
+        exports and removals of deleted jobs' files still queued are waited for a while."""
         for prep in self._preps.values():
             prep.cancelled = True
+        if not self._files.drain(FILES_DRAIN_S):
+            log.warning("stopping with logs still to export or deleted jobs' files still "
+                        "to remove: a removal not done leaves the job's run directory")
         if self._unrecorded:
             events = repo.Events()
             launched, _ = self._handles(self._unrecorded, wait=True)
@@ -339,10 +361,15 @@ class Reconciler:
                 self.executor.clean_up(status.handle)
             self.executor.release(status.handle)
             self._known.discard(status.handle.launch_id)
-        for job, attempt in p.exports:
-            self._export_logs(job, attempt)
+        for job, attempt in p.exports:  # (before a purge of the same job: one thread)
+            export = self._spec(job).spec.log_export_path
+            dest = export and (export.host_path or export.obs_url)
+            if dest and not objects.is_remote(dest):  # object storage: scheduler.finishing
+                self._files.submit(functools.partial(self._export_logs, job.id, attempt,
+                                                     dest))
         for job_id in p.purged:
-            storage.remove_job_dir(storage.RunPaths(self.settings.runs_dir, job_id))
+            self._files.submit(functools.partial(
+                storage.remove_job_dir, storage.RunPaths(self.settings.runs_dir, job_id)))
         results = [r for job, seq, tasks in p.launches
                    for r in self._launch_tasks(job, seq, tasks)]
         results += [self._launch_one(prep.job, prep.spec, prep.paths, t, prep.code, prep.cwd,
@@ -582,17 +609,20 @@ class Reconciler:
             p.exports.append((job, attempt))
         return True
 
-    def _export_logs(self, job: Any, attempt: int) -> None:
-        export = self._spec(job).spec.log_export_path
-        dest = export and (export.host_path or export.obs_url)
-        if dest and not objects.is_remote(dest):  # object storage: scheduler.finishing
+    def _export_logs(self, job_id: str, attempt: int, dest: str) -> None:
+        """Copy an ended attempt's logs to the job's local log_export_path (on the files
+        thread); a failure is told in the job's events."""
+        try:
+            storage.export_logs(storage.RunPaths(self.settings.runs_dir, job_id), attempt,
+                                storage.local_path(dest, "log_export_path"))
+        except (OSError, errors.CorralError) as exc:
             try:
-                storage.export_logs(storage.RunPaths(self.settings.runs_dir, job.id), attempt,
-                                    storage.local_path(dest, "log_export_path"))
-            except (OSError, errors.CorralError) as exc:
                 with self.store.begin() as conn:
-                    repo.add_event(conn, job.id, self.now(), f"Log export failed: {exc}",
+                    repo.add_event(conn, job_id, self.now(), f"Log export failed: {exc}",
                                    level="Warning")
+            except sa.exc.SQLAlchemyError:  # purged meanwhile, or the database is away
+                log.warning("exporting the logs of %s attempt %s failed: %s", job_id,
+                            attempt, exc)
 
     # --- admit, place and launch ----------------------------------------------------------
 
@@ -841,9 +871,8 @@ class Reconciler:
             prep = _Prep(job=job, attempt=attempt, tasks=list(tasks), gang=list(gang),
                          spec=spec, paths=paths)
             self._preps[(job.id, attempt)] = prep
-            if self._preparer is None:
-                self._preparer = _Preparer(self.executor, self.run_as, self._wake)
-            self._preparer.submit(prep)
+            self._preparer.submit(functools.partial(_prepare, prep, self.executor,
+                                                    self.run_as, self._wake))
             return []
         try:
             code, cwd = launching.prepare_attempt(paths, attempt, spec.algorithm, self.run_as)
