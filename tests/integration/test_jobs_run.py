@@ -162,22 +162,30 @@ def test_a_non_zero_exit_fails_the_job(live_server: Live, tmp_path: pathlib.Path
     assert "bad data" in preview(live_server, job_id)
 
 
-def test_a_failing_job_is_retried_until_it_succeeds(
-    live_server: Live, tmp_path: pathlib.Path
-) -> None:
-    counter = tmp_path / "runs"
+def counting_job(tmp_path: pathlib.Path, counter: pathlib.Path, *, succeed_on: int,
+                 retries: int, say: str = "run {n}") -> dict[str, Any]:
+    """A job whose Nth run (counted in `counter`, across attempts) prints `say` (an
+    f-string of `n`) and fails until the `succeed_on`th."""
     code = factories.write_code(
         tmp_path,
-        """
+        f"""
 import os, pathlib, sys
 counter = pathlib.Path(os.environ["COUNTER"])
 n = int(counter.read_text()) + 1 if counter.exists() else 1
 counter.write_text(str(n))
-print(f"run {n}")
-sys.exit(0 if n >= 3 else 1)
+print(f"{say}")
+sys.exit(0 if n >= {succeed_on} else 1)
 """,
     )
-    body = factories.make_job(code_dir=code, retries=3, environments={"COUNTER": str(counter)})
+    return factories.make_job(code_dir=code, retries=retries,
+                              environments={"COUNTER": str(counter)})
+
+
+def test_a_failing_job_is_retried_until_it_succeeds(
+    live_server: Live, tmp_path: pathlib.Path
+) -> None:
+    counter = tmp_path / "runs"
+    body = counting_job(tmp_path, counter, succeed_on=3, retries=3)
 
     job_id = live_server.submit(body)["metadata"]["id"]
     job = live_server.wait(job_id)
@@ -199,20 +207,9 @@ sys.exit(0 if n >= 3 else 1)
 def test_each_attempts_logs_are_exported_and_outlive_the_job(
     live_server: Live, tmp_path: pathlib.Path
 ) -> None:
-    counter = tmp_path / "runs"
-    code = factories.write_code(
-        tmp_path,
-        """
-import os, pathlib, sys
-counter = pathlib.Path(os.environ["COUNTER"])
-n = int(counter.read_text()) + 1 if counter.exists() else 1
-counter.write_text(str(n))
-print(f"run {n} of {os.environ['CORRAL_TASK_ID']}")
-sys.exit(0 if n >= 2 else 1)
-""",
-    )
+    body = counting_job(tmp_path, tmp_path / "runs", succeed_on=2, retries=1,
+                        say="run {n} of {os.environ['CORRAL_TASK_ID']}")
     export = tmp_path / "exported"
-    body = factories.make_job(code_dir=code, retries=1, environments={"COUNTER": str(counter)})
     body["spec"]["log_export_path"] = {"host_path": str(export)}
     job_id = live_server.submit(body)["metadata"]["id"]
     assert live_server.wait(job_id)["status"]["phase"] == "Completed"

@@ -834,7 +834,8 @@ def test_queued_jobs_start_after_a_restart_as_if_nothing_happened(world: World) 
 # --- deleted jobs -------------------------------------------------------------------------
 
 
-def test_a_deleted_finished_job_is_purged_with_its_files(world: World) -> None:
+def finish_and_delete(world: World) -> tuple[str, pathlib.Path]:
+    """A job run to its end, then deleted as the API deletes one; and its run directory."""
     job_id = world.submit()
     world.tick()
     world.fake.exit(job_id, code=0)
@@ -844,6 +845,11 @@ def test_a_deleted_finished_job_is_purged_with_its_files(world: World) -> None:
     with world.store.begin() as conn:
         repo.mark_deleted(conn, job_id, world.now_ms())
     world.rec.queue_changed()  # as the API does
+    return job_id, job_dir
+
+
+def test_a_deleted_finished_job_is_purged_with_its_files(world: World) -> None:
+    job_id, job_dir = finish_and_delete(world)
     world.tick()
     assert world.job(job_id) is None
     factories.wait_for(lambda: not job_dir.exists(), what="the job's files to go")

@@ -17,31 +17,38 @@ from corral.domain import errors
 from corral.storage import local as storage
 from corral.store import repo
 from tests import factories
-from tests.unit.test_reconciler import World
+from tests.unit.test_reconciler import World, finish_and_delete
 from tests.unit.test_reconciler_scheduling import make_world
 
 
-class HeldCopy:
-    """storage.snapshot, held until `release` (at most 30 s, so that a scheduler that
-    copies on its own thread fails the test instead of hanging it)."""
+class Held:
+    """storage.<name>, held until `release` (at most 30 s, so that a scheduler that does
+    this work on its own thread fails the test instead of hanging it). `entered` counts
+    the calls; `calls` names them in the order they were let through, a list that several
+    Held may share."""
 
-    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, name: str,
+                 calls: list[str] | None = None, *, released: bool = False) -> None:
         self.release = threading.Event()
+        if released:
+            self.release.set()
         self.started = threading.Event()
         self.finished = threading.Event()
-        self.calls = 0
-        real = storage.snapshot
+        self.entered = 0
+        self.calls = [] if calls is None else calls
+        real = getattr(storage, name)
 
-        def held(src: pathlib.Path, dest: pathlib.Path, *args: Any) -> None:
-            self.calls += 1
+        def held(*args: Any) -> None:
+            self.entered += 1
             self.started.set()
             self.release.wait(30)
+            self.calls.append(name)
             try:
-                real(src, dest, *args)
+                real(*args)
             finally:
                 self.finished.set()
 
-        monkeypatch.setattr(storage, "snapshot", held)
+        monkeypatch.setattr(storage, name, held)
 
 
 @pytest.fixture
@@ -52,8 +59,8 @@ def world(tmp_path: pathlib.Path) -> Iterator[World]:
 
 
 @pytest.fixture
-def held(monkeypatch: pytest.MonkeyPatch) -> Iterator[HeldCopy]:
-    copy = HeldCopy(monkeypatch)
+def held(monkeypatch: pytest.MonkeyPatch) -> Iterator[Held]:
+    copy = Held(monkeypatch, "snapshot")
     yield copy
     copy.release.set()
 
@@ -72,7 +79,7 @@ def code_job(world: World) -> str:
 
 
 def test_the_other_jobs_go_on_while_a_code_dir_is_copied(
-        world: World, held: HeldCopy, woken: threading.Event) -> None:
+        world: World, held: Held, woken: threading.Event) -> None:
     running = world.submit()
     world.tick()
     assert world.fake.launches(running)
@@ -105,11 +112,11 @@ def test_the_other_jobs_go_on_while_a_code_dir_is_copied(
     world.fake.exit(big)
     world.tick()
     assert world.phase(big)[0] == "Completed"
-    assert len(world.fake.launches(big)) == 1 and held.calls == 1
+    assert len(world.fake.launches(big)) == 1 and held.entered == 1
 
 
 def test_a_job_stopped_while_its_code_is_copied_never_starts(
-        world: World, held: HeldCopy) -> None:
+        world: World, held: Held) -> None:
     big = code_job(world)
     world.tick()
     assert held.started.wait(10)
@@ -129,7 +136,7 @@ def test_a_job_stopped_while_its_code_is_copied_never_starts(
 
 
 def test_a_server_stopped_while_code_is_copied_prepares_it_again_and_runs_it_once(
-        world: World, held: HeldCopy) -> None:
+        world: World, held: Held) -> None:
     big = code_job(world)
     world.tick()
     assert held.started.wait(10)
@@ -146,7 +153,7 @@ def test_a_server_stopped_while_code_is_copied_prepares_it_again_and_runs_it_onc
     world.fake.exit(big)
     world.tick()
     assert world.phase(big)[0] == "Completed"
-    assert held.calls == 2
+    assert held.entered == 2
 
 
 def test_an_executor_that_ships_code_gets_it_ahead_of_the_launch_off_the_schedulers_thread(
@@ -186,52 +193,24 @@ def test_code_that_cannot_be_shipped_fails_the_start(
 # --- the other file work: exporting logs, removing a deleted job's files ------------------
 
 
-def hold(monkeypatch: pytest.MonkeyPatch, name: str) -> tuple[threading.Event, list[str]]:
-    """storage.<name>, held until the event is set (at most 30 s); the calls, in order."""
-    release, calls = threading.Event(), []
-    real = getattr(storage, name)
-
-    def held(*args: Any) -> None:
-        release.wait(30)
-        calls.append(name)
-        real(*args)
-
-    monkeypatch.setattr(storage, name, held)
-    return release, calls
-
-
 def test_removing_a_deleted_jobs_files_does_not_hold_up_the_scheduler(
         world: World, monkeypatch: pytest.MonkeyPatch) -> None:
-    release, calls = hold(monkeypatch, "remove_job_dir")
-    gone = world.submit()
-    world.tick()
-    world.fake.exit(gone)
-    world.tick()
-    job_dir = world.settings.runs_dir / gone
-    assert job_dir.is_dir()
-    with world.store.begin() as conn:
-        repo.mark_deleted(conn, gone, world.now_ms())
-    world.rec.queue_changed()  # as the API does
+    removal = Held(monkeypatch, "remove_job_dir")
+    gone, job_dir = finish_and_delete(world)
     world.tick()  # purged; its files are removed aside
-    assert world.job(gone) is None and calls == []
+    assert world.job(gone) is None and removal.calls == []
     other = world.submit()
     world.tick()
     assert world.fake.launches(other)  # the scheduler goes on meanwhile
-    release.set()
+    removal.release.set()
     factories.wait_for(lambda: not job_dir.exists(), what="the deleted job's files to go")
-    assert calls == ["remove_job_dir"]
+    assert removal.calls == ["remove_job_dir"]
 
 
 def test_a_deleted_jobs_logs_are_exported_before_its_files_go_and_a_stop_waits_for_both(
         world: World, monkeypatch: pytest.MonkeyPatch) -> None:
-    release, calls = hold(monkeypatch, "export_logs")
-    real_remove = storage.remove_job_dir
-
-    def remove(*args: Any) -> None:
-        calls.append("remove_job_dir")
-        real_remove(*args)
-
-    monkeypatch.setattr(storage, "remove_job_dir", remove)
+    exports = Held(monkeypatch, "export_logs")
+    Held(monkeypatch, "remove_job_dir", exports.calls, released=True)
     export = world.tmp / "exported"
     job = world.submit(spec={"resource": {"flavor_id": "corral.cpu.1u", "node_count": 1},
                              "log_export_path": {"host_path": str(export)}})
@@ -243,9 +222,9 @@ def test_a_deleted_jobs_logs_are_exported_before_its_files_go_and_a_stop_waits_f
         repo.mark_deleted(conn, job, world.now_ms())
     world.rec.queue_changed()
     world.tick(3)  # stopped, ended, purged: its export and removal are queued, in order
-    assert world.job(job) is None and calls == []
-    threading.Timer(0.2, release.set).start()
+    assert world.job(job) is None and exports.calls == []
+    threading.Timer(0.2, exports.release.set).start()
     world.rec.close()  # a stopping server waits for them
-    assert calls == ["export_logs", "remove_job_dir"]
+    assert exports.calls == ["export_logs", "remove_job_dir"]
     assert (export / "attempt-1" / "worker-0.log").read_text() == "the last words\n"
     assert not (world.settings.runs_dir / job).exists()
