@@ -679,3 +679,95 @@ def test_a_launch_under_way_gives_the_same_outcome_however_often_it_is_asked(
     for _ in range(2):
         with pytest.raises(errors.LaunchError, match="nonexistent"):
             refused()
+
+
+# --- follow-on launches -------------------------------------------------------------------
+
+STAMPED = """
+    import os, pathlib, time
+    root = pathlib.Path(os.environ["ROOT"])
+    (root / "start-{tag}").write_text(str(time.monotonic_ns()))
+"""
+
+
+def test_a_follow_on_launch_starts_when_the_task_it_follows_ends(rig: Rig) -> None:
+    ex = rig.executor()
+    before = rig.launch(ex, rig.spec(ready_then_wait("a")))
+    factories.wait_for((rig.root / "ready-a").exists, what="the first task to start")
+    assert ex.can_follow(before.launch_id)
+
+    started = ex.follow(rig.spec(STAMPED.format(tag="b")), before.launch_id)
+    time.sleep(0.3)
+    assert not (rig.root / "start-b").exists()  # held while the first runs
+    assert not started.ready(wake=False)  # and not answered: it has no deadline yet
+
+    ended_at = time.monotonic_ns()
+    (rig.root / "go-a").touch()
+    assert wait_status(ex, before).exit_code == 0
+    assert not ex.can_follow(before.launch_id)  # it has ended
+    started.due()
+    handle = started()  # answered before the first task's exit was told
+    rig.handles.append(handle)
+    assert wait_status(ex, handle).exit_code == 0
+    assert int((rig.root / "start-b").read_text()) > ended_at
+
+
+def test_a_follow_on_launch_of_a_task_that_has_ended_starts_at_once(rig: Rig) -> None:
+    ex = rig.executor()
+    before = rig.launch(ex, rig.spec("pass"))
+    assert wait_status(ex, before).exit_code == 0
+
+    started = ex.follow(rig.spec(STAMPED.format(tag="c")), before.launch_id)
+    factories.wait_for((rig.root / "start-c").exists, what="the follow-on to start")
+    handle = started()
+    rig.handles.append(handle)
+    assert wait_status(ex, handle).exit_code == 0
+
+
+def test_a_withdrawn_follow_on_launch_never_runs(rig: Rig) -> None:
+    ex = rig.executor()
+    before = rig.launch(ex, rig.spec(ready_then_wait("w")))
+    factories.wait_for((rig.root / "ready-w").exists, what="the first task to start")
+    spec = rig.spec(STAMPED.format(tag="x"))
+    started = ex.follow(spec, before.launch_id)
+
+    assert ex.withdraw(spec) is True
+    (rig.root / "go-w").touch()
+    assert wait_status(ex, before).exit_code == 0
+    started.due()
+    with pytest.raises(errors.LaunchError, match="given up"):
+        started()
+    assert not (rig.root / "start-x").exists()
+    assert ex.recover(spec).state is base.State.NOT_STARTED
+
+
+def test_a_follow_on_launch_carried_out_cannot_be_withdrawn(rig: Rig) -> None:
+    ex = rig.executor()
+    before = rig.launch(ex, rig.spec("pass"))
+    spec = rig.spec(ready_then_wait("y"))
+    started = ex.follow(spec, before.launch_id)
+    factories.wait_for((rig.root / "ready-y").exists, what="the follow-on to start")
+
+    assert ex.withdraw(spec) is False  # it runs: the scheduler records it instead
+    handle = started()
+    rig.handles.append(handle)
+    assert handle.pid == int((rig.root / "ready-y").read_text())
+    (rig.root / "go-y").touch()
+    assert wait_status(ex, handle).exit_code == 0
+
+
+def test_follow_on_launches_go_with_the_server_that_asked(rig: Rig) -> None:
+    """A launcher whose server stopped drops what it holds: the next server settles such a
+    launch as never started (its claim was never made) instead of finding it run."""
+    ex = rig.executor()
+    before = rig.launch(ex, rig.spec(ready_then_wait("z")))
+    factories.wait_for((rig.root / "ready-z").exists, what="the first task to start")
+    spec = rig.spec(STAMPED.format(tag="v"))
+    ex.follow(spec, before.launch_id)
+    ex.close()  # the launcher outlives it while its task runs
+
+    (rig.root / "go-z").touch()
+    factories.wait_for(lambda: not factories.alive(before.pid), what="the first task to end")
+    time.sleep(0.3)
+    assert not (rig.root / "start-v").exists()
+    assert rig.executor().recover(spec).state is base.State.NOT_STARTED

@@ -6,8 +6,12 @@ starts, which is what lets it know a task's true exit code whatever happens to t
 
 It reads launch requests on stdin, one JSON object a line (`id`, `prefix`, `argv`, `shell`:
 argv[0] is a command line for /bin/sh and the rest its arguments, `cwd`, `env`, `log`,
-`user`), and answers each on stdout, one JSON line: `{"id", "pid", "ticks"}`
-or `{"id", "error"}`. For each launch it
+`user`, and optionally `after`), and answers each on stdout, one JSON line: `{"id", "pid",
+"ticks"}` or `{"id", "error"}`. A request with `after`, the launch id of a task it is
+running, is held until that task has ended and carried out then, before that task's exit
+is told: the slot a task leaves is taken by the next one at once, without waiting for the
+server (a follow-on launch). One whose task has ended already is carried out at once.
+For each launch it
 
 1. claims it: creates `<prefix>.claim` exclusively and writes `L <its pid> <its start
    ticks>` there. A claim that exists already was given up by a restarted server
@@ -18,8 +22,9 @@ or `{"id", "error"}`. For each launch it
 3. when the task ends, appends its exit code (128 + N for death by signal N) to the claim,
    then writes `<id> <code>` to the exit pipe (the file descriptor given as its argument).
 
-When stdin closes (its server stopped or died) it takes no more requests, goes on
-recording exit codes, and exits once its last task has ended.
+When stdin closes (its server stopped or died) it takes no more requests, drops the
+follow-on launches it holds (never claimed: a restarted server settles them as never
+started), goes on recording exit codes, and exits once its last task has ended.
 
 Only the standard library: it runs as `python -I -S` and starts in a few milliseconds.
 """
@@ -76,11 +81,29 @@ def open_in_dir(path: str, flags: int) -> int:
 
 
 class Launcher:
-    def __init__(self, exit_fd: int) -> None:
+    def __init__(self, exit_fd: int, answer_fd: int = 1) -> None:
         self.exit_fd: int | None = exit_fd
+        self.answer_fd = answer_fd
         self.header = f"L {os.getpid()} {start_ticks('self')}\n".encode()
         #: pid -> (the task's Popen, its claim file, its launch id)
         self.running: dict[int, tuple[subprocess.Popen[bytes], str, str]] = {}
+        #: the launch ids of the tasks running
+        self.live: set[str] = set()
+        #: follow-on launches, by the launch id of the task each waits for
+        self.held: dict[str, list[dict[str, Any]]] = {}
+
+    def request(self, req: dict[str, Any]) -> None:
+        """Carry out a launch request, or hold it until the task it follows has ended."""
+        after = req.get("after")
+        if after and after in self.live:
+            self.held.setdefault(after, []).append(req)
+            return
+        self.answer({"id": req["id"], **self.launch(req)})
+
+    def answer(self, reply: dict[str, Any]) -> None:
+        # A server that died after asking cannot read it: the claim says it all.
+        with contextlib.suppress(OSError):
+            os.write(self.answer_fd, json.dumps(reply).encode() + b"\n")
 
     def launch(self, req: dict[str, Any]) -> dict[str, Any]:
         claim = req["prefix"] + ".claim"
@@ -103,6 +126,7 @@ class Launcher:
         finally:
             os.close(fd)
         self.running[proc.pid] = (proc, claim, req["id"])
+        self.live.add(req["id"])
         if ticks is None:
             try:
                 ticks = start_ticks(proc.pid)
@@ -142,6 +166,7 @@ class Launcher:
             if entry is None:
                 continue
             proc, claim, launch_id = entry
+            self.live.discard(launch_id)
             code = os.waitstatus_to_exitcode(status)
             proc.returncode = code  # reaped here: Popen must not wait for it again
             code = 128 - code if code < 0 else code
@@ -153,6 +178,10 @@ class Launcher:
                     os.close(fd)
             except OSError:  # its job's directory was removed meanwhile: nobody asks
                 pass
+            # The next task in its slot starts first, and is answered before this exit is
+            # told: the server learns of both at once.
+            for req in self.held.pop(launch_id, ()):
+                self.request(req)
             self._tell(f"{launch_id} {code}\n".encode())
 
     def _tell(self, line: bytes) -> None:
@@ -192,15 +221,12 @@ def main(exit_fd: int) -> int:
             if not data:
                 requests_open = False
                 poller.unregister(0)
+                launcher.held.clear()
                 continue
             pending += data
             *lines, pending = pending.split(b"\n")
             for line in lines:
-                req = json.loads(line)
-                reply = {"id": req["id"], **launcher.launch(req)}
-                # A server that died after asking cannot read it: the claim says it all.
-                with contextlib.suppress(OSError):
-                    os.write(1, json.dumps(reply).encode() + b"\n")
+                launcher.request(json.loads(line))
         launcher.reap()
     return 0
 

@@ -26,6 +26,7 @@ import contextlib
 import dataclasses
 import json
 import logging
+import math
 import os
 import select
 import signal
@@ -130,7 +131,7 @@ class _Launcher:
                 if left <= 0:
                     self.alive = False
                     raise OSError("the launcher did not answer")
-                self._answered.wait(left)
+                self._answered.wait(None if left == math.inf else left)
             self._awaited.discard(launch_id)
             return self._replies.pop(launch_id)
 
@@ -148,6 +149,11 @@ class _Pending:
     def __init__(self, spec: base.LaunchSpec, launcher: _Launcher, deadline: float) -> None:
         self.spec, self.launcher, self.deadline = spec, launcher, deadline
         self.outcome: base.Handle | errors.LaunchError | None = None
+
+    def due(self) -> None:
+        """A follow-on launch whose task before has ended: its answer is due now (it has no
+        deadline until then)."""
+        self.deadline = min(self.deadline, time.monotonic() + LAUNCH_TIMEOUT_S)
 
     def __call__(self) -> base.Handle:
         if self.outcome is None:
@@ -204,16 +210,44 @@ class LocalExecutor:
     def begin_launch(self, spec: base.LaunchSpec) -> base.Started:
         """Hand the launch to the launcher; what is returned gives its answer, read by the
         watcher (`ready` says whether it has come)."""
+        return self._send(spec, None)
+
+    def follow(self, spec: base.LaunchSpec, after: str) -> _Pending:
+        """A follow-on launch: the launcher starts it as soon as the task launched as
+        `after` (see `can_follow`) has ended, and answers then. Until it has, `withdraw`
+        takes it back; the scheduler calls `due()` on what is returned once it has seen
+        that task end."""
+        return self._send(spec, after)
+
+    def can_follow(self, launch_id: str) -> bool:
+        """Whether a launch can follow this task's: it runs under the launcher that takes
+        requests now, and has not ended."""
+        with self._lock:
+            mine = self._mine.get(launch_id)
+            return (mine is not None and mine[0] is self._launcher and mine[0].alive
+                    and not mine[0].closed and launch_id not in self._exits)
+
+    def withdraw(self, spec: base.LaunchSpec) -> bool:
+        """Take back a follow-on launch not yet carried out: True when it never will be
+        (its claim is taken first, as a restarted server gives up a launch); False when the
+        launcher has claimed it: it runs, or is starting, and its answer is on its way."""
+        return self._give_up(spec)
+
+    def _send(self, spec: base.LaunchSpec, after: str | None) -> _Pending:
         req = {"id": spec.launch_id, "prefix": control_prefix(spec), "argv": spec.argv,
                "shell": spec.shell,
                "cwd": spec.cwd, "env": {**spec.env, LAUNCH_ENV: spec.launch_id},
                "log": spec.log_path, "user": list(spec.run_as) if spec.run_as else None}
+        if after is not None:
+            req["after"] = after
         try:
             launcher = self._running_launcher()
             launcher.send(req)
         except OSError as exc:
             raise _launch_failed(spec, exc) from None
-        return _Pending(spec, launcher, time.monotonic() + LAUNCH_TIMEOUT_S)
+        # A follow-on launch is answered once the task before it ends, however long.
+        return _Pending(spec, launcher, math.inf if after is not None
+                        else time.monotonic() + LAUNCH_TIMEOUT_S)
 
     def _running_launcher(self) -> _Launcher:
         with self._lock:
@@ -293,14 +327,7 @@ class LocalExecutor:
 
     def recover(self, spec: base.LaunchSpec) -> base.Status:
         prefix = control_prefix(spec)
-        os.makedirs(spec.control_dir, exist_ok=True)
-        try:
-            fd = os.open(prefix + ".claim", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-        except FileExistsError:
-            pass
-        else:
-            os.write(fd, ABANDONED.encode())
-            os.close(fd)
+        if self._give_up(spec):
             return base.Status(base.State.NOT_STARTED)
         claim = _wait_claim(prefix + ".claim")
         if claim.abandoned or claim.never_started or claim.empty:
@@ -321,6 +348,20 @@ class LocalExecutor:
                              start_time=start if owned and start else 0.0,
                              control_dir=spec.control_dir, launch_id=spec.launch_id)
         return self.adopt(handle)
+
+    @staticmethod
+    def _give_up(spec: base.LaunchSpec) -> bool:
+        """Claim a launch for no one, unless its launcher has claimed it: True when it now
+        never runs."""
+        os.makedirs(spec.control_dir, exist_ok=True)
+        try:
+            fd = os.open(control_prefix(spec) + ".claim",
+                         os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        except FileExistsError:
+            return False
+        os.write(fd, ABANDONED.encode())
+        os.close(fd)
+        return True
 
     def sample(self, handle: base.Handle) -> base.Sample | None:
         proc = self._process(handle)
