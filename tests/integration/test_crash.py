@@ -25,7 +25,7 @@ import pytest
 import sqlalchemy as sa
 
 from corral import credentials
-from corral.store import db
+from corral.store import db, repo
 from tests import conftest, factories
 
 pytestmark = pytest.mark.slow
@@ -432,3 +432,85 @@ def test_kill_9_during_a_burst_of_submissions(corral: ServerProcess, shared: pat
         known.values(), 1
     )
     assert set(starts) == set(known.values())  # nothing ran that corral does not know of
+
+
+# --- follow-on launches (a queued job handed to the launcher ahead) ------------------------
+
+
+def gated_command(tmp_path: pathlib.Path, shared: pathlib.Path, tag: str,
+                  flavor_id: str = "corral.cpu.1u") -> dict[str, Any]:
+    """A gated job run as a command: nothing to copy, so it can be launched ahead."""
+    script = tmp_path / "gated.py"
+    if not script.exists():
+        script.write_text(GATED)
+    env = {"SHARED": str(shared), "TAG": tag, "CODE": "0"}
+    return factories.make_job(name=tag, command=f"{sys.executable} {script}",
+                              environments=env, flavor_id=flavor_id)
+
+
+def launched_ahead(db_url: str, job_id: str) -> bool:
+    """The job waits (Pending) with its task written as launching: handed out ahead."""
+    store = db.Store(db_url)
+    try:
+        with store.read() as conn:
+            job = repo.job_by_id(conn, job_id)
+            tasks = repo.tasks_of(conn, job_id, 1)
+    finally:
+        store.dispose()
+    return (job is not None and job.phase == "Pending"
+            and [t.state for t in tasks] == ["launching"])
+
+
+def hold_both_cores(corral: ServerProcess, tmp_path: pathlib.Path, shared: pathlib.Path,
+                    db_url: str) -> tuple[str, str]:
+    """Job "a" holds both cores; "b" is handed out to start as soon as "a" ends."""
+    corral.start()
+    a = corral.submit(gated_command(tmp_path, shared, "a", "corral.cpu.full"))
+    factories.wait_for(lambda: started(shared).get("a"), what="a to start")
+    b = corral.submit(gated_command(tmp_path, shared, "b"))
+    factories.wait_for(lambda: launched_ahead(db_url, b), what="b to be launched ahead")
+    return a, b
+
+
+def test_a_job_launched_ahead_when_the_server_died_starts_once_after_it(
+    corral: ServerProcess, tmp_path: pathlib.Path, shared: pathlib.Path, db_url: str
+) -> None:
+    a, b = hold_both_cores(corral, tmp_path, shared, db_url)
+
+    corral.kill()  # its launcher drops the launch it held
+    (shared / "go-a").touch()
+    a_pid = started(shared)["a"][0]
+    factories.wait_for(lambda: not factories.alive(a_pid), 10, "a to end while the server is down")
+    assert "b" not in started(shared)
+    corral.start()
+    factories.wait_for(lambda: started(shared).get("b"), what="b to start")
+    (shared / "go-b").touch()
+
+    assert corral.wait(a)["status"]["phase"] == "Completed"
+    job = corral.wait(b)
+    assert job["status"]["phase"] == "Completed"
+    assert len(started(shared)["b"]) == 1
+    assert [r["end_reason"] for r in job["status"]["running_records"]] == ["job completed"]
+
+
+def test_a_job_that_started_ahead_unrecorded_is_adopted_after_a_crash(
+    corral: ServerProcess, tmp_path: pathlib.Path, shared: pathlib.Path, db_url: str
+) -> None:
+    a, b = hold_both_cores(corral, tmp_path, shared, db_url)
+    assert corral.proc is not None
+
+    os.killpg(corral.proc.pid, signal.SIGSTOP)  # the server sees nothing from here on
+    try:
+        (shared / "go-a").touch()
+        b_pid = factories.wait_for(lambda: started(shared).get("b"), what="b to start")[0]
+    finally:
+        corral.kill()
+    corral.start()
+
+    assert corral.wait(a)["status"]["phase"] == "Completed"
+    factories.wait_for(lambda: corral.phase(b) == "Running", what="b to be adopted")
+    (shared / "go-b").touch()
+    job = corral.wait(b)
+    assert job["status"]["phase"] == "Completed"
+    assert started(shared)["b"] == [b_pid] == finished(shared)["b"]
+    assert [r["end_reason"] for r in job["status"]["running_records"]] == ["job completed"]

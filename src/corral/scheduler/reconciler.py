@@ -86,6 +86,8 @@ class _Pass:
     unsignalled: set[str] = dataclasses.field(default_factory=set)
     #: attempts whose code was copied aside, to be launched once the transaction commits
     prepared: list[_Prep] = dataclasses.field(default_factory=list)
+    #: follow-on launches to hand to the executor once their rows are durable
+    follow: list[_FollowOn] = dataclasses.field(default_factory=list)
     #: the pass's events, written in one statement before its transaction commits
     events: repo.Events = dataclasses.field(default_factory=repo.Events)
 
@@ -106,6 +108,23 @@ class _Prep:
     code: pathlib.Path | None = None
     cwd: pathlib.Path | None = None
     error: str | None = None
+
+
+@dataclasses.dataclass(eq=False)
+class _FollowOn:
+    """A queued job handed to the executor ahead, to start the moment a running task ends
+    and leaves it the room (see `_plan_follow_ons`): no round trip through the scheduler
+    between the one task and the next. The job stays Pending until its task has started;
+    its task row is written first, as `launching`, so that a server that stops meanwhile
+    settles the launch as any other (see `_renew_launch`)."""
+
+    job: Any  #: its row, with the MASTER_PORT its task is given
+    task: Any  #: its one task's row (attempt 1)
+    after: str  #: the launch id of the task it follows
+    after_job: str  #: that task's job
+    #: the launch under way; None once the executor refused it (`error` says why)
+    started: Any = None
+    error: str = ""
 
 
 class _Workers:
@@ -227,6 +246,10 @@ class Reconciler:
         default_factory=lambda: _Workers("corral-prepare", PREPARERS))
     #: exports of ended attempts' logs and removals of purged jobs' files, in order
     _files: _Workers = dataclasses.field(default_factory=lambda: _Workers("corral-files", 1))
+    #: jobs handed to the executor to follow a running task, by job id (see _FollowOn)
+    _follow: dict[str, _FollowOn] = dataclasses.field(default_factory=dict)
+    #: jobs whose follow-on launch failed: they start the ordinary way
+    _no_follow: set[str] = dataclasses.field(default_factory=set)
 
     def now(self) -> int:
         return round(self.clock() * 1000)
@@ -250,6 +273,7 @@ class Reconciler:
         p = _Pass()
         unrecorded, self._unrecorded = self._handles(self._unrecorded, wait=False)
         self._under_way |= {t.launch_id for prep in self._preps.values() for t in prep.tasks}
+        self._under_way |= {fo.task.launch_id for fo in self._follow.values()}
         try:
             holding = self._settle_all(p, unrecorded)
         except BaseException:
@@ -267,7 +291,8 @@ class Reconciler:
             if started is not None and t.launch_id in p.unsignalled:
                 started.ready(wake=True)
         # A launch that failed is settled by the next pass (nothing else would wake it).
-        return more or any(handle is None for _t, handle, _err in self._unrecorded)
+        return (more or any(handle is None for _t, handle, _err in self._unrecorded)
+                or any(fo.started is None for fo in self._follow.values()))
 
     def _full_read_due(self, now: int) -> bool:
         """Whether the next decision reads the queue's whole window (see QUEUE_GLANCE)."""
@@ -328,6 +353,8 @@ class Reconciler:
             if self._preps:
                 self._take_prepared(conn, p)
             self._observe(conn, p)
+            if self._follow:
+                self._follow_ons(conn, p)
             active = repo.active_with_tasks(conn)
             holding = [(job, tasks) for job, tasks in active
                        if self._settle(conn, p, job, tasks)]
@@ -378,6 +405,8 @@ class Reconciler:
         for job_id, attempt in p.relaunch:
             results += self._relaunch(job_id, attempt)
         self._unrecorded += results
+        for fo in p.follow:
+            self._send_follow_on(fo)
 
     # --- observe --------------------------------------------------------------------------
 
@@ -392,6 +421,9 @@ class Reconciler:
                 if self._renew_launch(conn, row, now):
                     p.relaunch.add((row.job_id, row.attempt))
             elif status.state is not base.State.RUNNING or row.state != J.TaskState.RUNNING:
+                if row.job_phase == J.Phase.PENDING.value:
+                    # A follow-on launch that ran while no server was there to see it.
+                    self._begin(conn, p, row.job_id, row.attempt, row.node, now)
                 self._record(conn, p.events, row, status, now)
                 if status.handle and status.state is not base.State.RUNNING:
                     p.ended.append((row, status))
@@ -420,6 +452,9 @@ class Reconciler:
 
     def _renew_launch(self, conn: sa.Connection, row: Any, now: int) -> bool:
         """A launch that never ran: give it a new launch id if its job still wants it."""
+        if row.job_phase == J.Phase.PENDING.value:  # a follow-on launch: the job waits on
+            repo.delete_tasks(conn, row.job_id, row.attempt)
+            return False
         if row.job_phase != J.Phase.RUNNING.value:
             _never_started(conn, [row], now)
             return False
@@ -684,6 +719,7 @@ class Reconciler:
             d = scheduling.decide(queued, nodes, running, quotas, usage)
         if full:
             self._full_read_at, self._read_version = now, version
+        plan = self._plan_follow_ons(queued, holding, running, nodes, quotas, usage, d)
         launches = []
         live = {job.id: (job, tasks) for job, tasks in holding}
         with self.store.begin() as conn:
@@ -691,15 +727,21 @@ class Reconciler:
                 repo.save_usage(conn, new_usage)
             admitted = self._admit(conn, p, new, d.waits, now)
             for a in d.starts:
+                fo = self._follow.get(a.job_id)
+                if fo is not None and not self._take_back(conn, p, fo):
+                    continue  # it has just started, in the room of the task it followed
                 started = self._record_start(conn, p, a, now)
                 if started:
                     launches.append(started)
             for v in d.preempts:
                 self._preempt(conn, p, live[v.job_id], v, by_id[v.for_job], now)
             self._note_waiting(conn, p, d.waits, by_id, now, admitted)
+            staged = self._apply_follow_ons(conn, p, plan) if plan or self._follow else []
             p.events.write(conn)
         self._announce(p)
         p.launches += launches  # once their rows are durable
+        p.follow += staged
+        self._follow.update((fo.job.id, fo) for fo in staged)
         # Jobs past a stream's window were not looked at: look again at once when this
         # pass started even the last job of a full window (it still had room at its end);
         # otherwise they wait for the next pass like the rest of the window.
@@ -903,10 +945,9 @@ class Reconciler:
                 self.settings.job_env_deny)
         return self._base_env
 
-    def _launch_one(self, job: Any, spec: Any, paths: storage.RunPaths, t: Any,
-                    code: Any, cwd: Any,
-                    gang: Sequence[str]) -> _Launched:
-        ls = launching.launch_spec(
+    def _launch_spec(self, job: Any, spec: Any, paths: storage.RunPaths, t: Any,
+                     code: Any, cwd: Any, gang: Sequence[str]) -> base.LaunchSpec:
+        return launching.launch_spec(
             paths=paths, cat=self.catalog, spec=spec, job_id=job.id, attempt=t.attempt,
             task=t.name, rank=t.rank, launch_id=t.launch_id, node=t.node,
             gpu_ids=[int(g) for g in t.gpu_ids.split(",") if g],
@@ -914,6 +955,11 @@ class Reconciler:
             inherited=self._inherited(), run_as=self.run_as,
             demand=_per_task(job), gang=gang,
             accel_ids=resources.parse_device_ids(t.accel_ids))
+
+    def _launch_one(self, job: Any, spec: Any, paths: storage.RunPaths, t: Any,
+                    code: Any, cwd: Any,
+                    gang: Sequence[str]) -> _Launched:
+        ls = self._launch_spec(job, spec, paths, t, code, cwd, gang)
         try:
             started = base.start(self.executor, ls)
         except errors.CorralError as exc:
@@ -944,6 +990,204 @@ class Reconciler:
                                  ended_at=now)
                 events.add(t.job_id, now, f"Task {t.name} failed to start: {err}",
                            level="Error", source="Task")
+
+    # --- follow-on launches ----------------------------------------------------------------
+
+    def _follower(self) -> Any:
+        """The executor, when it can start a launch the moment a task of its own ends
+        (`can_follow`, `follow`, `withdraw`: see executors/local.py); else None."""
+        ex = self.executor
+        return ex if callable(getattr(ex, "follow", None)) else None
+
+    def _plan_follow_ons(self, queued: Sequence[scheduling.Queued],
+                         holding: Sequence[tuple[Any, Sequence[Any]]],
+                         running: Sequence[scheduling.Running], nodes: Sequence[Any],
+                         quotas: Sequence[scheduling.Quota],
+                         usage: Mapping[tuple[str, str], float], d: scheduling.Decisions,
+                         ) -> list[tuple[str, Any, Any]]:
+        """Which waiting jobs to hand to the executor ahead, each to start the moment a
+        given running task ends: (job id, that task's job, that task), in queue order.
+
+        `decide` is asked once more, as if every task that can be followed had ended: the
+        jobs it would then start, in the order it starts them, are the ones to follow
+        them; so a follow-on launch never passes a job that would have started first, nor
+        takes room that a gang, a bigger job or a preemption waits for. The plan stops at
+        the first job that cannot follow a task on its own: one of several tasks, one
+        borrowing beyond its quota or filling a gap (backfill), one needing more than any
+        of those tasks holds. Only single-task jobs on the same node and with the same
+        GPUs and accelerators follow one another. Made anew every pass: a follow-on no
+        longer in the plan (a job of higher priority came, say) is taken back.
+        """
+        ex = self._follower()
+        if ex is None or d.preempts:
+            return []
+        before: dict[str, tuple[Any, Any]] = {}
+        for job, tasks in holding:
+            if (job.phase == J.Phase.RUNNING.value and job.node_count == 1 and len(tasks) == 1
+                    and job.preempt_requested_at is None
+                    and tasks[0].state == J.TaskState.RUNNING.value and tasks[0].handle
+                    and ex.can_follow(tasks[0].launch_id)):
+                before[job.id] = (job, tasks[0])
+        if not before:
+            return []
+        by_id = {q.job_id: q for q in queued}
+        starting = {a.job_id for a in d.starts}
+        ahead = [r for r in running if r.job_id not in before]
+        ahead += [scheduling.Running(q.job_id, q.project, q.pool, q.per_task, a.slots,
+                                     q.priority, q.seq)
+                  for a in d.starts for q in (by_id[a.job_id],)]
+        # Each stream's first jobs are all that can take those tasks' room: decide in
+        # stream order never reaches further (a long queue is read on many passes).
+        first: list[scheduling.Queued] = []
+        taken: dict[tuple[str, int, str], int] = {}
+        for q in queued:
+            if q.job_id in starting:
+                continue
+            key = (q.pool, q.priority, q.project)
+            taken[key] = n = taken.get(key, 0) + 1
+            if n <= len(before):
+                first.append(q)
+        then = scheduling.decide(first, nodes, ahead, quotas, usage)
+        if then.preempts:
+            return []
+        current = {fo.job.id: fo.after_job for fo in self._follow.values()}
+        plan = []
+        for a in then.starts:
+            q = by_id[a.job_id]
+            if a.backfill or a.borrowed or q.count != 1 or a.job_id in self._no_follow:
+                break
+            kept = current.get(a.job_id)
+            options = ([kept] if kept in before else []) + list(before)
+            pick = next((k for k in options
+                         if _room_for(*before[k], a.slots[0].node, q.per_task)), None)
+            if pick is None:
+                break
+            plan.append((a.job_id, *before.pop(pick)))
+        return plan
+
+    def _apply_follow_ons(self, conn: sa.Connection, p: _Pass,
+                          plan: Sequence[tuple[str, Any, Any]]) -> list[_FollowOn]:
+        """Keep the follow-on launches still planned, take back the others, and write the
+        new ones' task rows (their launches are sent once these are durable). New ones
+        stop at the first job that cannot be launched ahead (one that ran before, or whose
+        code is still to be copied), which starts the ordinary way."""
+        want = {job_id: (job, task) for job_id, job, task in plan}
+        for fo in list(self._follow.values()):
+            w = want.get(fo.job.id)
+            if w is not None and w[1].launch_id == fo.after:
+                del want[fo.job.id]
+            elif not self._take_back(conn, p, fo):
+                want.pop(fo.job.id, None)  # started meanwhile
+        staged = []
+        for job_id, (before, task) in want.items():
+            row = repo.job_by_id(conn, job_id)
+            if row is None or row.phase != J.Phase.PENDING.value or row.deleted_at is not None \
+                    or row.start_time is not None or launching.needs_snapshot(
+                        storage.RunPaths(self.settings.runs_dir, job_id), 1,
+                        self._spec(row).algorithm):
+                break
+            need = _per_task(row)
+            t = _task_row(job_id, 1, 0, J.task_names(1)[0], task.node,
+                          task.gpu_ids if need.gpu else "", task.accel_ids if need.accel else None)
+            repo.insert_tasks(conn, [t])
+            job = types.SimpleNamespace(**{**row._mapping, "master_port": launching.free_port()})
+            staged.append(_FollowOn(job=job, task=types.SimpleNamespace(**t),
+                                    after=task.launch_id, after_job=before.id))
+        return staged
+
+    def _send_follow_on(self, fo: _FollowOn) -> None:
+        """Hand a follow-on launch to the executor (its rows are durable)."""
+        spec = self._spec(fo.job)
+        paths = storage.RunPaths(self.settings.runs_dir, fo.job.id)
+        try:
+            code, cwd = launching.prepare_attempt(paths, fo.task.attempt, spec.algorithm,
+                                                  self.run_as)
+            ls = self._launch_spec(fo.job, spec, paths, fo.task, code, cwd, [fo.task.node])
+            fo.started = self.executor.follow(ls, fo.after)  # type: ignore[attr-defined]
+        except (errors.CorralError, OSError) as exc:
+            fo.error = getattr(exc, "message", str(exc))
+
+    def _follow_ons(self, conn: sa.Connection, p: _Pass) -> None:
+        """(first transaction, after observing) The follow-on launches carried out: those
+        answered, and those whose task before has ended (their answer comes before that
+        task's exit is told, so it is waited for). The jobs of those started are Running
+        from here. The others are taken back when their job was stopped or deleted, or
+        the task they follow is being preempted (the room is for another job)."""
+        states = repo.job_states(conn, [i for fo in self._follow.values()
+                                        for i in (fo.job.id, fo.after_job)])
+        ex = self._follower()
+        for fo in list(self._follow.values()):
+            if fo.started is None:
+                self._drop_follow_on(conn, fo, fo.error)
+            elif fo.started.ready(wake=False) or not ex.can_follow(fo.after):
+                fo.started.due()
+                self._begin_follow_on(conn, p, fo)
+            else:
+                job, before = states.get(fo.job.id), states.get(fo.after_job)
+                if (job is None or job.phase != J.Phase.PENDING.value
+                        or job.deleted_at is not None or before is None
+                        or before.preempt_requested_at is not None):
+                    self._take_back(conn, p, fo)
+
+    def _take_back(self, conn: sa.Connection, p: _Pass, fo: _FollowOn) -> bool:
+        """Withdraw a follow-on launch; True when it never runs (its task row goes, and the
+        job waits as before). False when the executor had started it already: it is
+        recorded as started instead."""
+        del self._follow[fo.job.id]
+        if self.executor.withdraw(self._bare_spec(fo.task)):  # type: ignore[attr-defined]
+            repo.delete_tasks(conn, fo.job.id, fo.task.attempt)
+            self._under_way.discard(fo.task.launch_id)
+            return True
+        fo.started.due()
+        self._begin_follow_on(conn, p, fo)
+        return False
+
+    def _begin_follow_on(self, conn: sa.Connection, p: _Pass, fo: _FollowOn) -> None:
+        """Record a follow-on launch carried out: its job starts, its task runs (or, when
+        the job was stopped meanwhile, is signalled by the job's settling)."""
+        self._follow.pop(fo.job.id, None)
+        try:
+            handle = fo.started()
+        except errors.CorralError as exc:
+            self._drop_follow_on(conn, fo, exc.message)
+            return
+        self._known.add(handle.launch_id)
+        if not self._begin(conn, p, fo.job.id, fo.task.attempt, fo.task.node, self.now(),
+                           port=fo.job.master_port):
+            self.executor.cancel(handle, force=True)  # its job is gone: so is the task
+            self.executor.release(handle)
+            return
+        self._record_launches(conn, [(fo.task, handle, "")], p.events)
+
+    def _begin(self, conn: sa.Connection, p: _Pass, job_id: str, attempt: int, node: str,
+               now: int, port: int | None = None) -> bool:
+        """A waiting job whose follow-on launch ran: Pending -> Running, with its running
+        record. False when the job is no more."""
+        job = repo.job_by_id(conn, job_id)
+        if job is None:
+            return False
+        fields = {"start_time": job.start_time or now, "wait_reason": None,
+                  "wait_code": None, "borrowed": False, "preempt_requested_at": None}
+        if port is not None:
+            fields["master_port"] = port
+        if job.phase == J.Phase.PENDING.value and repo.transition(
+                conn, job_id, J.Phase.RUNNING, J.SecondaryPhase.RUNNING, now=now,
+                message=f"Job started: 1 task(s) on {node}, as a task there ended",
+                fields=fields, events=p.events):
+            repo.open_attempt(conn, job_id, attempt, now, J.StartType.INIT_OR_RESCHEDULED)
+        return True
+
+    def _drop_follow_on(self, conn: sa.Connection, fo: _FollowOn, error: str) -> None:
+        """A follow-on launch that could not be made: the job waits and starts the
+        ordinary way, where a failure is recorded as for any start."""
+        self._follow.pop(fo.job.id, None)
+        if len(self._no_follow) > 10_000:
+            self._no_follow.clear()
+        self._no_follow.add(fo.job.id)
+        self._under_way.discard(fo.task.launch_id)
+        repo.delete_tasks(conn, fo.job.id, fo.task.attempt)
+        log.info("job %s starts the ordinary way: launching it ahead failed: %s", fo.job.id,
+                 error)
 
     # --- purge deleted jobs ---------------------------------------------------------------
 
@@ -998,6 +1242,14 @@ def _task_row(job_id: str, attempt: int, rank: int, name: str, node: str,
     return {"job_id": job_id, "attempt": attempt, "name": name, "rank": rank, "node": node,
             "state": J.TaskState.LAUNCHING.value, "launch_id": launching.new_launch_id(),
             "gpu_ids": gpu_ids, "accel_ids": accel_ids}
+
+
+def _room_for(job: Any, task: Any, node: str, need: resources.Resources) -> bool:
+    """Whether a job's task leaves, when it ends, the room a task needing `need` on
+    `node` takes (the same GPUs and accelerators; as much CPU and memory or more)."""
+    have = _per_task(job)
+    return (task.node == node and have.cpu >= need.cpu and have.memory_mb >= need.memory_mb
+            and have.gpu == need.gpu and have.accel == need.accel)
 
 
 def _per_task(j: Any) -> resources.Resources:

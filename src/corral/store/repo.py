@@ -98,6 +98,8 @@ _FIRST = sa.union_all(*(
     for phase in (jobs_mod.Phase.CREATING, jobs_mod.Phase.PENDING))).subquery()
 _Q_QUEUED_ONE = sa.select(_FIRST).order_by(_FIRST.c.seq).limit(_p("limit"))
 _Q_DELETED = sa.select(J.c.id, J.c.phase).where(J.c.deleted_at.is_not(None))
+_Q_JOB_STATES = (sa.select(J.c.id, J.c.phase, J.c.deleted_at, J.c.preempt_requested_at)
+                 .where(J.c.id.in_(_p("ids", expanding=True))))
 _I_ATTEMPT = A.insert()
 _U_ATTEMPT_OPEN = A.update().where(A.c.job_id == _p("job"), A.c.seq == _p("seq"),
                                    A.c.end_at.is_(None))
@@ -566,6 +568,16 @@ def tasks_of(conn: sa.Connection, job_id: str, attempt: int | None = None) -> li
     if attempt is None:
         attempt = latest_attempt(conn, job_id)
     return list(conn.execute(_Q_TASKS, {"k_job": job_id, "k_attempt": attempt}))
+
+
+def delete_tasks(conn: sa.Connection, job_id: str, attempt: int) -> None:
+    """Remove an attempt's task rows (one that never ran and never will)."""
+    conn.execute(T.delete().where(T.c.job_id == job_id, T.c.attempt == attempt))
+
+
+def job_states(conn: sa.Connection, job_ids: Iterable[str]) -> dict[str, Any]:
+    """Phase, deletion and preemption of these jobs (those still there), by id."""
+    return {r.id: r for r in conn.execute(_Q_JOB_STATES, {"k_ids": sorted(set(job_ids))})}
 
 
 def live_tasks(conn: sa.Connection) -> list[sa.Row[Any]]:

@@ -1,0 +1,154 @@
+"""Follow-on launches through a live server: a queued job is handed to the launcher ahead
+and starts the moment the task before it ends (real processes, one core)."""
+
+from __future__ import annotations
+
+import itertools
+import pathlib
+import sys
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from corral.store import repo
+from tests import conftest, factories
+
+Live = conftest.Live
+
+# Appends "start <tag> <ns>" to $LOG, waits for $GATE/go-<tag> when $GATE is set, else
+# sleeps $NAP seconds, then appends "end <tag> <ns>".
+STAMP = """
+import os, pathlib, sys, time
+tag, log = os.environ["TAG"], pathlib.Path(os.environ["LOG"])
+def note(word):
+    with open(log, "a") as fh:
+        fh.write(f"{word} {tag} {time.monotonic_ns()}\\n")
+note("start")
+gate = os.environ.get("GATE")
+if gate:
+    while not pathlib.Path(gate, f"go-{tag}").exists():
+        time.sleep(0.02)
+else:
+    time.sleep(float(os.environ.get("NAP", "0")))
+note("end")
+"""
+
+
+@pytest.fixture
+def one_core(tmp_path: pathlib.Path) -> Iterator[Live]:
+    live = conftest.start_live(tmp_path / "home", cpus=1)
+    yield live
+    conftest.stop_live(live)
+
+
+@pytest.fixture
+def script(tmp_path: pathlib.Path) -> pathlib.Path:
+    path = tmp_path / "stamp.py"
+    path.write_text(STAMP)
+    return path
+
+
+def stamp_job(tmp_path: pathlib.Path, script: pathlib.Path, tag: str, *, gated: bool = False,
+              nap: float = 0.0, **overrides: Any) -> dict[str, Any]:
+    """A command job (no code to copy: one that can be launched ahead)."""
+    env = {"TAG": tag, "LOG": str(tmp_path / "stamps"), "NAP": str(nap)}
+    if gated:
+        env["GATE"] = str(tmp_path)
+    return factories.make_job(name=tag, command=f"{sys.executable} {script}",
+                              environments=env, **overrides)
+
+
+def stamps(tmp_path: pathlib.Path) -> dict[str, dict[str, list[int]]]:
+    """tag -> {"start": [ns...], "end": [ns...]}"""
+    out: dict[str, dict[str, list[int]]] = {}
+    path = tmp_path / "stamps"
+    for line in path.read_text().splitlines() if path.exists() else ():
+        word, tag, ns = line.split()
+        out.setdefault(tag, {"start": [], "end": []})[word].append(int(ns))
+    return out
+
+
+def held_launch(live: Live, job_id: str) -> Any:
+    """The task row of a job handed to the launcher ahead: the job still Pending, its
+    attempt's task written as launching; None while there is none."""
+    with live.embedded.platform.store.read() as conn:
+        job = repo.job_by_id(conn, job_id)
+        tasks = repo.tasks_of(conn, job_id, 1)
+    if job is None or job.phase != "Pending" or not tasks:
+        return None
+    return tasks[0] if tasks[0].state == "launching" else None
+
+
+def messages(live: Live, job_id: str) -> list[str]:
+    r = live.http.get(live.path(f"/training-jobs/{job_id}/events"), params={"limit": 100})
+    assert r.status_code == 200, r.text
+    return [e["message"] for e in r.json()["events"]]
+
+
+def test_queued_jobs_take_a_freed_core_at_once_and_never_overlap(
+        one_core: Live, tmp_path: pathlib.Path, script: pathlib.Path) -> None:
+    ids = [one_core.submit(stamp_job(tmp_path, script, f"j{i}", nap=0.2))["metadata"]["id"]
+           for i in range(4)]
+
+    jobs = [one_core.wait(job_id) for job_id in ids]
+
+    assert [j["status"]["phase"] for j in jobs] == ["Completed"] * 4
+    runs = sorted((s["start"][0], s["end"][0]) for s in stamps(tmp_path).values())
+    assert len(runs) == 4
+    for (_, end), (start, _) in itertools.pairwise(runs):
+        assert start >= end  # one core: one task at a time, whoever started it
+    followed = [job_id for job_id in ids
+                if any("as a task there ended" in m for m in messages(one_core, job_id))]
+    assert followed, "no job was launched ahead"
+    for job_id in followed:
+        job = one_core.job(job_id)
+        assert [r["start_type"] for r in job["status"]["running_records"]] == [
+            "init_or_rescheduled"]
+        assert job["status"]["task_statuses"][0]["exit_code"] == 0
+
+
+def test_a_job_stopped_while_launched_ahead_never_runs(
+        one_core: Live, tmp_path: pathlib.Path, script: pathlib.Path) -> None:
+    first = one_core.submit(stamp_job(tmp_path, script, "a", gated=True))["metadata"]["id"]
+    factories.wait_for(lambda: "a" in stamps(tmp_path), what="the first job to start")
+    second = one_core.submit(stamp_job(tmp_path, script, "b"))["metadata"]["id"]
+    factories.wait_for(lambda: held_launch(one_core, second), what="b to be launched ahead")
+
+    r = one_core.http.post(one_core.path(f"/training-jobs/{second}/actions"),
+                           json={"action_type": "terminate"})
+    assert r.status_code == 202, r.text
+    assert one_core.wait(second)["status"]["phase"] == "Terminated"
+    (tmp_path / "go-a").touch()
+    assert one_core.wait(first)["status"]["phase"] == "Completed"
+
+    time.sleep(0.5)
+    assert "b" not in stamps(tmp_path)
+    job = one_core.job(second)
+    assert job["status"]["running_records"] == []
+    with one_core.embedded.platform.store.read() as conn:
+        assert repo.tasks_of(conn, second, 1) == []
+
+
+def test_a_job_of_higher_priority_takes_the_place_of_one_launched_ahead(
+        one_core: Live, tmp_path: pathlib.Path, script: pathlib.Path) -> None:
+    first = one_core.submit(stamp_job(tmp_path, script, "a", gated=True))["metadata"]["id"]
+    factories.wait_for(lambda: "a" in stamps(tmp_path), what="the first job to start")
+    low = one_core.submit(stamp_job(tmp_path, script, "low"))["metadata"]["id"]
+    factories.wait_for(lambda: held_launch(one_core, low), what="low to be launched ahead")
+
+    high = one_core.submit(stamp_job(
+        tmp_path, script, "high", spec={"resource": {"flavor_id": "corral.cpu.1u",
+                                                     "node_count": 1},
+                                        "schedule_policy": {"priority": 3}}))["metadata"]["id"]
+    factories.wait_for(lambda: held_launch(one_core, high) and not held_launch(one_core, low),
+                       what="high to take low's place")
+    (tmp_path / "go-a").touch()
+
+    assert one_core.wait(first)["status"]["phase"] == "Completed"
+    assert one_core.wait(high)["status"]["phase"] == "Completed"
+    assert one_core.wait(low)["status"]["phase"] == "Completed"
+    runs = stamps(tmp_path)
+    assert runs["a"]["end"][0] <= runs["high"]["start"][0] <= runs["low"]["start"][0]
+    assert [len(runs[t]["start"]) for t in ("a", "high", "low")] == [1, 1, 1]
