@@ -152,3 +152,29 @@ def test_a_job_of_higher_priority_takes_the_place_of_one_launched_ahead(
     runs = stamps(tmp_path)
     assert runs["a"]["end"][0] <= runs["high"]["start"][0] <= runs["low"]["start"][0]
     assert [len(runs[t]["start"]) for t in ("a", "high", "low")] == [1, 1, 1]
+
+
+def test_a_job_that_may_restart_in_place_keeps_its_core_from_the_next(
+        one_core: Live, tmp_path: pathlib.Path, script: pathlib.Path) -> None:
+    """A job with retries keeps its room between a failed attempt and its restart: nothing
+    may be launched to start when its task ends."""
+    flaky = tmp_path / "flaky.py"
+    flaky.write_text(STAMP + 'sys.exit(3 if os.environ["CORRAL_ATTEMPT"] == "1" else 0)\n')
+    first = one_core.submit(factories.make_job(
+        name="flaky", command=f"{sys.executable} {flaky}", retries=1,
+        environments={"TAG": "f", "LOG": str(tmp_path / "stamps"), "NAP": "0.3"},
+    ))["metadata"]["id"]
+    factories.wait_for(lambda: "f" in stamps(tmp_path), what="the flaky job to start")
+    later = [one_core.submit(stamp_job(tmp_path, script, f"n{i}", nap=0.1))["metadata"]["id"]
+             for i in range(2)]
+
+    job = one_core.wait(first)
+    assert job["status"]["phase"] == "Completed"
+    assert [r["end_reason"] for r in job["status"]["running_records"]] == [
+        "exit with 3", "job completed"]
+    assert [one_core.wait(j)["status"]["phase"] for j in later] == ["Completed"] * 2
+    runs = sorted((start, end) for s in stamps(tmp_path).values()
+                  for start, end in zip(s["start"], s["end"], strict=True))
+    assert len(runs) == 4  # two attempts of the flaky job, one run of each other
+    for (_, end), (start, _) in itertools.pairwise(runs):
+        assert start >= end

@@ -7,6 +7,7 @@ import dataclasses
 import json
 import os
 import pathlib
+import shutil
 import signal
 import subprocess
 import sys
@@ -43,7 +44,7 @@ class Rig:
     def spec(self, source: str, *, task: str = "worker-0") -> base.LaunchSpec:
         """A launch of `python -c source`; the script sees the rig's root as ROOT."""
         run = self.root / f"run-{uuid.uuid4().hex[:8]}"
-        run.mkdir()
+        (run / "ctl").mkdir(parents=True)  # as the scheduler makes it before a launch
         return base.LaunchSpec(
             job_id="job",
             task=task,
@@ -285,7 +286,7 @@ def test_recover_of_a_launch_that_never_ran_stops_it_for_good(rig: Rig) -> None:
 
     assert status.state is base.State.NOT_STARTED
     # A launcher that still held the request when the old server died now refuses it.
-    with pytest.raises(errors.LaunchError, match="given up by a restarted server"):
+    with pytest.raises(errors.LaunchError, match="given up"):
         rig.executor().launch(spec)
     assert not marker.exists()
     assert rig.executor().recover(spec).state is base.State.NOT_STARTED
@@ -345,7 +346,7 @@ def test_a_wrapper_claim_of_an_earlier_version_is_still_read(rig: Rig) -> None:
     """A task started before an upgrade by the `/bin/sh` wrapper, whose claim holds the
     wrapper's pid and then the exit code, ended while the server was down."""
     spec = rig.spec("pass")
-    os.makedirs(spec.control_dir)
+    os.makedirs(spec.control_dir, exist_ok=True)
     gone = subprocess.Popen(["true"])
     gone.wait()
     pathlib.Path(local.control_prefix(spec) + ".claim").write_text(f"{gone.pid}\n3\n")
@@ -359,7 +360,7 @@ def test_an_exit_file_of_an_earlier_wrapper_is_still_read(rig: Rig) -> None:
     """A task started before an upgrade, by a wrapper that wrote its exit code to a
     separate `.exit` file, ended while the server was down."""
     spec = rig.spec("pass")
-    os.makedirs(spec.control_dir)
+    os.makedirs(spec.control_dir, exist_ok=True)
     prefix = local.control_prefix(spec)
     gone = subprocess.Popen(["true"])
     gone.wait()  # a pid that no longer runs
@@ -732,11 +733,11 @@ def test_a_withdrawn_follow_on_launch_never_runs(rig: Rig) -> None:
     started = ex.follow(spec, before.launch_id)
 
     assert ex.withdraw(spec) is True
+    assert not started.ready(wake=False)  # its answer (dropped) was taken by withdraw
+    shutil.rmtree(pathlib.Path(spec.cwd))  # its job deleted: the files go, no claim stays
     (rig.root / "go-w").touch()
     assert wait_status(ex, before).exit_code == 0
-    started.due()
-    with pytest.raises(errors.LaunchError, match="given up"):
-        started()
+    time.sleep(0.3)
     assert not (rig.root / "start-x").exists()
     assert ex.recover(spec).state is base.State.NOT_STARTED
 
@@ -771,3 +772,65 @@ def test_follow_on_launches_go_with_the_server_that_asked(rig: Rig) -> None:
     time.sleep(0.3)
     assert not (rig.root / "start-v").exists()
     assert rig.executor().recover(spec).state is base.State.NOT_STARTED
+
+
+def test_a_follow_on_of_a_held_launch_waits_for_that_one_to_run_and_end(rig: Rig) -> None:
+    ex = rig.executor()
+    first = rig.launch(ex, rig.spec(ready_then_wait("p")))
+    factories.wait_for((rig.root / "ready-p").exists, what="the first task to start")
+    middle = rig.spec(ready_then_wait("q"))
+    held = ex.follow(middle, first.launch_id)
+    last = ex.follow(rig.spec(STAMPED.format(tag="r")), middle.launch_id)
+    assert ex.can_follow(middle.launch_id)  # sent: what follows it waits in the launcher
+
+    (rig.root / "go-p").touch()
+    factories.wait_for((rig.root / "ready-q").exists, what="the second task to start")
+    held.due()
+    handle = held()
+    rig.handles.append(handle)
+    time.sleep(0.3)
+    assert not (rig.root / "start-r").exists()  # the second still runs
+
+    (rig.root / "go-q").touch()
+    factories.wait_for((rig.root / "start-r").exists, what="the third task to start")
+    last.due()
+    rig.handles.append(last())
+
+
+def test_a_follow_on_of_a_launch_that_failed_starts_at_once(rig: Rig) -> None:
+    ex = rig.executor()
+    rig.launch(ex, rig.spec("pass"))  # the launcher runs
+    launcher = ex._launcher
+    assert launcher is not None
+    os.kill(launcher.proc.pid, signal.SIGSTOP)  # both requests reach it before either runs
+    try:
+        bad = dataclasses.replace(rig.spec("pass"), argv=("/nonexistent/python",))
+        failed = ex.begin_launch(bad)
+        started = ex.follow(rig.spec(STAMPED.format(tag="f")), bad.launch_id)
+    finally:
+        os.kill(launcher.proc.pid, signal.SIGCONT)
+
+    with pytest.raises(errors.LaunchError, match="nonexistent"):
+        failed()
+    factories.wait_for((rig.root / "start-f").exists, what="the follow-on to start")
+    started.due()
+    rig.handles.append(started())
+
+
+def test_a_follow_on_launch_whose_directory_is_gone_never_runs(rig: Rig) -> None:
+    """Its directories are made before it is sent: gone when it is due, its job was
+    deleted, and nothing of it is started (nor its directories made again)."""
+    ex = rig.executor()
+    before = rig.launch(ex, rig.spec(ready_then_wait("k")))
+    factories.wait_for((rig.root / "ready-k").exists, what="the first task to start")
+    spec = rig.spec(STAMPED.format(tag="gone"))
+    started = ex.follow(spec, before.launch_id)
+    shutil.rmtree(pathlib.Path(spec.cwd))
+
+    (rig.root / "go-k").touch()
+    assert wait_status(ex, before).exit_code == 0
+    started.due()
+    with pytest.raises(errors.LaunchError, match="directory is gone"):
+        started()
+    assert not (rig.root / "start-gone").exists()
+    assert not pathlib.Path(spec.cwd).exists()

@@ -10,12 +10,15 @@ argv[0] is a command line for /bin/sh and the rest its arguments, `cwd`, `env`, 
 "ticks"}` or `{"id", "error"}`. A request with `after`, the launch id of a task it is
 running, is held until that task has ended and carried out then, before that task's exit
 is told: the slot a task leaves is taken by the next one at once, without waiting for the
-server (a follow-on launch). One whose task has ended already is carried out at once.
+server (a follow-on launch). One whose task has ended already is carried out at once. A
+line `{"cancel": <launch id>}` drops such a launch while it is still held, answering it
+with an error that says so; one carried out already keeps the answer it had.
 For each launch it
 
 1. claims it: creates `<prefix>.claim` exclusively and writes `L <its pid> <its start
-   ticks>` there. A claim that exists already was given up by a restarted server
-   (`abandoned`): that launch is not run;
+   ticks>` there. A claim that exists already was given up by a restarted server or
+   taken back by the scheduler (`abandoned`): that launch is not run. Nor is a follow-on
+   launch whose directory is gone (its job was deleted);
 2. starts the task in a new session (the task leads its own process group), stdin from
    /dev/null, stdout and stderr appended to the log, and appends the task's pid to the
    claim (`-` when it could not be started);
@@ -42,6 +45,8 @@ import time
 from typing import Any
 
 BAD_CLAIM = "abandoned"
+#: the answer to a follow-on launch taken back before it ran
+WITHDRAWN = "withdrawn before it ran"
 #: how long one clock tick of /proc/PID/stat's start time lasts, in nanoseconds
 TICK_NS = 1_000_000_000 // os.sysconf("SC_CLK_TCK")
 
@@ -91,14 +96,37 @@ class Launcher:
         self.live: set[str] = set()
         #: follow-on launches, by the launch id of the task each waits for
         self.held: dict[str, list[dict[str, Any]]] = {}
+        #: the launch ids of those
+        self.waiting: set[str] = set()
 
     def request(self, req: dict[str, Any]) -> None:
-        """Carry out a launch request, or hold it until the task it follows has ended."""
+        """Carry out a launch request, or hold it until the task it follows has ended (or,
+        following a launch held itself, until that one has run and ended)."""
         after = req.get("after")
-        if after and after in self.live:
+        if after and (after in self.live or after in self.waiting):
             self.held.setdefault(after, []).append(req)
+            self.waiting.add(req["id"])
             return
-        self.answer({"id": req["id"], **self.launch(req)})
+        self.waiting.discard(req["id"])
+        reply = {"id": req["id"], **self.launch(req)}
+        self.answer(reply)
+        if "pid" not in reply:  # it never ran: what follows it need not wait for it
+            for later in self.held.pop(req["id"], ()):
+                self.request(later)
+
+    def cancel(self, launch_id: str) -> None:
+        """Drop a follow-on launch still held (the scheduler took it back) and say so; one
+        carried out already has had its answer, which stands."""
+        if launch_id not in self.waiting:
+            return
+        self.waiting.discard(launch_id)
+        for after, reqs in list(self.held.items()):
+            self.held[after] = [r for r in reqs if r["id"] != launch_id]
+            if not self.held[after]:
+                del self.held[after]
+        self.answer({"id": launch_id, "error": WITHDRAWN})
+        for later in self.held.pop(launch_id, ()):  # it never runs: they need not wait
+            self.request(later)
 
     def answer(self, reply: dict[str, Any]) -> None:
         # A server that died after asking cannot read it: the claim says it all.
@@ -107,10 +135,16 @@ class Launcher:
 
     def launch(self, req: dict[str, Any]) -> dict[str, Any]:
         claim = req["prefix"] + ".claim"
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND
         try:
-            fd = open_in_dir(claim, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND)
+            # A follow-on launch's directories were made before it was sent: gone now, its
+            # job was deleted meanwhile (with the claim that gave the launch up).
+            fd = os.open(claim, flags, 0o644) if req.get("after") else open_in_dir(claim, flags)
         except FileExistsError:
-            return {"error": "its launch was given up by a restarted server"}
+            return {"error": "its launch was given up (by the scheduler, or a restarted "
+                             "server)"}
+        except FileNotFoundError:
+            return {"error": "its directory is gone: its job was deleted"}
         except OSError as exc:
             return {"error": f"cannot claim the launch: {exc}"}
         try:
@@ -222,11 +256,16 @@ def main(exit_fd: int) -> int:
                 requests_open = False
                 poller.unregister(0)
                 launcher.held.clear()
+                launcher.waiting.clear()
                 continue
             pending += data
             *lines, pending = pending.split(b"\n")
             for line in lines:
-                launcher.request(json.loads(line))
+                req = json.loads(line)
+                if "cancel" in req:
+                    launcher.cancel(req["cancel"])
+                else:
+                    launcher.request(req)
         launcher.reap()
     return 0
 

@@ -135,6 +135,19 @@ class _Launcher:
             self._awaited.discard(launch_id)
             return self._replies.pop(launch_id)
 
+    def settled(self, launch_id: str, deadline: float, error: str) -> bool:
+        """Wait for the answer to a launch; True (and the answer taken) when it is the
+        `error` given, False (the answer left for `reply`) otherwise or when none comes."""
+        with self._answered:
+            while (launch_id not in self._replies and self._answering
+                   and time.monotonic() < deadline):
+                self._answered.wait(max(0.0, deadline - time.monotonic()))
+            if self._replies.get(launch_id, {}).get("error") == error:
+                del self._replies[launch_id]
+                self._awaited.discard(launch_id)
+                return True
+            return False
+
     def close(self) -> None:
         """No more requests: the launcher exits once its last task has ended."""
         self.closed = True
@@ -195,6 +208,8 @@ class LocalExecutor:
         self._mine: dict[str, tuple[_Launcher, int]] = {}
         #: their exit codes, as the launcher told them
         self._exits: dict[str, int] = {}
+        #: launches sent and not yet answered, with the launcher they were sent to
+        self._sent: dict[str, _Launcher] = {}
         self._watcher = _ExitWatcher()
         self._watcher.start()
 
@@ -220,18 +235,36 @@ class LocalExecutor:
         return self._send(spec, after)
 
     def can_follow(self, launch_id: str) -> bool:
-        """Whether a launch can follow this task's: it runs under the launcher that takes
-        requests now, and has not ended."""
+        """Whether a launch can follow this one: it was sent to the launcher that takes
+        requests now (answered or not: the launcher reads requests in order), and its
+        task has not ended."""
         with self._lock:
-            mine = self._mine.get(launch_id)
-            return (mine is not None and mine[0] is self._launcher and mine[0].alive
-                    and not mine[0].closed and launch_id not in self._exits)
+            owner = self._sent.get(launch_id)
+            if owner is None:
+                mine = self._mine.get(launch_id)
+                owner = mine[0] if mine is not None else None
+            return (owner is not None and owner is self._launcher and owner.alive
+                    and not owner.closed and launch_id not in self._exits)
 
     def withdraw(self, spec: base.LaunchSpec) -> bool:
-        """Take back a follow-on launch not yet carried out: True when it never will be
-        (its claim is taken first, as a restarted server gives up a launch); False when the
-        launcher has claimed it: it runs, or is starting, and its answer is on its way."""
-        return self._give_up(spec)
+        """Take back a follow-on launch: True when it never runs (the launcher dropped it
+        and said so); False when it was carried out first (it runs, or failed to start)
+        or its launcher is gone: its answer, or the lack of one, tells which. Waits for
+        the launcher to say (its requests are read in order, so this is quick)."""
+        with self._lock:
+            launcher = self._sent.get(spec.launch_id)
+        if launcher is None:  # answered already, or its launcher is gone
+            return False
+        try:
+            launcher.send({"cancel": spec.launch_id})
+        except OSError:
+            return False
+        withdrawn = launcher.settled(spec.launch_id, time.monotonic() + LAUNCH_TIMEOUT_S,
+                                     launcher_mod.WITHDRAWN)
+        if withdrawn:
+            with self._lock:
+                self._sent.pop(spec.launch_id, None)
+        return withdrawn
 
     def _send(self, spec: base.LaunchSpec, after: str | None) -> _Pending:
         req = {"id": spec.launch_id, "prefix": control_prefix(spec), "argv": spec.argv,
@@ -242,8 +275,12 @@ class LocalExecutor:
             req["after"] = after
         try:
             launcher = self._running_launcher()
+            with self._lock:  # (before its answer can come)
+                self._sent[spec.launch_id] = launcher
             launcher.send(req)
         except OSError as exc:
+            with self._lock:
+                self._sent.pop(spec.launch_id, None)
             raise _launch_failed(spec, exc) from None
         # A follow-on launch is answered once the task before it ends, however long.
         return _Pending(spec, launcher, math.inf if after is not None
@@ -268,6 +305,11 @@ class LocalExecutor:
         with self._lock:  # known as this executor's before anyone has the handle to poll
             for launch_id, pid in started:
                 self._mine[launch_id] = (launcher, pid)
+            for r in replies:
+                self._sent.pop(r["id"], None)
+            if lines is None:  # no answer comes any more from this launcher
+                for launch_id in [k for k, owner in self._sent.items() if owner is launcher]:
+                    del self._sent[launch_id]
             orphaned = not launcher.alive
             # A task may end before its answer is read (two pipes): the pass its exit
             # woke may have found the launch unanswered and left it for the next.

@@ -38,6 +38,7 @@ from corral.store import db, repo
 log = logging.getLogger(__name__)
 
 LIVE = (J.TaskState.LAUNCHING, J.TaskState.RUNNING)
+LIVE_VALUES = frozenset(s.value for s in LIVE)
 #: how many queued jobs of each (pool, priority, project) one pass considers: more than a
 #: pass can start or backfill on a big cluster, few enough to keep a pass short
 QUEUE_WINDOW = 256
@@ -125,6 +126,8 @@ class _FollowOn:
     #: the launch under way; None once the executor refused it (`error` says why)
     started: Any = None
     error: str = ""
+    #: refused for want of the task to follow, not for anything of this job's
+    blameless: bool = False
 
 
 class _Workers:
@@ -356,6 +359,9 @@ class Reconciler:
             if self._follow:
                 self._follow_ons(conn, p)
             active = repo.active_with_tasks(conn)
+            if self._follow and any(job.id in self._follow for job, _tasks in active):
+                self._stopped_follow_ons(conn, p, active)
+                active = repo.active_with_tasks(conn)
             holding = [(job, tasks) for job, tasks in active
                        if self._settle(conn, p, job, tasks)]
             p.events.write(conn)  # before purging: a purged job's events go with it
@@ -719,7 +725,7 @@ class Reconciler:
             d = scheduling.decide(queued, nodes, running, quotas, usage)
         if full:
             self._full_read_at, self._read_version = now, version
-        plan = self._plan_follow_ons(queued, holding, running, nodes, quotas, usage, d)
+        plan = self._plan_follow_ons(queued, by_id, holding, running, nodes, quotas, usage, d)
         launches = []
         live = {job.id: (job, tasks) for job, tasks in holding}
         with self.store.begin() as conn:
@@ -736,7 +742,8 @@ class Reconciler:
             for v in d.preempts:
                 self._preempt(conn, p, live[v.job_id], v, by_id[v.for_job], now)
             self._note_waiting(conn, p, d.waits, by_id, now, admitted)
-            staged = self._apply_follow_ons(conn, p, plan) if plan or self._follow else []
+            staged = (self._apply_follow_ons(conn, p, plan, holding, launches)
+                      if plan or self._follow else [])
             p.events.write(conn)
         self._announce(p)
         p.launches += launches  # once their rows are durable
@@ -999,14 +1006,14 @@ class Reconciler:
         ex = self.executor
         return ex if callable(getattr(ex, "follow", None)) else None
 
-    def _plan_follow_ons(self, queued: Sequence[scheduling.Queued],
+    def _plan_follow_ons(self, queued: Sequence[scheduling.Queued], rows: Mapping[str, Any],
                          holding: Sequence[tuple[Any, Sequence[Any]]],
                          running: Sequence[scheduling.Running], nodes: Sequence[Any],
                          quotas: Sequence[scheduling.Quota],
                          usage: Mapping[tuple[str, str], float], d: scheduling.Decisions,
-                         ) -> list[tuple[str, Any, Any]]:
+                         ) -> list[tuple[str, str]]:
         """Which waiting jobs to hand to the executor ahead, each to start the moment a
-        given running task ends: (job id, that task's job, that task), in queue order.
+        given task ends: (job id, the job of that task), in queue order.
 
         `decide` is asked once more, as if every task that can be followed had ended: the
         jobs it would then start, in the order it starts them, are the ones to follow
@@ -1021,21 +1028,27 @@ class Reconciler:
         ex = self._follower()
         if ex is None or d.preempts:
             return []
-        before: dict[str, tuple[Any, Any]] = {}
+        # What can be followed, by job: (its task's node, what the task holds). Tasks
+        # launched already (answered or not), and those this pass starts.
+        # A job with retries keeps its room when its task fails (it restarts in place):
+        # only one without can be followed.
+        before: dict[str, tuple[str, resources.Resources]] = {}
         for job, tasks in holding:
             if (job.phase == J.Phase.RUNNING.value and job.node_count == 1 and len(tasks) == 1
-                    and job.preempt_requested_at is None
-                    and tasks[0].state == J.TaskState.RUNNING.value and tasks[0].handle
-                    and ex.can_follow(tasks[0].launch_id)):
-                before[job.id] = (job, tasks[0])
-        if not before:
-            return []
+                    and not job.retry_limit and job.preempt_requested_at is None
+                    and tasks[0].state in LIVE_VALUES and ex.can_follow(tasks[0].launch_id)):
+                before[job.id] = (tasks[0].node, _per_task(job))
         by_id = {q.job_id: q for q in queued}
         starting = {a.job_id for a in d.starts}
+        before.update((a.job_id, (a.slots[0].node, by_id[a.job_id].per_task))
+                      for a in d.starts
+                      if len(a.slots) == 1 and not rows[a.job_id].retry_limit)
+        if not before:
+            return []
         ahead = [r for r in running if r.job_id not in before]
         ahead += [scheduling.Running(q.job_id, q.project, q.pool, q.per_task, a.slots,
                                      q.priority, q.seq)
-                  for a in d.starts for q in (by_id[a.job_id],)]
+                  for a in d.starts if a.job_id not in before for q in (by_id[a.job_id],)]
         # Each stream's first jobs are all that can take those tasks' room: decide in
         # stream order never reaches further (a long queue is read on many passes).
         first: list[scheduling.Queued] = []
@@ -1062,16 +1075,30 @@ class Reconciler:
                          if _room_for(*before[k], a.slots[0].node, q.per_task)), None)
             if pick is None:
                 break
-            plan.append((a.job_id, *before.pop(pick)))
+            del before[pick]
+            plan.append((a.job_id, pick))
         return plan
 
-    def _apply_follow_ons(self, conn: sa.Connection, p: _Pass,
-                          plan: Sequence[tuple[str, Any, Any]]) -> list[_FollowOn]:
+    def _apply_follow_ons(self, conn: sa.Connection, p: _Pass, plan: Sequence[tuple[str, str]],
+                          holding: Sequence[tuple[Any, Sequence[Any]]],
+                          launches: Sequence[tuple[Any, int, list[Any]]]) -> list[_FollowOn]:
         """Keep the follow-on launches still planned, take back the others, and write the
-        new ones' task rows (their launches are sent once these are durable). New ones
-        stop at the first job that cannot be launched ahead (one that ran before, or whose
-        code is still to be copied), which starts the ordinary way."""
-        want = {job_id: (job, task) for job_id, job, task in plan}
+        new ones' task rows (their launches are sent once these are durable, after this
+        pass's own). New ones stop at the first job that cannot be launched ahead (one
+        that ran before, or whose code is still to be copied), or that was to follow a
+        job started here whose code is (its launch comes later); those start the ordinary
+        way."""
+        tasks = {job.id: ts[0] for job, ts in holding if len(ts) == 1}
+        for job, seq, ts in launches:
+            if len(ts) == 1 and not launching.needs_snapshot(
+                    storage.RunPaths(self.settings.runs_dir, job.id), seq,
+                    self._spec(job).algorithm):
+                tasks[job.id] = ts[0]
+        want: dict[str, tuple[str, Any]] = {}
+        for job_id, before in plan:
+            if before not in tasks:
+                break
+            want[job_id] = (before, tasks[before])
         for fo in list(self._follow.values()):
             w = want.get(fo.job.id)
             if w is not None and w[1].launch_id == fo.after:
@@ -1092,18 +1119,24 @@ class Reconciler:
             repo.insert_tasks(conn, [t])
             job = types.SimpleNamespace(**{**row._mapping, "master_port": launching.free_port()})
             staged.append(_FollowOn(job=job, task=types.SimpleNamespace(**t),
-                                    after=task.launch_id, after_job=before.id))
+                                    after=task.launch_id, after_job=before))
         return staged
 
     def _send_follow_on(self, fo: _FollowOn) -> None:
         """Hand a follow-on launch to the executor (its rows are durable)."""
         spec = self._spec(fo.job)
         paths = storage.RunPaths(self.settings.runs_dir, fo.job.id)
+        ex = self._follower()
+        if not ex.can_follow(fo.after):
+            # That task's launch was not sent after all (or its launcher is gone): not this
+            # job's doing, so it may be launched ahead again.
+            fo.error, fo.blameless = "the task it was to follow was not launched", True
+            return
         try:
             code, cwd = launching.prepare_attempt(paths, fo.task.attempt, spec.algorithm,
                                                   self.run_as)
             ls = self._launch_spec(fo.job, spec, paths, fo.task, code, cwd, [fo.task.node])
-            fo.started = self.executor.follow(ls, fo.after)  # type: ignore[attr-defined]
+            fo.started = ex.follow(ls, fo.after)
         except (errors.CorralError, OSError) as exc:
             fo.error = getattr(exc, "message", str(exc))
 
@@ -1111,23 +1144,26 @@ class Reconciler:
         """(first transaction, after observing) The follow-on launches carried out: those
         answered, and those whose task before has ended (their answer comes before that
         task's exit is told, so it is waited for). The jobs of those started are Running
-        from here. The others are taken back when their job was stopped or deleted, or
-        the task they follow is being preempted (the room is for another job)."""
-        states = repo.job_states(conn, [i for fo in self._follow.values()
-                                        for i in (fo.job.id, fo.after_job)])
+        from here."""
         ex = self._follower()
         for fo in list(self._follow.values()):
             if fo.started is None:
-                self._drop_follow_on(conn, fo, fo.error)
+                self._drop_follow_on(conn, fo, fo.error, blame=not fo.blameless)
             elif fo.started.ready(wake=False) or not ex.can_follow(fo.after):
                 fo.started.due()
                 self._begin_follow_on(conn, p, fo)
-            else:
-                job, before = states.get(fo.job.id), states.get(fo.after_job)
-                if (job is None or job.phase != J.Phase.PENDING.value
-                        or job.deleted_at is not None or before is None
-                        or before.preempt_requested_at is not None):
-                    self._take_back(conn, p, fo)
+
+    def _stopped_follow_ons(self, conn: sa.Connection, p: _Pass,
+                            active: Sequence[tuple[Any, Sequence[Any]]]) -> None:
+        """Take back the follow-on launches of jobs stopped or deleted meanwhile: such a
+        job is among the active ones (Terminating) while its launch is held, and must not
+        run, nor wait for the task it follows to end. Before any task is signalled: the
+        one it follows may be stopping too, and its end would start it. (A preemption
+        takes back what follows its victims itself: see `_plan_follow_ons`.)"""
+        for job, _tasks in active:
+            fo = self._follow.get(job.id)
+            if fo is not None:
+                self._take_back(conn, p, fo)
 
     def _take_back(self, conn: sa.Connection, p: _Pass, fo: _FollowOn) -> bool:
         """Withdraw a follow-on launch; True when it never runs (its task row goes, and the
@@ -1152,38 +1188,36 @@ class Reconciler:
             self._drop_follow_on(conn, fo, exc.message)
             return
         self._known.add(handle.launch_id)
-        if not self._begin(conn, p, fo.job.id, fo.task.attempt, fo.task.node, self.now(),
-                           port=fo.job.master_port):
-            self.executor.cancel(handle, force=True)  # its job is gone: so is the task
-            self.executor.release(handle)
-            return
+        self._begin(conn, p, fo.job.id, fo.task.attempt, fo.task.node, self.now(),
+                    port=fo.job.master_port)
         self._record_launches(conn, [(fo.task, handle, "")], p.events)
 
-    def _begin(self, conn: sa.Connection, p: _Pass, job_id: str, attempt: int, node: str,
-               now: int, port: int | None = None) -> bool:
+    @staticmethod
+    def _begin(conn: sa.Connection, p: _Pass, job_id: str, attempt: int, node: str,
+               now: int, port: int | None = None) -> None:
         """A waiting job whose follow-on launch ran: Pending -> Running, with its running
-        record. False when the job is no more."""
-        job = repo.job_by_id(conn, job_id)
-        if job is None:
-            return False
-        fields = {"start_time": job.start_time or now, "wait_reason": None,
-                  "wait_code": None, "borrowed": False, "preempt_requested_at": None}
+        record (only jobs that never ran are launched ahead). A job stopped meanwhile
+        stays as it is: the task, recorded as its job's, is then stopped with it. (Such a
+        job cannot have ended: its task row was live all along.)"""
+        fields = {"start_time": now, "wait_reason": None, "wait_code": None,
+                  "borrowed": False, "preempt_requested_at": None}
         if port is not None:
             fields["master_port"] = port
-        if job.phase == J.Phase.PENDING.value and repo.transition(
-                conn, job_id, J.Phase.RUNNING, J.SecondaryPhase.RUNNING, now=now,
-                message=f"Job started: 1 task(s) on {node}, as a task there ended",
-                fields=fields, events=p.events):
+        if repo.transition(conn, job_id, J.Phase.RUNNING, J.SecondaryPhase.RUNNING, now=now,
+                           message=f"Job started: 1 task(s) on {node}, as a task there ended",
+                           fields=fields, events=p.events):
             repo.open_attempt(conn, job_id, attempt, now, J.StartType.INIT_OR_RESCHEDULED)
-        return True
 
-    def _drop_follow_on(self, conn: sa.Connection, fo: _FollowOn, error: str) -> None:
-        """A follow-on launch that could not be made: the job waits and starts the
-        ordinary way, where a failure is recorded as for any start."""
+    def _drop_follow_on(self, conn: sa.Connection, fo: _FollowOn, error: str,
+                        blame: bool = True) -> None:
+        """A follow-on launch that could not be made: the job waits. When it was the job's
+        own launch that failed, it starts the ordinary way from then on, where a failure
+        is recorded as for any start."""
         self._follow.pop(fo.job.id, None)
-        if len(self._no_follow) > 10_000:
-            self._no_follow.clear()
-        self._no_follow.add(fo.job.id)
+        if blame:
+            if len(self._no_follow) > 10_000:
+                self._no_follow.clear()
+            self._no_follow.add(fo.job.id)
         self._under_way.discard(fo.task.launch_id)
         repo.delete_tasks(conn, fo.job.id, fo.task.attempt)
         log.info("job %s starts the ordinary way: launching it ahead failed: %s", fo.job.id,
@@ -1244,11 +1278,12 @@ def _task_row(job_id: str, attempt: int, rank: int, name: str, node: str,
             "gpu_ids": gpu_ids, "accel_ids": accel_ids}
 
 
-def _room_for(job: Any, task: Any, node: str, need: resources.Resources) -> bool:
-    """Whether a job's task leaves, when it ends, the room a task needing `need` on
-    `node` takes (the same GPUs and accelerators; as much CPU and memory or more)."""
-    have = _per_task(job)
-    return (task.node == node and have.cpu >= need.cpu and have.memory_mb >= need.memory_mb
+def _room_for(where: str, have: resources.Resources, node: str,
+              need: resources.Resources) -> bool:
+    """Whether a task holding `have` on `where` leaves, when it ends, the room a task
+    needing `need` on `node` takes (the same GPUs and accelerators; as much CPU and
+    memory or more)."""
+    return (where == node and have.cpu >= need.cpu and have.memory_mb >= need.memory_mb
             and have.gpu == need.gpu and have.accel == need.accel)
 
 

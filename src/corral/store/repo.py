@@ -75,7 +75,8 @@ _Q_TASKS_OF_JOBS = (sa.select(T).where(T.c.job_id.in_(_p("ids", expanding=True))
 # chosen rows are read.
 _QUEUE_COLUMNS = (J.c.id, J.c.phase, J.c.cpu, J.c.memory_mb, J.c.gpu, J.c.accelerators,
                   J.c.node_count, J.c.wait_reason, J.c.wait_code, J.c.project_id,
-                  J.c.pool_id, J.c.priority, J.c.seq, J.c.spread, J.c.gpu_type)
+                  J.c.pool_id, J.c.priority, J.c.seq, J.c.spread, J.c.gpu_type,
+                  J.c.retry_limit)
 #: the queue `decide` reads: new and admitted jobs, less those still fetching their inputs
 _IN_QUEUE = sa.and_(_among(J.c.phase, [jobs_mod.Phase.CREATING.value,
                                        jobs_mod.Phase.PENDING.value]),
@@ -98,8 +99,6 @@ _FIRST = sa.union_all(*(
     for phase in (jobs_mod.Phase.CREATING, jobs_mod.Phase.PENDING))).subquery()
 _Q_QUEUED_ONE = sa.select(_FIRST).order_by(_FIRST.c.seq).limit(_p("limit"))
 _Q_DELETED = sa.select(J.c.id, J.c.phase).where(J.c.deleted_at.is_not(None))
-_Q_JOB_STATES = (sa.select(J.c.id, J.c.phase, J.c.deleted_at, J.c.preempt_requested_at)
-                 .where(J.c.id.in_(_p("ids", expanding=True))))
 _I_ATTEMPT = A.insert()
 _U_ATTEMPT_OPEN = A.update().where(A.c.job_id == _p("job"), A.c.seq == _p("seq"),
                                    A.c.end_at.is_(None))
@@ -573,11 +572,6 @@ def tasks_of(conn: sa.Connection, job_id: str, attempt: int | None = None) -> li
 def delete_tasks(conn: sa.Connection, job_id: str, attempt: int) -> None:
     """Remove an attempt's task rows (one that never ran and never will)."""
     conn.execute(T.delete().where(T.c.job_id == job_id, T.c.attempt == attempt))
-
-
-def job_states(conn: sa.Connection, job_ids: Iterable[str]) -> dict[str, Any]:
-    """Phase, deletion and preemption of these jobs (those still there), by id."""
-    return {r.id: r for r in conn.execute(_Q_JOB_STATES, {"k_ids": sorted(set(job_ids))})}
 
 
 def live_tasks(conn: sa.Connection) -> list[sa.Row[Any]]:
