@@ -109,12 +109,20 @@ def test_queued_jobs_take_a_freed_core_at_once_and_never_overlap(
         assert job["status"]["task_statuses"][0]["exit_code"] == 0
 
 
+def launched_ahead(live: Live, tmp_path: pathlib.Path, script: pathlib.Path,
+                   tag: str) -> tuple[str, str]:
+    """Job "a" holds the core until released (go-a); job `tag` is handed to the launcher
+    to start when "a" ends. Returns both ids."""
+    first = live.submit(stamp_job(tmp_path, script, "a", gated=True))["metadata"]["id"]
+    factories.wait_for(lambda: "a" in stamps(tmp_path), what="the first job to start")
+    second = live.submit(stamp_job(tmp_path, script, tag))["metadata"]["id"]
+    factories.wait_for(lambda: held_launch(live, second), what=f"{tag} to be launched ahead")
+    return first, second
+
+
 def test_a_job_stopped_while_launched_ahead_never_runs(
         one_core: Live, tmp_path: pathlib.Path, script: pathlib.Path) -> None:
-    first = one_core.submit(stamp_job(tmp_path, script, "a", gated=True))["metadata"]["id"]
-    factories.wait_for(lambda: "a" in stamps(tmp_path), what="the first job to start")
-    second = one_core.submit(stamp_job(tmp_path, script, "b"))["metadata"]["id"]
-    factories.wait_for(lambda: held_launch(one_core, second), what="b to be launched ahead")
+    first, second = launched_ahead(one_core, tmp_path, script, "b")
 
     r = one_core.http.post(one_core.path(f"/training-jobs/{second}/actions"),
                            json={"action_type": "terminate"})
@@ -133,11 +141,7 @@ def test_a_job_stopped_while_launched_ahead_never_runs(
 
 def test_a_job_of_higher_priority_takes_the_place_of_one_launched_ahead(
         one_core: Live, tmp_path: pathlib.Path, script: pathlib.Path) -> None:
-    first = one_core.submit(stamp_job(tmp_path, script, "a", gated=True))["metadata"]["id"]
-    factories.wait_for(lambda: "a" in stamps(tmp_path), what="the first job to start")
-    low = one_core.submit(stamp_job(tmp_path, script, "low"))["metadata"]["id"]
-    factories.wait_for(lambda: held_launch(one_core, low), what="low to be launched ahead")
-
+    first, low = launched_ahead(one_core, tmp_path, script, "low")
     high = one_core.submit(stamp_job(
         tmp_path, script, "high", spec={"resource": {"flavor_id": "corral.cpu.1u",
                                                      "node_count": 1},

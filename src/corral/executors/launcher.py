@@ -16,9 +16,9 @@ with an error that says so; one carried out already keeps the answer it had.
 For each launch it
 
 1. claims it: creates `<prefix>.claim` exclusively and writes `L <its pid> <its start
-   ticks>` there. A claim that exists already was given up by a restarted server or
-   taken back by the scheduler (`abandoned`): that launch is not run. Nor is a follow-on
-   launch whose directory is gone (its job was deleted);
+   ticks>` there. A claim that exists already was given up by a restarted server
+   (`abandoned`): that launch is not run. Nor is a follow-on launch whose directory is
+   gone (its job was deleted meanwhile);
 2. starts the task in a new session (the task leads its own process group), stdin from
    /dev/null, stdout and stderr appended to the log, and appends the task's pid to the
    claim (`-` when it could not be started);
@@ -138,11 +138,10 @@ class Launcher:
         flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND
         try:
             # A follow-on launch's directories were made before it was sent: gone now, its
-            # job was deleted meanwhile (with the claim that gave the launch up).
+            # job was deleted meanwhile, and nothing of it may be made again.
             fd = os.open(claim, flags, 0o644) if req.get("after") else open_in_dir(claim, flags)
         except FileExistsError:
-            return {"error": "its launch was given up (by the scheduler, or a restarted "
-                             "server)"}
+            return {"error": "its launch was given up by a restarted server"}
         except FileNotFoundError:
             return {"error": "its directory is gone: its job was deleted"}
         except OSError as exc:
