@@ -182,3 +182,29 @@ def test_a_job_that_may_restart_in_place_keeps_its_core_from_the_next(
     assert len(runs) == 4  # two attempts of the flaky job, one run of each other
     for (_, end), (start, _) in itertools.pairwise(runs):
         assert start >= end
+
+
+def test_a_preemption_takes_the_room_not_the_job_launched_ahead(
+        one_core: Live, tmp_path: pathlib.Path, script: pathlib.Path) -> None:
+    """A job handed out behind a task that is then preempted is taken back: the room the
+    victim leaves is the preempting job's."""
+    def policy(priority: int, preemptible: bool = False) -> dict[str, Any]:
+        return {"resource": {"flavor_id": "corral.cpu.1u", "node_count": 1},
+                "schedule_policy": {"priority": priority, "preemptible": preemptible}}
+
+    victim = one_core.submit(stamp_job(tmp_path, script, "v", gated=True,
+                                       spec=policy(1, preemptible=True)))["metadata"]["id"]
+    factories.wait_for(lambda: "v" in stamps(tmp_path), what="the victim to start")
+    waiting = one_core.submit(stamp_job(tmp_path, script, "w"))["metadata"]["id"]
+    factories.wait_for(lambda: held_launch(one_core, waiting), what="w to be launched ahead")
+
+    urgent = one_core.submit(stamp_job(tmp_path, script, "u", spec=policy(3)))["metadata"]["id"]
+
+    assert one_core.wait(urgent)["status"]["phase"] == "Completed"
+    (tmp_path / "go-v").touch()  # requeued: its next run ends at once
+    assert one_core.wait(waiting)["status"]["phase"] == "Completed"
+    assert one_core.wait(victim)["status"]["phase"] == "Completed"
+    runs = stamps(tmp_path)
+    assert len(runs["v"]["start"]) == 2  # preempted, then run again from the queue
+    assert runs["u"]["start"][0] <= runs["w"]["start"][0]
+    assert len(runs["w"]["start"]) == 1

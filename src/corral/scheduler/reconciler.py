@@ -739,11 +739,13 @@ class Reconciler:
                 started = self._record_start(conn, p, a, now)
                 if started:
                     launches.append(started)
+            # Before any victim is signalled: what follows a victim is taken back here (a
+            # pass that preempts hands nothing out), and must not start in its room.
+            staged = (self._apply_follow_ons(conn, p, plan, holding, launches)
+                      if plan or self._follow else [])
             for v in d.preempts:
                 self._preempt(conn, p, live[v.job_id], v, by_id[v.for_job], now)
             self._note_waiting(conn, p, d.waits, by_id, now, admitted)
-            staged = (self._apply_follow_ons(conn, p, plan, holding, launches)
-                      if plan or self._follow else [])
             p.events.write(conn)
         self._announce(p)
         p.launches += launches  # once their rows are durable
