@@ -37,10 +37,9 @@ def create_training_job(project_id: str, body: specs.JobCreate, ctx: Ctx,
                                    user_name=caller.user_name,
                                    policy=ctx.path_policy(conn, project_id),
                                    places=ctx.places)
-        out = views.job(conn, repo.get_job(conn, project_id, job_id), ctx.catalog, now,
-                        fresh=True)
-    ctx.wake()
-    return JSONResponse(out, status_code=201)
+        row = repo.get_job(conn, project_id, job_id)
+    ctx.wake()  # the scheduler can take the job while its answer is made
+    return JSONResponse(views.job(None, row, ctx.catalog, now, fresh=True), status_code=201)
 
 
 @router.get("/training-jobs/{training_job_id}", response_model=schemas.JobOut,

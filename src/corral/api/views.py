@@ -14,16 +14,21 @@ from corral.scheduler import pools
 from corral.store import repo
 
 
-def job(conn: sa.Connection, row: Any, cat: catalog_mod.Catalog, now: int,
+def job(conn: sa.Connection | None, row: Any, cat: catalog_mod.Catalog, now: int,
         ahead: dict[str, int] | None = None, *, fresh: bool = False) -> dict[str, Any]:
     """The Job object. `ahead` holds queue positions already looked up (for a list of jobs);
-    without it a waiting job's position is looked up here. A `fresh` job (created in this
-    transaction) has no running records to look up."""
+    without it a waiting job's position is looked up here. A `fresh` job (its row read as
+    it was created, Creating) has no running records nor place to look up: it needs no
+    connection."""
     spec = json.loads(row.spec)
-    if ahead is None and row.phase == J.Phase.PENDING.value:
-        ahead = pools.jobs_ahead(conn, cat, [row.id])
-    attempts = [] if fresh else repo.attempts_of(conn, row.id)
-    tasks = repo.tasks_of(conn, row.id, attempts[-1].seq) if attempts else []
+    attempts: list[Any] = []
+    tasks: list[Any] = []
+    if not fresh:
+        assert conn is not None
+        if ahead is None and row.phase == J.Phase.PENDING.value:
+            ahead = pools.jobs_ahead(conn, cat, [row.id])
+        attempts = repo.attempts_of(conn, row.id)
+        tasks = repo.tasks_of(conn, row.id, attempts[-1].seq) if attempts else []
     out = {
         "kind": row.kind,
         "metadata": {
