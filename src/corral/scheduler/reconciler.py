@@ -1090,17 +1090,20 @@ class Reconciler:
         that ran before, or whose code is still to be copied), or that was to follow a
         job started here whose code is (its launch comes later); those start the ordinary
         way."""
-        tasks = {job.id: ts[0] for job, ts in holding if len(ts) == 1}
-        for job, seq, ts in launches:
-            if len(ts) == 1 and not launching.needs_snapshot(
-                    storage.RunPaths(self.settings.runs_dir, job.id), seq,
-                    self._spec(job).algorithm):
-                tasks[job.id] = ts[0]
+        held = {job.id: ts[0] for job, ts in holding if len(ts) == 1}
+        starting = {job.id: (job, seq, ts[0]) for job, seq, ts in launches if len(ts) == 1}
         want: dict[str, tuple[str, Any]] = {}
         for job_id, before in plan:
-            if before not in tasks:
+            task = held.get(before)
+            if task is None and before in starting:  # (only those the plan follows)
+                job, seq, first = starting[before]
+                if not launching.needs_snapshot(storage.RunPaths(self.settings.runs_dir,
+                                                                 job.id),
+                                                seq, self._spec(job).algorithm):
+                    task = first
+            if task is None:
                 break
-            want[job_id] = (before, tasks[before])
+            want[job_id] = (before, task)
         for fo in list(self._follow.values()):
             w = want.get(fo.job.id)
             if w is not None and w[1].launch_id == fo.after:
@@ -1126,14 +1129,14 @@ class Reconciler:
 
     def _send_follow_on(self, fo: _FollowOn) -> None:
         """Hand a follow-on launch to the executor (its rows are durable)."""
-        spec = self._spec(fo.job)
-        paths = storage.RunPaths(self.settings.runs_dir, fo.job.id)
         ex = self._follower()
         if not ex.can_follow(fo.after):
             # That task's launch was not sent after all (or its launcher is gone): not this
             # job's doing, so it may be launched ahead again.
             fo.error, fo.blameless = "the task it was to follow was not launched", True
             return
+        spec = self._spec(fo.job)
+        paths = storage.RunPaths(self.settings.runs_dir, fo.job.id)
         try:
             code, cwd = launching.prepare_attempt(paths, fo.task.attempt, spec.algorithm,
                                                   self.run_as)
