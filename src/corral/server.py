@@ -59,6 +59,8 @@ class Platform:
     syncer: sync.Syncer
     locks: list[Any]
     wake_event: threading.Event = dataclasses.field(default_factory=threading.Event)
+    #: set with wake_event by what a user waits on (see reconciler.run_forever)
+    urgent_event: threading.Event = dataclasses.field(default_factory=threading.Event)
     stop_event: threading.Event = dataclasses.field(default_factory=threading.Event)
     threads: list[threading.Thread] = dataclasses.field(default_factory=list)
 
@@ -67,7 +69,8 @@ class Platform:
         self.threads = [
             threading.Thread(target=reconciler.run_forever, name="corral-reconciler",
                              args=(self.reconciler, self.wake_event, self.stop_event,
-                                   self.settings.tick_interval), daemon=True),
+                                   self.settings.tick_interval, self.urgent_event),
+                             daemon=True),
             threading.Thread(target=self._sample_loop, name="corral-metrics", daemon=True),
             threading.Thread(target=sync.run_forever, name="corral-storage",
                              args=(self.syncer, self.stop_event,
@@ -76,9 +79,12 @@ class Platform:
         for t in self.threads:
             t.start()
 
-    def wake(self) -> None:
-        """A pass soon, after the queue changed (a job submitted, stopped, deleted...)."""
+    def wake(self, urgent: bool = True) -> None:
+        """A pass soon, after the queue changed (a job submitted, stopped, deleted...);
+        at once when `urgent` (see reconciler.run_forever), else within a moment."""
         self.reconciler.queue_changed()
+        if urgent:
+            self.urgent_event.set()
         self.wake_event.set()
 
     def nudge(self) -> None:
@@ -88,6 +94,7 @@ class Platform:
     def stop(self) -> None:
         """Stop corral's own threads; the jobs' processes keep running for the next start."""
         self.stop_event.set()
+        self.urgent_event.set()
         self.wake_event.set()
         for t in self.threads:
             t.join(timeout=10)

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from corral.scheduler import reconciler
 from corral.store import repo
 from tests import conftest, factories
 
@@ -142,12 +143,17 @@ def test_a_job_stopped_while_launched_ahead_never_runs(
 def test_a_job_of_higher_priority_takes_the_place_of_one_launched_ahead(
         one_core: Live, tmp_path: pathlib.Path, script: pathlib.Path) -> None:
     first, low = launched_ahead(one_core, tmp_path, script, "low")
+    was = held_launch(one_core, low).launch_id
     high = one_core.submit(stamp_job(
         tmp_path, script, "high", spec={"resource": {"flavor_id": "corral.cpu.1u",
                                                      "node_count": 1},
                                         "schedule_policy": {"priority": 3}}))["metadata"]["id"]
-    factories.wait_for(lambda: held_launch(one_core, high) and not held_launch(one_core, low),
-                       what="high to take low's place")
+
+    def high_first() -> bool:  # low taken back; handed out again behind high, or not
+        high_task, low_task = held_launch(one_core, high), held_launch(one_core, low)
+        return bool(high_task) and (low_task is None or low_task.launch_id != was)
+
+    factories.wait_for(high_first, what="high to take low's place")
     (tmp_path / "go-a").touch()
 
     assert one_core.wait(first)["status"]["phase"] == "Completed"
@@ -208,3 +214,72 @@ def test_a_preemption_takes_the_room_not_the_job_launched_ahead(
     assert len(runs["v"]["start"]) == 2  # preempted, then run again from the queue
     assert runs["u"]["start"][0] <= runs["w"]["start"][0]
     assert len(runs["w"]["start"]) == 1
+
+
+def chain(live: Live) -> dict[str, str]:
+    """The follow-on launches held, as launch id followed -> job id (from the server's
+    own record of what it handed out)."""
+    follow = live.embedded.platform.reconciler._follow
+    return {fo.after: job_id for job_id, fo in dict(follow).items()}
+
+
+def test_jobs_are_handed_out_several_deep_and_run_one_after_another(
+        one_core: Live, tmp_path: pathlib.Path, script: pathlib.Path) -> None:
+    """Behind one running task, the next jobs are handed out each behind the one before
+    (FOLLOW_DEPTH of them); they run in queue order, one at a time, each once."""
+    first = one_core.submit(stamp_job(tmp_path, script, "a", gated=True))["metadata"]["id"]
+    factories.wait_for(lambda: "a" in stamps(tmp_path), what="the first job to start")
+    tags = [f"n{i}" for i in range(reconciler.FOLLOW_DEPTH + 1)]
+    ids = [one_core.submit(stamp_job(tmp_path, script, tag, nap=0.1))["metadata"]["id"]
+           for tag in tags]
+    deep = ids[:reconciler.FOLLOW_DEPTH]
+    factories.wait_for(lambda: all(held_launch(one_core, j) for j in deep),
+                       what="three jobs to be handed out")
+    links = chain(one_core)
+    assert len(links) == reconciler.FOLLOW_DEPTH
+    # Each behind the one before it: the first behind a's task, the next behind its task.
+    with one_core.embedded.platform.store.read() as conn:
+        a_task = repo.tasks_of(conn, first, 1)[0]
+    assert links[a_task.launch_id] == deep[0]
+    for before, job_id in itertools.pairwise(deep):
+        assert links[held_launch(one_core, before).launch_id] == job_id
+    assert held_launch(one_core, ids[-1]) is None  # deeper than FOLLOW_DEPTH: waits
+
+    (tmp_path / "go-a").touch()
+    assert [one_core.wait(j)["status"]["phase"] for j in [first, *ids]] == ["Completed"] * 5
+    runs = stamps(tmp_path)
+    order = sorted((runs[t]["start"][0], runs[t]["end"][0], t) for t in ["a", *tags])
+    assert [t for _s, _e, t in order] == ["a", *tags]
+    assert [len(runs[t]["start"]) for t in ["a", *tags]] == [1] * 5
+    for (_s1, end, _t1), (start, _e2, _t2) in itertools.pairwise(order):
+        assert start >= end
+
+
+def test_a_job_stopped_in_the_middle_of_a_chain_never_runs_nor_lets_the_next_in_early(
+        one_core: Live, tmp_path: pathlib.Path, script: pathlib.Path) -> None:
+    """Taking back a launch that another one follows takes that one back first: held
+    behind a launch withdrawn, it would start at once, beside the task still running."""
+    first = one_core.submit(stamp_job(tmp_path, script, "a", gated=True))["metadata"]["id"]
+    factories.wait_for(lambda: "a" in stamps(tmp_path), what="the first job to start")
+    ids = [one_core.submit(stamp_job(tmp_path, script, tag))["metadata"]["id"]
+           for tag in ("b", "c", "d")]
+    factories.wait_for(lambda: all(held_launch(one_core, j) for j in ids),
+                       what="b, c and d to be handed out")
+
+    r = one_core.http.post(one_core.path(f"/training-jobs/{ids[1]}/actions"),
+                           json={"action_type": "terminate"})
+    assert r.status_code == 202, r.text
+    assert one_core.wait(ids[1])["status"]["phase"] == "Terminated"
+    time.sleep(0.5)  # d, let in early, would have run by now
+    assert set(stamps(tmp_path)) == {"a"}
+    factories.wait_for(lambda: held_launch(one_core, ids[2]), what="d to be handed out again")
+
+    (tmp_path / "go-a").touch()
+    assert one_core.wait(first)["status"]["phase"] == "Completed"
+    assert one_core.wait(ids[0])["status"]["phase"] == "Completed"
+    assert one_core.wait(ids[2])["status"]["phase"] == "Completed"
+    runs = stamps(tmp_path)
+    assert "c" not in runs
+    assert runs["a"]["end"][0] <= runs["b"]["start"][0]
+    assert runs["b"]["end"][0] <= runs["d"]["start"][0]
+    assert one_core.job(ids[1])["status"]["running_records"] == []

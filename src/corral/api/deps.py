@@ -30,7 +30,9 @@ class Context:
     box: secretbox.SecretBox | None = None
     #: the object stores s3:// URLs resolve to (versions and models: issue 6)
     stores: objects.Stores | None = None
-    wake: Callable[[], None] = lambda: None
+    #: asks the scheduler for a pass (the queue changed); `urgent=False` for a submission,
+    #: which a busy scheduler may take in with what else comes (reconciler.run_forever)
+    wake: Callable[..., None] = lambda urgent=True: None
     clock: Callable[[], float] = time.time
     #: who waits on which job (GET .../training-jobs/{id}?watch=...), told of changes
     changes: watch.JobChanges = dataclasses.field(default_factory=watch.JobChanges)

@@ -246,6 +246,12 @@ class LocalExecutor:
             return (owner is not None and owner is self._launcher and owner.alive
                     and not owner.closed and launch_id not in self._exits)
 
+    def has_ended(self, launch_id: str) -> bool:
+        """Whether the launcher has told that this launch's task ended (a launch may
+        still follow it: the launcher then starts that one at once)."""
+        with self._lock:
+            return launch_id in self._exits
+
     def withdraw(self, spec: base.LaunchSpec) -> bool:
         """Take back a follow-on launch: True when it never runs (the launcher dropped it
         and said so); False when it was carried out first (it runs, or failed to start)

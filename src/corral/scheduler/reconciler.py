@@ -63,6 +63,12 @@ WORKER_IDLE_S = 10.0
 #: seconds a stopping server waits for the logs it still has to export and the deleted
 #: jobs' files it still has to remove
 FILES_DRAIN_S = 10.0
+#: how many jobs deep a pass hands out behind one running task (see `_plan_follow_ons`),
+#: and the seconds a pass may wait after the one before it while such jobs are handed out
+#: (see `Reconciler.hold_s`): a task ending then starts its successor in the launcher
+#: anyway, so the scheduler takes in several ends per pass instead of one
+FOLLOW_DEPTH = 3
+FOLLOW_PACE_S = 0.02
 #: why a task whose job was stopped before it could start never ran
 STOPPED_FIRST = "never started: the job was stopped first"
 TERMINAL_VALUES = frozenset(p.value for p in J.TERMINAL)
@@ -89,6 +95,9 @@ class _Pass:
     prepared: list[_Prep] = dataclasses.field(default_factory=list)
     #: follow-on launches to hand to the executor once their rows are durable
     follow: list[_FollowOn] = dataclasses.field(default_factory=list)
+    #: launch ids of tasks whose follow-on launch started while being taken back: nothing
+    #: else may be handed out behind them
+    spent: set[str] = dataclasses.field(default_factory=set)
     #: the pass's events, written in one statement before its transaction commits
     events: repo.Events = dataclasses.field(default_factory=repo.Events)
 
@@ -253,6 +262,10 @@ class Reconciler:
     _follow: dict[str, _FollowOn] = dataclasses.field(default_factory=dict)
     #: jobs whose follow-on launch failed: they start the ordinary way
     _no_follow: set[str] = dataclasses.field(default_factory=set)
+    #: launch ids of tasks whose follow-on launch has started, until they are seen ending
+    _followed: set[str] = dataclasses.field(default_factory=set)
+    #: when the last pass began (time.monotonic(); see `hold_s`)
+    _pass_began: float = 0.0
 
     def now(self) -> int:
         return round(self.clock() * 1000)
@@ -274,6 +287,7 @@ class Reconciler:
         (see `_record_launches`).
         """
         p = _Pass()
+        self._pass_began = time.monotonic()
         unrecorded, self._unrecorded = self._handles(self._unrecorded, wait=False)
         self._under_way |= {t.launch_id for prep in self._preps.values() for t in prep.tasks}
         self._under_way |= {fo.task.launch_id for fo in self._follow.values()}
@@ -294,8 +308,20 @@ class Reconciler:
             if started is not None and t.launch_id in p.unsignalled:
                 started.ready(wake=True)
         # A launch that failed is settled by the next pass (nothing else would wake it).
+        # Nor would anything wake it for a follow-on launch found started while being taken
+        # back: its task may have ended (and said so) before this pass.
         return (more or any(handle is None for _t, handle, _err in self._unrecorded)
-                or any(fo.started is None for fo in self._follow.values()))
+                or any(fo.started is None for fo in self._follow.values()) or bool(p.spent))
+
+    def hold_s(self) -> float:
+        """Seconds a pass not asked for by a user may still wait for more to happen (0:
+        none). While jobs are handed out ahead, a task that ends starts its successor in
+        the executor without the scheduler, so nothing waits on the pass: it comes at
+        most FOLLOW_PACE_S after the one before, and takes in every end and submission of
+        that time at once, instead of one pass each."""
+        if not self._follow:
+            return 0.0
+        return max(0.0, self._pass_began + FOLLOW_PACE_S - time.monotonic())
 
     def _full_read_due(self, now: int) -> bool:
         """Whether the next decision reads the queue's whole window (see QUEUE_GLANCE)."""
@@ -355,9 +381,13 @@ class Reconciler:
             self._record_launches(conn, unrecorded, p.events)
             if self._preps:
                 self._take_prepared(conn, p)
-            self._observe(conn, p)
+            # Those started first, so that one whose task has ended already is seen
+            # ending; and again if a task seen ending had one (it ended meanwhile).
             if self._follow:
                 self._follow_ons(conn, p)
+            self._observe(conn, p)
+            if self._follow and self._follow_ons(conn, p):
+                self._observe(conn, p)
             active = repo.active_with_tasks(conn)
             if self._follow and any(job.id in self._follow for job, _tasks in active):
                 self._stopped_follow_ons(conn, p, active)
@@ -394,6 +424,7 @@ class Reconciler:
                 self.executor.clean_up(status.handle)
             self.executor.release(status.handle)
             self._known.discard(status.handle.launch_id)
+            self._followed.discard(status.handle.launch_id)
         for job, attempt in p.exports:  # (before a purge of the same job: one thread)
             export = self._spec(job).spec.log_export_path
             dest = export and (export.host_path or export.obs_url)
@@ -725,7 +756,8 @@ class Reconciler:
             d = scheduling.decide(queued, nodes, running, quotas, usage)
         if full:
             self._full_read_at, self._read_version = now, version
-        plan = self._plan_follow_ons(queued, by_id, holding, running, nodes, quotas, usage, d)
+        plan, taking = self._plan_follow_ons(queued, by_id, holding, running, nodes, quotas,
+                                             usage, d)
         launches = []
         live = {job.id: (job, tasks) for job, tasks in holding}
         with self.store.begin() as conn:
@@ -741,7 +773,7 @@ class Reconciler:
                     launches.append(started)
             # Before any victim is signalled: what follows a victim is taken back here (a
             # pass that preempts hands nothing out), and must not start in its room.
-            staged = (self._apply_follow_ons(conn, p, plan, holding, launches)
+            staged = (self._apply_follow_ons(conn, p, plan, taking, holding, launches)
                       if plan or self._follow else [])
             for v in d.preempts:
                 self._preempt(conn, p, live[v.job_id], v, by_id[v.for_job], now)
@@ -1013,9 +1045,10 @@ class Reconciler:
                          running: Sequence[scheduling.Running], nodes: Sequence[Any],
                          quotas: Sequence[scheduling.Quota],
                          usage: Mapping[tuple[str, str], float], d: scheduling.Decisions,
-                         ) -> list[tuple[str, str]]:
+                         ) -> tuple[list[tuple[str, str]], dict[str, _FollowOn]]:
         """Which waiting jobs to hand to the executor ahead, each to start the moment a
-        given task ends: (job id, the job of that task), in queue order.
+        given task ends: (job id, the job of that task), in queue order; and the jobs
+        handed out before that are taking their room now (see `_taking`).
 
         `decide` is asked once more, as if every task that can be followed had ended: the
         jobs it would then start, in the order it starts them, are the ones to follow
@@ -1029,89 +1062,169 @@ class Reconciler:
         """
         ex = self._follower()
         if ex is None or d.preempts:
-            return []
+            return [], {}
         # What can be followed, by job: (its task's node, what the task holds). Tasks
-        # launched already (answered or not), and those this pass starts.
+        # launched already (answered or not), those handed out that are starting in the
+        # room of a task just ended, and those this pass starts.
         # A job with retries keeps its room when its task fails (it restarts in place):
         # only one without can be followed.
+        # A task that has ended since this pass observed them holds nothing any more: its
+        # room is taken by the launch that followed it, if one has started (that one is
+        # followed instead), or free, and what follows it then starts at once.
+        taking, started = self._taking(ex)
+        followed = self._followed | {fo.after for fo in self._follow.values()
+                                     if fo.job.id in started}
         before: dict[str, tuple[str, resources.Resources]] = {}
+        ended: set[str] = set()
         for job, tasks in holding:
             if (job.phase == J.Phase.RUNNING.value and job.node_count == 1 and len(tasks) == 1
                     and not job.retry_limit and job.preempt_requested_at is None
-                    and tasks[0].state in LIVE_VALUES and ex.can_follow(tasks[0].launch_id)):
-                before[job.id] = (tasks[0].node, _per_task(job))
+                    and tasks[0].state in LIVE_VALUES):
+                launch_id = tasks[0].launch_id
+                if ex.can_follow(launch_id):
+                    before[job.id] = (tasks[0].node, _per_task(job))
+                elif ex.has_ended(launch_id):
+                    ended.add(job.id)
+                    if launch_id not in followed:
+                        before[job.id] = (tasks[0].node, _per_task(job))
+        before.update((job_id, (fo.task.node, _per_task(fo.job)))
+                      for job_id, fo in taking.items())
         by_id = {q.job_id: q for q in queued}
         starting = {a.job_id for a in d.starts}
         before.update((a.job_id, (a.slots[0].node, by_id[a.job_id].per_task))
                       for a in d.starts
                       if len(a.slots) == 1 and not rows[a.job_id].retry_limit)
         if not before:
-            return []
-        ahead = [r for r in running if r.job_id not in before]
+            return [], taking
+        ahead = [r for r in running if r.job_id not in before and r.job_id not in ended]
         ahead += [scheduling.Running(q.job_id, q.project, q.pool, q.per_task, a.slots,
                                      q.priority, q.seq)
                   for a in d.starts if a.job_id not in before for q in (by_id[a.job_id],)]
-        # Each stream's first jobs are all that can take those tasks' room: decide in
-        # stream order never reaches further (a long queue is read on many passes).
-        first: list[scheduling.Queued] = []
-        taken: dict[tuple[str, int, str], int] = {}
-        for q in queued:
-            if q.job_id in starting:
-                continue
-            key = (q.pool, q.priority, q.project)
-            taken[key] = n = taken.get(key, 0) + 1
-            if n <= len(before):
-                first.append(q)
-        then = scheduling.decide(first, nodes, ahead, quotas, usage)
-        if then.preempts:
-            return []
-        current = {fo.job.id: fo.after_job for fo in self._follow.values()}
+        heads = dict(before)
+        # (job id, its layer), in the order decide starts them
+        order: list[tuple[str, int]] = []
+        # jobs no longer waiting: started, taking their room, or in the plan
+        gone = starting | started
+        # Layer after layer: the jobs that would start once those tasks ended follow them;
+        # then the jobs that would start once those ended follow those, and so on.
+        for layer in range(1, FOLLOW_DEPTH + 1):
+            # Each stream's first jobs are all that can take those tasks' room: decide in
+            # stream order never reaches further (a long queue is read on many passes).
+            first: list[scheduling.Queued] = []
+            taken: dict[tuple[str, int, str], int] = {}
+            for q in queued:
+                if q.job_id in gone:
+                    continue
+                key = (q.pool, q.priority, q.project)
+                taken[key] = n = taken.get(key, 0) + 1
+                if n <= len(before):
+                    first.append(q)
+            if not first:
+                break
+            then = scheduling.decide(first, nodes, ahead, quotas, usage)
+            if then.preempts:
+                break
+            nxt: dict[str, tuple[str, resources.Resources]] = {}
+            stop = False
+            for a in then.starts:
+                q = by_id[a.job_id]
+                if a.backfill or a.borrowed or q.count != 1 or a.job_id in self._no_follow:
+                    stop = True
+                    break
+                pick = next((k for k in before
+                             if _room_for(*before[k], a.slots[0].node, q.per_task)), None)
+                if pick is None:
+                    stop = True
+                    break
+                del before[pick]
+                order.append((a.job_id, layer))
+                gone.add(a.job_id)
+                nxt[a.job_id] = (a.slots[0].node, q.per_task)
+            if stop or before or not nxt:
+                break  # (room left unused: the queue has nothing more that fits there)
+            before = nxt
+        return self._chains(order, heads, by_id), taking
+
+    def _chains(self, order: Sequence[tuple[str, int]],
+                heads: Mapping[str, tuple[str, resources.Resources]],
+                by_id: Mapping[str, scheduling.Queued]) -> list[tuple[str, str]]:
+        """Who follows whom: the jobs to hand out, in `order`, each behind a task in
+        `heads` or behind one of them handed out before it. One handed out already keeps
+        its place where it is at most one layer later than its own, so that tasks ending
+        at different times do not reshuffle the chains every pass; any other goes at the
+        end of the shortest chain that leaves it the room, no later than one layer past
+        its own. Stops at the first that has no such place."""
+        #: each job placed (and each head): its chain's node, what it holds, its depth
+        placed = {job_id: (node, have, 0) for job_id, (node, have) in heads.items()}
+        tails = {job_id: job_id for job_id in heads}  # the last of each chain, by its head
+        chain_of = {job_id: job_id for job_id in heads}
         plan = []
-        for a in then.starts:
-            q = by_id[a.job_id]
-            if a.backfill or a.borrowed or q.count != 1 or a.job_id in self._no_follow:
-                break
-            kept = current.get(a.job_id)
-            options = ([kept] if kept in before else []) + list(before)
-            pick = next((k for k in options
-                         if _room_for(*before[k], a.slots[0].node, q.per_task)), None)
-            if pick is None:
-                break
-            del before[pick]
-            plan.append((a.job_id, pick))
+        for job_id, layer in order:
+            need = by_id[job_id].per_task
+            limit = min(FOLLOW_DEPTH, layer + 1)
+            fo = self._follow.get(job_id)
+            spot = fo.after_job if fo is not None else None
+            if spot is None or spot not in placed or tails[chain_of[spot]] != spot \
+                    or placed[spot][2] >= limit \
+                    or not _room_for(placed[spot][0], placed[spot][1], placed[spot][0], need):
+                ends = sorted((placed[tail][2], i, tail) for i, tail in enumerate(tails.values()))
+                spot = next((tail for depth, _i, tail in ends if depth < limit
+                             and _room_for(*placed[tail][:2], placed[tail][0], need)), None)
+                if spot is None:
+                    break
+            node, _have, depth = placed[spot]
+            placed[job_id] = (node, need, depth + 1)
+            chain_of[job_id] = head = chain_of[spot]
+            tails[head] = job_id
+            plan.append((job_id, spot))
         return plan
 
+    def _taking(self, ex: Any) -> tuple[dict[str, _FollowOn], set[str]]:
+        """The jobs handed out whose task before has ended since this pass began (so
+        they have started, or failed to) and that now hold its room, by job id: the last
+        of each chain; and the jobs of all those started."""
+        started = {fo.job.id: fo for fo in self._follow.values()
+                   if fo.started is not None and not ex.can_follow(fo.after)}
+        followed = {fo.after for fo in started.values()}
+        return ({job_id: fo for job_id, fo in started.items()
+                 if fo.task.launch_id not in followed}, set(started))
+
     def _apply_follow_ons(self, conn: sa.Connection, p: _Pass, plan: Sequence[tuple[str, str]],
+                          taking: Mapping[str, _FollowOn],
                           holding: Sequence[tuple[Any, Sequence[Any]]],
                           launches: Sequence[tuple[Any, int, list[Any]]]) -> list[_FollowOn]:
-        """Keep the follow-on launches still planned, take back the others, and write the
-        new ones' task rows (their launches are sent once these are durable, after this
-        pass's own). New ones stop at the first job that cannot be launched ahead (one
-        that ran before, or whose code is still to be copied), or that was to follow a
-        job started here whose code is (its launch comes later); those start the ordinary
-        way."""
-        held = {job.id: ts[0] for job, ts in holding if len(ts) == 1}
+        """Keep the follow-on launches still planned behind the same task, take back the
+        others, and write the new ones' task rows (their launches are sent once these are
+        durable, after this pass's own). The plan is carried out in its order and stops at
+        the first job that cannot be launched ahead (one that ran before, or whose code is
+        still to be copied), or that was to follow one that is not (nor a job started
+        here whose code is: its launch comes later); those start the ordinary way. Those
+        whose task before has ended are left alone: they have started (or failed to), and
+        are recorded as such by the next pass."""
+        tasks = {job.id: ts[0] for job, ts in holding if len(ts) == 1}
+        tasks.update((job_id, fo.task) for job_id, fo in taking.items())
         starting = {job.id: (job, seq, ts[0]) for job, seq, ts in launches if len(ts) == 1}
-        want: dict[str, tuple[str, Any]] = {}
+        ex = self._follower()
+        kept = {fo.job.id for fo in self._follow.values()
+                if fo.started is not None and not ex.can_follow(fo.after)}
+        staged: list[_FollowOn] = []
         for job_id, before in plan:
-            task = held.get(before)
+            task = tasks.get(before)
             if task is None and before in starting:  # (only those the plan follows)
                 job, seq, first = starting[before]
                 if not launching.needs_snapshot(storage.RunPaths(self.settings.runs_dir,
                                                                  job.id),
                                                 seq, self._spec(job).algorithm):
-                    task = first
-            if task is None:
-                break
-            want[job_id] = (before, task)
-        for fo in list(self._follow.values()):
-            w = want.get(fo.job.id)
-            if w is not None and w[1].launch_id == fo.after:
-                del want[fo.job.id]
-            elif not self._take_back(conn, p, fo):
-                want.pop(fo.job.id, None)  # started meanwhile
-        staged = []
-        for job_id, (before, task) in want.items():
+                    task = tasks[before] = first
+            if task is None or task.launch_id in p.spent:
+                break  # (a task whose follower has just started has its successor)
+            fo = self._follow.get(job_id)
+            if fo is not None and fo.after == task.launch_id:
+                kept.add(job_id)
+                tasks[job_id] = fo.task
+                continue
+            if fo is not None and not self._take_back(conn, p, fo):
+                break  # it has just started, behind another task: the plan is stale
             row = repo.job_by_id(conn, job_id)
             if row is None or row.phase != J.Phase.PENDING.value or row.deleted_at is not None \
                     or row.start_time is not None or launching.needs_snapshot(
@@ -1123,16 +1236,31 @@ class Reconciler:
                           task.gpu_ids if need.gpu else "", task.accel_ids if need.accel else None)
             repo.insert_tasks(conn, [t])
             job = types.SimpleNamespace(**{**row._mapping, "master_port": launching.free_port()})
-            staged.append(_FollowOn(job=job, task=types.SimpleNamespace(**t),
-                                    after=task.launch_id, after_job=before))
+            fo = _FollowOn(job=job, task=types.SimpleNamespace(**t), after=task.launch_id,
+                           after_job=before)
+            staged.append(fo)
+            tasks[job_id] = fo.task
+        for fo in list(self._follow.values()):  # those no longer planned
+            if fo.job.id in self._follow and fo.job.id not in kept:
+                self._take_back(conn, p, fo)
+        if p.spent:  # new ones behind a task whose old follower started after all
+            gone, keep = set(p.spent), []
+            for fo in staged:
+                if fo.after in gone:
+                    gone.add(fo.task.launch_id)  # (and what was to follow it)
+                    repo.delete_tasks(conn, fo.job.id, fo.task.attempt)
+                else:
+                    keep.append(fo)
+            staged = keep
         return staged
 
     def _send_follow_on(self, fo: _FollowOn) -> None:
         """Hand a follow-on launch to the executor (its rows are durable)."""
         ex = self._follower()
-        if not ex.can_follow(fo.after):
+        if not ex.can_follow(fo.after) and not ex.has_ended(fo.after):
             # That task's launch was not sent after all (or its launcher is gone): not this
-            # job's doing, so it may be launched ahead again.
+            # job's doing, so it may be launched ahead again. (One that has ended left its
+            # room to this launch alone, which the launcher starts at once.)
             fo.error, fo.blameless = "the task it was to follow was not launched", True
             return
         spec = self._spec(fo.job)
@@ -1145,18 +1273,21 @@ class Reconciler:
         except (errors.CorralError, OSError) as exc:
             fo.error = getattr(exc, "message", str(exc))
 
-    def _follow_ons(self, conn: sa.Connection, p: _Pass) -> None:
-        """(first transaction, after observing) The follow-on launches carried out: those
-        answered, and those whose task before has ended (their answer comes before that
-        task's exit is told, so it is waited for). The jobs of those started are Running
-        from here."""
+    def _follow_ons(self, conn: sa.Connection, p: _Pass) -> bool:
+        """(first transaction) The follow-on launches carried out: those answered, and
+        those whose task before has ended (their answer comes before that task's exit is
+        told, so it is waited for). The jobs of those started are Running from here.
+        True when there were any."""
         ex = self._follower()
+        begun = False
         for fo in list(self._follow.values()):
             if fo.started is None:
                 self._drop_follow_on(conn, fo, fo.error, blame=not fo.blameless)
             elif fo.started.ready(wake=False) or not ex.can_follow(fo.after):
                 fo.started.due()
                 self._begin_follow_on(conn, p, fo)
+                begun = True
+        return begun
 
     def _stopped_follow_ons(self, conn: sa.Connection, p: _Pass,
                             active: Sequence[tuple[Any, Sequence[Any]]]) -> None:
@@ -1173,12 +1304,17 @@ class Reconciler:
     def _take_back(self, conn: sa.Connection, p: _Pass, fo: _FollowOn) -> bool:
         """Withdraw a follow-on launch; True when it never runs (its task row goes, and the
         job waits as before). False when the executor had started it already: it is
-        recorded as started instead."""
+        recorded as started instead, and the task it followed has its successor
+        (`_Pass.spent`). What follows it is taken back first: a launch held behind one
+        withdrawn would otherwise start at once, in room still taken."""
+        for later in [f for f in self._follow.values() if f.after == fo.task.launch_id]:
+            self._take_back(conn, p, later)
         del self._follow[fo.job.id]
         if self.executor.withdraw(self._bare_spec(fo.task)):  # type: ignore[attr-defined]
             repo.delete_tasks(conn, fo.job.id, fo.task.attempt)
             self._under_way.discard(fo.task.launch_id)
             return True
+        p.spent.add(fo.after)
         fo.started.due()
         self._begin_follow_on(conn, p, fo)
         return False
@@ -1193,6 +1329,9 @@ class Reconciler:
             self._drop_follow_on(conn, fo, exc.message)
             return
         self._known.add(handle.launch_id)
+        if len(self._followed) > 10_000:
+            self._followed.clear()
+        self._followed.add(fo.after)
         self._begin(conn, p, fo.job.id, fo.task.attempt, fo.task.node, self.now(),
                     port=fo.job.master_port)
         self._record_launches(conn, [(fo.task, handle, "")], p.events)
@@ -1327,13 +1466,23 @@ def _quota(q: Any) -> scheduling.Quota:
                             resources.parse_accels(q.accelerators, keep_zero=True))
 
 
-def run_forever(rec: Reconciler, wake_event: Any, stop_event: Any, interval: float) -> None:
-    """The scheduler thread: a pass on every wake-up, and at least every `interval`."""
+def run_forever(rec: Reconciler, wake_event: Any, stop_event: Any, interval: float,
+                urgent_event: Any = None) -> None:
+    """The scheduler thread: a pass on every wake-up, and at least every `interval`.
+
+    While jobs are handed out ahead (see `Reconciler.hold_s`), a pass woken by a task's end
+    or a submission waits a moment longer for more to come; `urgent_event` (a user stopping
+    or deleting a job, a quota changed) ends that wait at once."""
     more = False
     while not stop_event.is_set():
         if not more:
             wake_event.wait(interval)
+            hold = rec.hold_s()
+            if hold > 0 and urgent_event is not None:
+                urgent_event.wait(hold)
         wake_event.clear()
+        if urgent_event is not None:
+            urgent_event.clear()
         if stop_event.is_set():
             return
         more = False
@@ -1343,4 +1492,3 @@ def run_forever(rec: Reconciler, wake_event: Any, stop_event: Any, interval: flo
             log.warning("reconciler pass skipped: %s", exc)
         except Exception:
             log.exception("reconciler pass failed")
-
