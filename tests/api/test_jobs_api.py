@@ -1152,6 +1152,9 @@ def test_a_waiting_job_says_how_many_jobs_are_ahead_of_it(live: conftest.Live) -
 
     factories.wait_for(lambda: (live.job(head["metadata"]["id"])["status"]["reason"] or "")
                        .startswith("waiting for resources"), what="the head to say why it waits")
+    # (A pass that no user asked for may come a moment later while jobs are handed out.)
+    factories.wait_for(lambda: live.job(behind_id)["status"]["reason"],
+                       what="the job behind to say why it waits")
     assert live.job(behind_id)["status"]["reason"] == "queued: 1 job(s) ahead"
     [listed] = search(live, filters=[{"key": "name", "operator": "in", "value": ["behind"]}])[
         "items"]
