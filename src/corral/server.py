@@ -79,12 +79,17 @@ class Platform:
         for t in self.threads:
             t.start()
 
-    def wake(self, urgent: bool = True) -> None:
-        """A pass soon, after the queue changed (a job submitted, stopped, deleted...);
-        at once when `urgent` (see reconciler.run_forever), else within a moment."""
+    def wake(self) -> None:
+        """A pass at once, after the queue changed (a job stopped, deleted, a quota set...)."""
         self.reconciler.queue_changed()
-        if urgent:
-            self.urgent_event.set()
+        self.urgent_event.set()
+        self.wake_event.set()
+
+    def submitted(self) -> None:
+        """A pass soon, for a job just submitted: within a moment while jobs are handed
+        out ahead (see reconciler.run_forever), and it looks at the new jobs without
+        reading the whole queue again (see Reconciler.jobs_added)."""
+        self.reconciler.jobs_added()
         self.wake_event.set()
 
     def nudge(self) -> None:
@@ -160,6 +165,7 @@ def build(settings: settings_mod.Settings) -> Platform:
     platform = Platform(settings=settings, store=store, executor=executor, catalog=cat,
                         reconciler=rec, context=ctx, locks=locks, syncer=syncer)
     ctx.wake = platform.wake
+    ctx.submitted = platform.submitted
     syncer.wake = platform.wake
     executor.set_waker(platform.nudge)
     rec.wake = platform.nudge

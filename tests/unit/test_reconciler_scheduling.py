@@ -256,18 +256,67 @@ def test_a_pass_after_an_exit_glances_at_the_queue_and_reads_all_when_told_or_du
     assert world.phase(late) == ("Pending", "Queuing")
 
 
+def test_a_pass_told_of_new_jobs_admits_them_past_its_glance_without_reading_all(
+        world: World, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(reconciler, "QUEUE_GLANCE", 2)
+    running = [world.submit(), world.submit()]
+    waiting = [world.submit() for _ in range(3)]
+    world.tick()
+    reads: list[str] = []
+    single_stream = repo.single_stream
+    monkeypatch.setattr(repo, "single_stream",
+                        lambda conn: reads.append("whole") or single_stream(conn))
+    new = [submit_to(world, world.project_id) for _ in range(2)]
+    world.rec.jobs_added()  # as the API does for a submission
+    world.tick()
+    assert [world.phase(j) for j in new] == [("Pending", "Queuing")] * 2
+    assert reads == []  # the window was not read again
+    # It waits like the rest: its reason comes with the next whole read.
+    world.clock.advance(reconciler.FULL_READ_MS / 1000)
+    world.tick()
+    assert reads == ["whole"]
+    assert world.job(new[-1]).wait_reason == world.job(waiting[-1]).wait_reason
+    assert world.job(new[-1]).wait_reason
+    assert {world.phase(j)[0] for j in running} == {"Running"}
+
+
+def test_a_new_job_that_opens_a_stream_is_decided_on_at_once(
+        world: World, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A glance at a queue of one stream reads its first jobs only: a job of another
+    priority or project would be missed, so the pass reads the whole window for it."""
+    monkeypatch.setattr(reconciler, "QUEUE_GLANCE", 2)
+    for _ in range(2):
+        world.submit(spec=policy(1))
+    waiting = [world.submit(spec=policy(1)) for _ in range(3)]
+    world.tick()
+    assert world.job(waiting[0]).wait_reason.startswith("waiting for resources")
+    urgent = submit_to(world, world.project_id, spec=policy(3))
+    world.rec.jobs_added()
+    world.tick()
+    assert world.job(urgent).wait_reason.startswith("waiting for resources")
+    assert world.job(waiting[0]).wait_reason.startswith("waiting behind higher priority")
+
+
 def test_the_server_tells_its_reconciler_of_queue_changes_and_not_of_exits(
         tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> None:
     platform = server.build(make_settings(tmp_path / "home"))
     try:
         told: list[str] = []
         monkeypatch.setattr(platform.reconciler, "queue_changed", lambda: told.append("q"))
-        platform.context.wake()  # the API: a job submitted, stopped, deleted, a quota set
+        monkeypatch.setattr(platform.reconciler, "jobs_added", lambda: told.append("new"))
+        platform.context.wake()  # the API: a job stopped, deleted, a quota set
         platform.syncer.wake()  # a job's inputs fetched: it joins the queue
         assert told == ["q", "q"] and platform.wake_event.is_set()
+        assert platform.urgent_event.is_set()  # (a pass at once, whatever is handed out)
+        platform.wake_event.clear()
+        platform.urgent_event.clear()
+        platform.context.submitted()  # the API: a job submitted
+        assert told == ["q", "q", "new"] and platform.wake_event.is_set()
+        assert not platform.urgent_event.is_set()
         platform.wake_event.clear()
         platform.nudge()  # what the executor calls when a task ends
-        assert told == ["q", "q"] and platform.wake_event.is_set()
+        assert told == ["q", "q", "new"] and platform.wake_event.is_set()
+        assert not platform.urgent_event.is_set()
     finally:
         platform.stop()
 

@@ -30,9 +30,10 @@ class Context:
     box: secretbox.SecretBox | None = None
     #: the object stores s3:// URLs resolve to (versions and models: issue 6)
     stores: objects.Stores | None = None
-    #: asks the scheduler for a pass (the queue changed); `urgent=False` for a submission,
-    #: which a busy scheduler may take in with what else comes (reconciler.run_forever)
-    wake: Callable[..., None] = lambda urgent=True: None
+    #: asks the scheduler for a pass at once (the queue changed)
+    wake: Callable[[], None] = lambda: None
+    #: tells the scheduler of a job submitted (it takes it in with what else comes)
+    submitted: Callable[[], None] = lambda: None
     clock: Callable[[], float] = time.time
     #: who waits on which job (GET .../training-jobs/{id}?watch=...), told of changes
     changes: watch.JobChanges = dataclasses.field(default_factory=watch.JobChanges)

@@ -245,6 +245,8 @@ class Reconciler:
     _full_read_at: int | None = None
     _read_version: int = -1
     _queue_version: int = 0
+    #: jobs were submitted since the last pass (see `jobs_added`)
+    _added: bool = False
     #: whether the queue was of one stream at that read (a glance reads it the same way)
     _single: bool | None = None
     #: the quotas and the usage rows as last read (or, for usage, written)
@@ -332,6 +334,13 @@ class Reconciler:
         """Say that the queue changed otherwise than through this reconciler (called after
         the change committed): the next pass reads the whole window."""
         self._queue_version += 1
+
+    def jobs_added(self) -> None:
+        """Say that jobs were submitted (called after they committed). A new job goes to
+        the end of its stream, so the next pass reads the new jobs with its glance at the
+        queue, to admit them, and the whole window only when one of them opens a stream
+        that a glance would not read (see `_schedule`)."""
+        self._added = True
 
     def close(self) -> None:
         """Record the last pass's launches (a server stopping). Copies of code under way
@@ -726,11 +735,22 @@ class Reconciler:
         nodes = self.catalog.scheduling_nodes()
         version = self._queue_version
         full = self._full_read_due(now)
+        added, self._added = self._added, False
+        fresh: list[Any] = []  # new jobs beyond the glance, to admit
         with self.store.read() as conn:
             limit = QUEUE_WINDOW if full else QUEUE_GLANCE
             if full:
                 self._single = repo.single_stream(conn)
             queue = repo.queued(conn, limit=limit, single=self._single)
+            if added and not full:
+                ids = {j.id for j in queue}
+                fresh = [j for j in repo.new_jobs(conn, QUEUE_WINDOW) if j.id not in ids]
+                if self._single and len({(j.pool_id, j.priority, j.project_id)
+                                         for j in (*queue, *fresh)}) > 1:
+                    # A new stream: a glance at one stream would not see its jobs.
+                    full, limit, fresh = True, QUEUE_WINDOW, []
+                    self._single = repo.single_stream(conn)
+                    queue = repo.queued(conn, limit=limit, single=self._single)
             # Quotas change through the API (which says so): a glance keeps the last ones.
             # Usage is this reconciler's to write: read on full reads in case, else kept.
             if full or self._read is None:
@@ -756,6 +776,8 @@ class Reconciler:
             d = scheduling.decide(queued, nodes, running, quotas, usage)
         if full:
             self._full_read_at, self._read_version = now, version
+            fresh = []
+        new += fresh  # (admitted without a reason: the next whole read gives theirs)
         plan, taking = self._plan_follow_ons(queued, by_id, holding, running, nodes, quotas,
                                              usage, d)
         launches = []

@@ -98,6 +98,9 @@ _FIRST = sa.union_all(*(
     .order_by(J.c.seq).limit(_p("limit")).subquery().select()
     for phase in (jobs_mod.Phase.CREATING, jobs_mod.Phase.PENDING))).subquery()
 _Q_QUEUED_ONE = sa.select(_FIRST).order_by(_FIRST.c.seq).limit(_p("limit"))
+_Q_NEW = (sa.select(*_QUEUE_COLUMNS)
+          .where(J.c.phase == jobs_mod.Phase.CREATING.value, J.c.staging.is_(None))
+          .order_by(J.c.seq).limit(_p("limit")))
 _Q_DELETED = sa.select(J.c.id, J.c.phase).where(J.c.deleted_at.is_not(None))
 _I_ATTEMPT = A.insert()
 _U_ATTEMPT_OPEN = A.update().where(A.c.job_id == _p("job"), A.c.seq == _p("seq"),
@@ -349,6 +352,12 @@ def queued(conn: sa.Connection, limit: int, single: bool | None = None) -> list[
     if single is None:
         single = single_stream(conn)
     return list(conn.execute(_Q_QUEUED_ONE if single else _Q_QUEUED, {"k_limit": limit}))
+
+
+def new_jobs(conn: sa.Connection, limit: int) -> list[sa.Row[Any]]:
+    """The first `limit` jobs just submitted (Creating) that wait in the queue, in
+    submission order, with the columns `queued` reads."""
+    return list(conn.execute(_Q_NEW, {"k_limit": limit}))
 
 
 def single_stream(conn: sa.Connection) -> bool:
