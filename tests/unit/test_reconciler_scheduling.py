@@ -557,3 +557,29 @@ def test_an_npu_quota_holds_and_the_reason_names_it(tmp_path: pathlib.Path) -> N
     assert pool["capacity"]["accelerators"] == {"npu": 4}
     assert pool["free"]["accelerators"] == {"npu": 2}
     w.store.dispose()
+
+
+def test_a_pass_with_nothing_held_and_no_usage_writes_no_usage(
+        world: World, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Fair share's recent usage is written every few seconds while something is held or
+    remembered; an idle server's passes (or those between one job and the next) write
+    nothing."""
+    saved: list[Any] = []
+    save_usage = repo.save_usage
+    monkeypatch.setattr(repo, "save_usage",
+                        lambda conn, rows: saved.append(list(rows)) or save_usage(conn, rows))
+    world.tick(3)
+    assert saved == []
+    job = world.submit()
+    world.tick(2)
+    assert world.phase(job)[0] == "Running"
+    assert [r["project_id"] for r in saved[-1]] == [world.project_id]  # held: remembered
+    world.fake.exit(job)
+    world.tick()
+    world.clock.advance(3600)  # long enough for the share to fade away
+    world.tick()
+    assert saved[-1] == []
+    n = len(saved)
+    world.clock.advance(reconciler.USAGE_EVERY_MS / 1000)
+    world.tick(3)
+    assert len(saved) == n

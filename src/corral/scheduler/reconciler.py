@@ -924,6 +924,8 @@ class Reconciler:
             value = usage.get(key, 0.0) * keep + share * (1 - keep)
             if value > 1e-6 or key in held:
                 out[key] = value
+        if not out and not rows:  # nothing held, nothing to forget: nothing to write
+            return out, None
         return out, [{"project_id": k[0], "pool_id": k[1], "share": v, "updated_at": now}
                      for k, v in out.items()]
 
