@@ -64,9 +64,10 @@ WORKER_IDLE_S = 10.0
 #: jobs' files it still has to remove
 FILES_DRAIN_S = 10.0
 #: how many jobs deep a pass hands out behind one running task (see `_plan_follow_ons`),
-#: and the seconds a pass may wait after the one before it while such jobs are handed out
-#: (see `Reconciler.hold_s`): a task ending then starts its successor in the launcher
-#: anyway, so the scheduler takes in several ends per pass instead of one
+#: and the seconds after the start of one pass before which the next may not come unless
+#: a user asked for it, while such jobs are handed out (see `Reconciler.hold_s`): a task
+#: ending then starts its successor in the launcher anyway, so the scheduler takes in
+#: several ends per pass instead of one
 FOLLOW_DEPTH = 3
 FOLLOW_PACE_S = 0.02
 #: why a task whose job was stopped before it could start never ran
@@ -318,8 +319,8 @@ class Reconciler:
     def hold_s(self) -> float:
         """Seconds a pass not asked for by a user may still wait for more to happen (0:
         none). While jobs are handed out ahead, a task that ends starts its successor in
-        the executor without the scheduler, so nothing waits on the pass: it comes at
-        most FOLLOW_PACE_S after the one before, and takes in every end and submission of
+        the executor without the scheduler, so nothing waits on the pass: it waits until
+        FOLLOW_PACE_S after the one before began, and takes in every end and submission of
         that time at once, instead of one pass each."""
         if not self._follow:
             return 0.0
