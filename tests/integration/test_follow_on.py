@@ -283,3 +283,21 @@ def test_a_job_stopped_in_the_middle_of_a_chain_never_runs_nor_lets_the_next_in_
     assert runs["a"]["end"][0] <= runs["b"]["start"][0]
     assert runs["b"]["end"][0] <= runs["d"]["start"][0]
     assert one_core.job(ids[1])["status"]["running_records"] == []
+
+
+def test_a_job_that_ran_and_ended_between_two_passes_is_seen_ending_at_once(
+        tmp_path: pathlib.Path, script: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A job handed out ahead can start and end while the scheduler waits between passes:
+    both exits woke it before the pass that records the start, so that pass must see the
+    end too (nothing else wakes it until the timer, here a minute away)."""
+    monkeypatch.setattr(reconciler, "FOLLOW_PACE_S", 1.0)  # (room for both to run)
+    live = conftest.start_live(tmp_path / "home", cpus=1, tick_interval=60.0)
+    try:
+        first, second = launched_ahead(live, tmp_path, script, "b")
+        (tmp_path / "go-a").touch()
+        factories.wait_for(lambda: stamps(tmp_path).get("b", {}).get("end"), timeout=10,
+                           what="b to run")
+        assert live.wait(second, timeout=10)["status"]["phase"] == "Completed"
+        assert live.wait(first, timeout=10)["status"]["phase"] == "Completed"
+    finally:
+        conftest.stop_live(live)
