@@ -1075,15 +1075,17 @@ class Reconciler:
         given task ends: (job id, the job of that task), in queue order; and the jobs
         handed out before that are taking their room now (see `_taking`).
 
-        `decide` is asked once more, as if every task that can be followed had ended: the
-        jobs it would then start, in the order it starts them, are the ones to follow
-        them; so a follow-on launch never passes a job that would have started first, nor
-        takes room that a gang, a bigger job or a preemption waits for. The plan stops at
-        the first job that cannot follow a task on its own: one of several tasks, one
-        borrowing beyond its quota or filling a gap (backfill), one needing more than any
-        of those tasks holds. Only single-task jobs on the same node and with the same
-        GPUs and accelerators follow one another. Made anew every pass: a follow-on no
-        longer in the plan (a job of higher priority came, say) is taken back.
+        `decide` is asked again, layer by layer (FOLLOW_DEPTH of them): as if every task
+        that can be followed had ended, then as if the jobs that would start then had
+        ended too, and so on; the jobs it would start, in the order it starts them, are
+        handed out, so a follow-on launch never takes room that a gang, a bigger job or a
+        preemption waits for, nor comes more than a layer after its turn (`_chains` says
+        who follows whom). The plan stops at the first job that cannot follow a task on
+        its own: one of several tasks, one borrowing beyond its quota or filling a gap
+        (backfill), one needing more than any of those tasks holds. Only single-task jobs
+        on the same node and with the same GPUs and accelerators follow one another. Made
+        anew every pass: a follow-on no longer in the plan (a job of higher priority came,
+        say) is taken back, with what follows it.
         """
         ex = self._follower()
         if ex is None or d.preempts:
@@ -1097,8 +1099,7 @@ class Reconciler:
         # room is taken by the launch that followed it, if one has started (that one is
         # followed instead), or free, and what follows it then starts at once.
         taking, started = self._taking(ex)
-        followed = self._followed | {fo.after for fo in self._follow.values()
-                                     if fo.job.id in started}
+        followed = self._followed | {fo.after for fo in started.values()}
         before: dict[str, tuple[str, resources.Resources]] = {}
         ended: set[str] = set()
         for job, tasks in holding:
@@ -1129,7 +1130,7 @@ class Reconciler:
         # (job id, its layer), in the order decide starts them
         order: list[tuple[str, int]] = []
         # jobs no longer waiting: started, taking their room, or in the plan
-        gone = starting | started
+        gone = starting | set(started)
         # Layer after layer: the jobs that would start once those tasks ended follow them;
         # then the jobs that would start once those ended follow those, and so on.
         for layer in range(1, FOLLOW_DEPTH + 1):
@@ -1204,15 +1205,19 @@ class Reconciler:
             plan.append((job_id, spot))
         return plan
 
-    def _taking(self, ex: Any) -> tuple[dict[str, _FollowOn], set[str]]:
-        """The jobs handed out whose task before has ended since this pass began (so
-        they have started, or failed to) and that now hold its room, by job id: the last
-        of each chain; and the jobs of all those started."""
-        started = {fo.job.id: fo for fo in self._follow.values()
-                   if fo.started is not None and not ex.can_follow(fo.after)}
+    def _started_ahead(self, ex: Any) -> dict[str, _FollowOn]:
+        """The jobs handed out whose task before has ended since they were recorded (so
+        they have started, or failed to), by job id."""
+        return {fo.job.id: fo for fo in self._follow.values()
+                if fo.started is not None and not ex.can_follow(fo.after)}
+
+    def _taking(self, ex: Any) -> tuple[dict[str, _FollowOn], dict[str, _FollowOn]]:
+        """Of the jobs started ahead (`_started_ahead`, the second), those that now hold
+        the room of the task before them: the last of each chain."""
+        started = self._started_ahead(ex)
         followed = {fo.after for fo in started.values()}
         return ({job_id: fo for job_id, fo in started.items()
-                 if fo.task.launch_id not in followed}, set(started))
+                 if fo.task.launch_id not in followed}, started)
 
     def _apply_follow_ons(self, conn: sa.Connection, p: _Pass, plan: Sequence[tuple[str, str]],
                           taking: Mapping[str, _FollowOn],
@@ -1229,17 +1234,13 @@ class Reconciler:
         tasks = {job.id: ts[0] for job, ts in holding if len(ts) == 1}
         tasks.update((job_id, fo.task) for job_id, fo in taking.items())
         starting = {job.id: (job, seq, ts[0]) for job, seq, ts in launches if len(ts) == 1}
-        ex = self._follower()
-        kept = {fo.job.id for fo in self._follow.values()
-                if fo.started is not None and not ex.can_follow(fo.after)}
+        kept = set(self._started_ahead(self._follower()))
         staged: list[_FollowOn] = []
         for job_id, before in plan:
             task = tasks.get(before)
             if task is None and before in starting:  # (only those the plan follows)
                 job, seq, first = starting[before]
-                if not launching.needs_snapshot(storage.RunPaths(self.settings.runs_dir,
-                                                                 job.id),
-                                                seq, self._spec(job).algorithm):
+                if not self._copies_code(job, seq):
                     task = tasks[before] = first
             if task is None or task.launch_id in p.spent:
                 break  # (a task whose follower has just started has its successor)
@@ -1252,9 +1253,7 @@ class Reconciler:
                 break  # it has just started, behind another task: the plan is stale
             row = repo.job_by_id(conn, job_id)
             if row is None or row.phase != J.Phase.PENDING.value or row.deleted_at is not None \
-                    or row.start_time is not None or launching.needs_snapshot(
-                        storage.RunPaths(self.settings.runs_dir, job_id), 1,
-                        self._spec(row).algorithm):
+                    or row.start_time is not None or self._copies_code(row, 1):
                 break
             need = _per_task(row)
             t = _task_row(job_id, 1, 0, J.task_names(1)[0], task.node,
@@ -1278,6 +1277,12 @@ class Reconciler:
                     keep.append(fo)
             staged = keep
         return staged
+
+    def _copies_code(self, job: Any, attempt: int) -> bool:
+        """Whether preparing the attempt copies its code (aside, so it cannot be launched
+        ahead; see launching.needs_snapshot)."""
+        return launching.needs_snapshot(storage.RunPaths(self.settings.runs_dir, job.id),
+                                        attempt, self._spec(job).algorithm)
 
     def _send_follow_on(self, fo: _FollowOn) -> None:
         """Hand a follow-on launch to the executor (its rows are durable)."""

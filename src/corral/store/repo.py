@@ -91,16 +91,21 @@ _Q_QUEUED = (sa.select(*_QUEUE_COLUMNS).join(_RANKED, _RANKED.c.id == J.c.id)
 # which costs SQLite more than reading the rows.
 _Q_STREAMS = (sa.select(J.c.pool_id, J.c.priority, J.c.project_id).where(_IN_QUEUE)
               .distinct().limit(2))
+
+
+def _first_in(phase: jobs_mod.Phase) -> sa.Select[Any]:
+    """The first queued jobs in `phase`, in submission order (the (phase, seq) index)."""
+    return (sa.select(*_QUEUE_COLUMNS).where(J.c.phase == phase.value, J.c.staging.is_(None))
+            .order_by(J.c.seq).limit(_p("limit")))
+
+
 # It reads the first jobs of each phase in the order of the (phase, seq) index and merges
 # them: `phase IN (...) ORDER BY seq` would read and sort the whole queue for a few rows.
-_FIRST = sa.union_all(*(
-    sa.select(*_QUEUE_COLUMNS).where(J.c.phase == phase.value, J.c.staging.is_(None))
-    .order_by(J.c.seq).limit(_p("limit")).subquery().select()
-    for phase in (jobs_mod.Phase.CREATING, jobs_mod.Phase.PENDING))).subquery()
+_FIRST = sa.union_all(*(_first_in(phase).subquery().select()
+                        for phase in (jobs_mod.Phase.CREATING, jobs_mod.Phase.PENDING))
+                      ).subquery()
 _Q_QUEUED_ONE = sa.select(_FIRST).order_by(_FIRST.c.seq).limit(_p("limit"))
-_Q_NEW = (sa.select(*_QUEUE_COLUMNS)
-          .where(J.c.phase == jobs_mod.Phase.CREATING.value, J.c.staging.is_(None))
-          .order_by(J.c.seq).limit(_p("limit")))
+_Q_NEW = _first_in(jobs_mod.Phase.CREATING)
 _Q_DELETED = sa.select(J.c.id, J.c.phase).where(J.c.deleted_at.is_not(None))
 _I_ATTEMPT = A.insert()
 _U_ATTEMPT_OPEN = A.update().where(A.c.job_id == _p("job"), A.c.seq == _p("seq"),
@@ -111,6 +116,7 @@ _Q_LATEST_ATTEMPTS = (sa.select(A.c.job_id, sa.func.max(A.c.seq).label("seq"))
                       .where(A.c.job_id.in_(_p("jobs", expanding=True))).group_by(A.c.job_id))
 _U_FINALIZED = J.update().where(J.c.id.in_(_p("jobs", expanding=True)))
 _I_TASK = T.insert()
+_D_TASKS = T.delete().where(T.c.job_id == _p("job"), T.c.attempt == _p("attempt"))
 _U_TASK = T.update().where(T.c.job_id == _p("job"), T.c.attempt == _p("attempt"),
                            T.c.name == _p("name"))
 #: per set of states a task is expected in, the update guarded by it (built on first use)
@@ -580,7 +586,7 @@ def tasks_of(conn: sa.Connection, job_id: str, attempt: int | None = None) -> li
 
 def delete_tasks(conn: sa.Connection, job_id: str, attempt: int) -> None:
     """Remove an attempt's task rows (one that never ran and never will)."""
-    conn.execute(T.delete().where(T.c.job_id == job_id, T.c.attempt == attempt))
+    conn.execute(_D_TASKS, {"k_job": job_id, "k_attempt": attempt})
 
 
 def live_tasks(conn: sa.Connection) -> list[sa.Row[Any]]:
