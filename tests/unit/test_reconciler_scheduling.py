@@ -583,3 +583,41 @@ def test_a_pass_with_nothing_held_and_no_usage_writes_no_usage(
     world.clock.advance(reconciler.USAGE_EVERY_MS / 1000)
     world.tick(3)
     assert len(saved) == n
+
+
+def test_a_queue_found_empty_is_read_again_only_when_told_or_due(
+        world: World, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The pass after a job's end, with nothing queued, reads no queue: nothing can have
+    joined it without the reconciler being told (a submission, a job put back, a change
+    through the API), and the whole-read timer still reads it within FULL_READ_MS."""
+    job = world.submit()
+    world.tick()
+    world.fake.exit(job)
+    world.tick()
+    assert world.phase(job)[0] == "Completed"
+    reads: list[int] = []
+    queued = repo.queued
+    monkeypatch.setattr(repo, "queued",
+                        lambda conn, **kw: reads.append(1) or queued(conn, **kw))
+    world.tick(3)
+    assert reads == []
+    untold = submit_to(world, world.project_id)
+    world.tick()
+    assert reads == [] and world.phase(untold)[0] == "Creating"
+    world.rec.jobs_added()  # as the API does for a submission
+    world.tick()
+    assert len(reads) == 1 and world.phase(untold)[0] == "Running"
+    world.fake.exit(untold)
+    world.tick()  # reads it (a job ran): empty again
+    reads.clear()
+    world.tick()
+    assert reads == []
+    world.rec.queue_changed()  # a job put back, a quota or a priority changed...
+    world.tick()
+    assert len(reads) == 1
+    late = submit_to(world, world.project_id)
+    world.tick()
+    assert world.phase(late)[0] == "Creating"
+    world.clock.advance(reconciler.FULL_READ_MS / 1000)
+    world.tick()
+    assert world.phase(late)[0] == "Running"

@@ -250,6 +250,8 @@ class Reconciler:
     _added: bool = False
     #: whether the queue was of one stream at that read (a glance reads it the same way)
     _single: bool | None = None
+    #: when a read last found the queue empty (see `_schedule`)
+    _empty_at: int | None = None
     #: the quotas and the usage rows as last read (or, for usage, written)
     _read: tuple[list[scheduling.Quota], list[Any]] | None = None
     #: whether a deleted job was still stopping at the last purge (see `_purge`)
@@ -738,24 +740,16 @@ class Reconciler:
         full = self._full_read_due(now)
         added, self._added = self._added, False
         fresh: list[Any] = []  # new jobs beyond the glance, to admit
-        with self.store.read() as conn:
-            limit = QUEUE_WINDOW if full else QUEUE_GLANCE
-            if full:
-                self._single = repo.single_stream(conn)
-            queue = repo.queued(conn, limit=limit, single=self._single)
-            if added and not full:
-                ids = {j.id for j in queue}
-                fresh = [j for j in repo.new_jobs(conn, QUEUE_WINDOW) if j.id not in ids]
-                if self._single and len({(j.pool_id, j.priority, j.project_id)
-                                         for j in (*queue, *fresh)}) > 1:
-                    # A new stream: a glance at one stream would not see its jobs.
-                    full, limit, fresh = True, QUEUE_WINDOW, []
-                    self._single = repo.single_stream(conn)
-                    queue = repo.queued(conn, limit=limit, single=self._single)
-            # Quotas change through the API (which says so): a glance keeps the last ones.
-            # Usage is this reconciler's to write: read on full reads in case, else kept.
-            if full or self._read is None:
-                self._read = ([_quota(q) for q in repo.quotas(conn)], list(repo.usage(conn)))
+        if (self._empty_at is not None and now - self._empty_at < FULL_READ_MS
+                and not (full or added or self._read is None)):
+            # Still empty: nothing was submitted or put back in it since a read found it so
+            # (the pass after each job's end, in a sequence of single jobs).
+            queue: Sequence[Any] = []
+        else:
+            queue, full, fresh = self._read_queue(full, added)
+            self._empty_at = None if queue else now
+        limit = QUEUE_WINDOW if full else QUEUE_GLANCE
+        assert self._read is not None
         quotas, usage_rows = self._read
         usage, new_usage = self._usage(usage_rows, running, nodes, now)
         if new_usage is not None:
@@ -811,6 +805,31 @@ class Reconciler:
         # otherwise they wait for the next pass like the rest of the window.
         started_ids = {a.job_id for a in d.starts}
         return any(job_id in started_ids for job_id in window_ends)
+
+    def _read_queue(self, full: bool, added: bool) -> tuple[Sequence[Any], bool, list[Any]]:
+        """The queue's window (`full`) or a glance at it, in one snapshot; with `added`, the
+        new jobs beyond the glance too. Returns the queue, whether it was read whole (a new
+        job that opens a stream makes it so) and those new jobs."""
+        fresh: list[Any] = []
+        with self.store.read() as conn:
+            if full:
+                self._single = repo.single_stream(conn)
+            queue = repo.queued(conn, limit=QUEUE_WINDOW if full else QUEUE_GLANCE,
+                                single=self._single)
+            if added and not full:
+                ids = {j.id for j in queue}
+                fresh = [j for j in repo.new_jobs(conn, QUEUE_WINDOW) if j.id not in ids]
+                if self._single and len({(j.pool_id, j.priority, j.project_id)
+                                         for j in (*queue, *fresh)}) > 1:
+                    # A new stream: a glance at one stream would not see its jobs.
+                    full, fresh = True, []
+                    self._single = repo.single_stream(conn)
+                    queue = repo.queued(conn, limit=QUEUE_WINDOW, single=self._single)
+            # Quotas change through the API (which says so): a glance keeps the last ones.
+            # Usage is this reconciler's to write: read on full reads in case, else kept.
+            if full or self._read is None:
+                self._read = ([_quota(q) for q in repo.quotas(conn)], list(repo.usage(conn)))
+        return queue, full, fresh
 
     def _admit(self, conn: sa.Connection, p: _Pass, new: Sequence[Any],
                waits: Sequence[scheduling.Wait], now: int) -> set[str]:
