@@ -211,14 +211,16 @@ def needs_snapshot(paths: storage.RunPaths, attempt: int, alg: specs.Algorithm) 
 def prepare_attempt(paths: storage.RunPaths, attempt: int, alg: specs.Algorithm,
                     owner: tuple[int, int] | None = None,
                     cancelled: Callable[[], bool] | None = None,
+                    ready: storage.ReadyDirs | None = None,
                     ) -> tuple[pathlib.Path | None, pathlib.Path]:
     """Snapshot the code and create output dirs; returns (code snapshot, working dir).
 
     With an `owner` (the user tasks run as) the attempt's directory, its `metrics/`, the
     snapshot and the output directories made here become theirs. `cancelled`: asked while
-    copying the code, which stops (LaunchError) once it says yes.
+    copying the code, which stops (LaunchError) once it says yes. `ready`: run directories
+    made ahead, one of which a first attempt takes (see storage.ReadyDirs).
     """
-    paths.make_attempt_dirs(attempt)
+    paths.make_attempt_dirs(attempt, ready)
     code: pathlib.Path | None = None
     if alg.code_dir:
         code = paths.code_dir(attempt)

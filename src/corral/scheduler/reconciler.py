@@ -185,7 +185,7 @@ class _Workers:
 
 
 def _prepare(prep: _Prep, executor: base.Executor, run_as: tuple[int, int] | None,
-             wake: Callable[[], None]) -> None:
+             wake: Callable[[], None], ready: storage.ReadyDirs | None = None) -> None:
     """Copy an attempt's code (the snapshot of `code_dir`, its hash, its git commit; and
     where the executor ships code, ship it), then ask for a pass. A server that stops
     leaves a copy unfinished: the next one prepares that attempt again (its launch was
@@ -194,7 +194,7 @@ def _prepare(prep: _Prep, executor: base.Executor, run_as: tuple[int, int] | Non
         try:
             prep.code, prep.cwd = launching.prepare_attempt(
                 prep.paths, prep.attempt, prep.spec.algorithm, run_as,
-                cancelled=functools.partial(getattr, prep, "cancelled"))
+                cancelled=functools.partial(getattr, prep, "cancelled"), ready=ready)
             if prep.code is not None and not prep.cancelled:
                 base.stage_code(executor, prep.tasks[0].node, str(prep.code))
         except errors.CorralError as exc:
@@ -271,6 +271,11 @@ class Reconciler:
     _followed: set[str] = dataclasses.field(default_factory=set)
     #: when the last pass began (time.monotonic(); see `hold_s`)
     _pass_began: float = 0.0
+    #: run directories made ahead of first attempts (storage.ReadyDirs)
+    _ready: storage.ReadyDirs = dataclasses.field(init=False)
+
+    def __post_init__(self) -> None:
+        self._ready = storage.ReadyDirs(self.settings.runs_dir)
 
     def now(self) -> int:
         return round(self.clock() * 1000)
@@ -351,6 +356,7 @@ class Reconciler:
         exports and removals of deleted jobs' files still queued are waited for a while."""
         for prep in self._preps.values():
             prep.cancelled = True
+        self._ready.close()
         if not self._files.drain(FILES_DRAIN_S):
             log.warning("stopping with logs still to export or deleted jobs' files still "
                         "to remove: a removal not done leaves the job's run directory")
@@ -999,10 +1005,11 @@ class Reconciler:
                          spec=spec, paths=paths)
             self._preps[(job.id, attempt)] = prep
             self._preparer.submit(functools.partial(_prepare, prep, self.executor,
-                                                    self.run_as, self._wake))
+                                                    self.run_as, self._wake, self._ready))
             return []
         try:
-            code, cwd = launching.prepare_attempt(paths, attempt, spec.algorithm, self.run_as)
+            code, cwd = launching.prepare_attempt(paths, attempt, spec.algorithm, self.run_as,
+                                                  ready=self._ready)
         except (errors.CorralError, OSError) as exc:
             return [(t, None, getattr(exc, "message", str(exc))) for t in tasks]
         return [self._launch_one(job, spec, paths, t, code, cwd, gang) for t in tasks]
@@ -1316,7 +1323,7 @@ class Reconciler:
         paths = storage.RunPaths(self.settings.runs_dir, fo.job.id)
         try:
             code, cwd = launching.prepare_attempt(paths, fo.task.attempt, spec.algorithm,
-                                                  self.run_as)
+                                                  self.run_as, ready=self._ready)
             ls = self._launch_spec(fo.job, spec, paths, fo.task, code, cwd, [fo.task.node])
             fo.started = ex.follow(ls, fo.after)
         except (errors.CorralError, OSError) as exc:

@@ -2,7 +2,8 @@
 
 Layout under `$CORRAL_HOME/runs/<job id>/attempt-<n>/`: `code/` (the snapshot the attempt
 runs), `logs/<task>.log` (stdout and stderr), `metrics/<task>.jsonl` (the metrics a task
-reports), `ctl/` (the executor's claim files).
+reports), `ctl/` (the executor's claim files). `$CORRAL_HOME/runs/.ready/` holds run
+directories made ahead of time (see `ReadyDirs`).
 """
 
 from __future__ import annotations
@@ -10,13 +11,19 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import logging
 import os
 import pathlib
 import shutil
 import subprocess
+import threading
+import time
+import uuid
 from collections.abc import Callable
 
 from corral.domain import errors
+
+log = logging.getLogger(__name__)
 
 SNAPSHOT_IGNORE = shutil.ignore_patterns("__pycache__", "*.pyc", ".git", ".mypy_cache",
                                          ".pytest_cache")
@@ -48,14 +55,17 @@ class RunPaths:
     def control_dir(self, attempt: int) -> pathlib.Path:
         return self.attempt_dir(attempt) / "ctl"
 
-    def make_attempt_dirs(self, attempt: int) -> None:
-        """The attempt's directory with its `logs/`, `metrics/` and `ctl/`.
+    def make_attempt_dirs(self, attempt: int, ready: ReadyDirs | None = None) -> None:
+        """The attempt's directory with its `logs/`, `metrics/` and `ctl/`: for a job's
+        first attempt, one of the `ready` ones moved into place when there is one.
 
-        One mkdir each, parents first: creating a directory is among the dearer system
-        calls on some disks (up to half a millisecond each on the machine the benchmarks
+        Otherwise one mkdir each, parents first: creating a directory is among the dearer
+        system calls on some disks (up to a millisecond each on the machine the benchmarks
         ran on), and `mkdir(parents=True)` on a new path first fails once per missing
         parent.
         """
+        if attempt == 1 and ready is not None and ready.take(self.job_dir):
+            return
         att = str(self.attempt_dir(attempt))
         for path in (str(self.job_dir), att, f"{att}/logs", f"{att}/metrics", f"{att}/ctl"):
             try:
@@ -64,6 +74,115 @@ class RunPaths:
                 pass
             except FileNotFoundError:  # the runs directory itself is gone
                 os.makedirs(path, exist_ok=True)
+
+
+#: where run directories made ahead of time wait, under the runs directory (not a job id)
+READY_DIR = ".ready"
+#: how many are kept made
+READY_KEEP = 8
+#: the task whose log a ready directory holds already: every job has it
+FIRST_TASK = "worker-0"
+#: how long after a start took one they are made again, while some are left
+REFILL_DELAY_S = 0.02
+
+
+class ReadyDirs:
+    """Run directories made ahead of time, which a job's first attempt takes with a rename.
+
+    Each directory or file made costs the file system a new inode, which on some disks
+    costs up to a millisecond (on the machine the benchmarks ran on, for minutes after many
+    files were deleted, against tens of microseconds otherwise), and a job's start needs
+    seven of them on its way: its directory, its attempt's, `logs/`, `metrics/`, `ctl/`,
+    the first task's log and the launch's claim. A rename needs none. A thread of its own
+    keeps `keep` of them made under `runs/.ready/` (the first attempt's skeleton, with an
+    empty log for worker-0), so that a start takes one in a single rename and only the
+    claim is new. When none is ready, or the job's directory exists already with
+    something in it, the caller makes the directories itself.
+
+    One is made under a `tmp-` name and renamed once complete, so that a server killed
+    half way leaves nothing that is taken; the next start adopts the complete ones and
+    removes the rest.
+    """
+
+    def __init__(self, runs_dir: pathlib.Path, keep: int = READY_KEEP) -> None:
+        self.root = runs_dir / READY_DIR
+        self.keep = keep
+        self._names: list[str] = []
+        self._lock = threading.Lock()
+        self._wanted = threading.Event()
+        self._closed = False
+        self._adopted = False
+        self._thread: threading.Thread | None = None
+
+    def take(self, job_dir: pathlib.Path) -> bool:
+        """Move a ready run directory to `job_dir`, which must not exist (or be empty);
+        False when none is ready or the move failed: the caller makes the directories."""
+        with self._lock:
+            if self._thread is None and not self._closed:  # the first start: fill
+                self._thread = threading.Thread(target=self._run, name="corral-ready-dirs",
+                                                daemon=True)
+                self._thread.start()
+            name = self._names.pop() if self._names else None
+        if name is not None:
+            try:
+                os.rename(self.root / name, job_dir)
+            except OSError:  # the job's directory has something in it already (or is gone)
+                if (self.root / name).is_dir():
+                    with self._lock:
+                        self._names.append(name)
+                return False
+        self._wanted.set()  # one more, or the first ones
+        return name is not None
+
+    def ready(self) -> int:
+        """How many are ready now."""
+        with self._lock:
+            return len(self._names)
+
+    def fill(self) -> None:
+        """Make ready directories until `keep` are (the thread's work; callable directly).
+        The first time, the complete ones a server before this one left are taken in and
+        half-made ones removed."""
+        if not self._adopted:
+            self._adopt()
+            self._adopted = True
+        while not self._closed and self.ready() < self.keep:
+            name = uuid.uuid4().hex
+            tmp = RunPaths(self.root, f"tmp-{name}")
+            tmp.make_attempt_dirs(1)
+            os.close(os.open(tmp.log_path(1, FIRST_TASK), os.O_WRONLY | os.O_CREAT, 0o644))
+            os.rename(tmp.job_dir, self.root / name)
+            with self._lock:
+                self._names.append(name)
+
+    def close(self) -> None:
+        """Stop making them; those made stay for the next start."""
+        self._closed = True
+        self._wanted.set()
+
+    def _adopt(self) -> None:
+        self.root.mkdir(parents=True, exist_ok=True)
+        found = []
+        for entry in os.scandir(self.root):
+            if entry.name.startswith("tmp-"):
+                shutil.rmtree(entry.path, ignore_errors=True)
+            elif entry.is_dir():
+                found.append(entry.name)
+        with self._lock:
+            self._names += [name for name in found if name not in self._names]
+
+    def _run(self) -> None:
+        while not self._closed:
+            self._wanted.wait()
+            if self.ready():  # not while the start that took one makes its own files
+                time.sleep(REFILL_DELAY_S)
+            self._wanted.clear()
+            if self._closed:
+                return
+            try:
+                self.fill()
+            except OSError as exc:  # a full or read-only disk: starts make their own
+                log.warning("cannot make run directories ahead: %s", exc)
 
 
 def local_path(url: str, what: str) -> pathlib.Path:
