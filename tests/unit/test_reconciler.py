@@ -16,6 +16,7 @@ from corral import settings as settings_mod
 from corral.domain import errors, resources, specs
 from corral.scheduler import catalog as catalog_mod
 from corral.scheduler import reconciler, submit
+from corral.storage import local as storage
 from corral.store import db, repo
 from tests import factories
 from tests.conftest import make_settings
@@ -867,6 +868,30 @@ def test_a_job_deleted_without_a_word_is_purged_by_the_next_whole_read(world: Wo
     world.clock.advance(reconciler.FULL_READ_MS / 1000)
     world.tick()
     assert world.job(job_id) is None
+
+
+def test_files_of_a_job_purged_just_before_the_server_died_go_on_its_next_start(
+        world: World, monkeypatch: pytest.MonkeyPatch) -> None:
+    job_id, job_dir = finish_and_delete(world)
+    # The server dies once the purge has committed, before its files thread removes them.
+    monkeypatch.setattr(storage, "remove_job_dir", lambda paths: None)
+    world.tick()
+    assert world.job(job_id) is None
+    world.rec._files.drain(10)
+    assert job_dir.is_dir()
+    monkeypatch.undo()
+    # Left alone: a job's directory whose purge did not commit (its row is still there), and
+    # one the database never knew, which may be another database's.
+    kept = world.submit()
+    world.tick()
+    storage.mark_purged(storage.RunPaths(world.settings.runs_dir, kept))
+    stranger = world.settings.runs_dir / "0f1e2d3c-0000-4000-8000-000000000000"
+    (stranger / "attempt-1" / "logs").mkdir(parents=True)
+    world.restart()
+    world.tick()
+    world.rec._files.drain(10)
+    assert not job_dir.exists()
+    assert (world.settings.runs_dir / kept).is_dir() and stranger.is_dir()
 
 
 def test_a_deleted_running_job_is_stopped_before_it_is_purged(world: World) -> None:

@@ -271,6 +271,8 @@ class Reconciler:
     _followed: set[str] = dataclasses.field(default_factory=set)
     #: when the last pass began (time.monotonic(); see `hold_s`)
     _pass_began: float = 0.0
+    #: whether the run directories of jobs purged before this start were looked for
+    _swept: bool = False
     #: run directories made ahead of first attempts (storage.ReadyDirs)
     _ready: storage.ReadyDirs = dataclasses.field(init=False)
 
@@ -298,6 +300,9 @@ class Reconciler:
         """
         p = _Pass()
         self._pass_began = time.monotonic()
+        if not self._swept:  # the first pass of this server's life
+            self._swept = True
+            self._files.submit(self._sweep)
         unrecorded, self._unrecorded = self._handles(self._unrecorded, wait=False)
         self._under_way |= {t.launch_id for prep in self._preps.values() for t in prep.tasks}
         self._under_way |= {fo.task.launch_id for fo in self._follow.values()}
@@ -1425,6 +1430,21 @@ class Reconciler:
 
     # --- purge deleted jobs ---------------------------------------------------------------
 
+    def _sweep(self) -> None:
+        """(files thread) Remove the run directories of jobs purged before this start that
+        were never removed: their directories say so, and their rows are gone."""
+        marked = storage.marked_purged(self.settings.runs_dir)
+        if not marked:
+            return
+        with self.store.read() as conn:
+            left = repo.existing_jobs(conn, marked)
+        gone = [job_id for job_id in marked if job_id not in left]
+        for job_id in gone:
+            storage.remove_job_dir(storage.RunPaths(self.settings.runs_dir, job_id))
+        if gone:
+            log.info("removed the run directories of %d deleted jobs that a server before "
+                     "this one left behind", len(gone))
+
     def _purge(self, conn: sa.Connection, p: _Pass) -> None:
         """Remove the deleted jobs that have ended. Called on the passes that read the
         whole queue (deleting goes through the API, which says the queue changed; see
@@ -1433,6 +1453,9 @@ class Reconciler:
         self._deleting = False
         for row in repo.deleted_jobs(conn):
             if row.phase in TERMINAL_VALUES:  # a job still stopping is purged once it ended
+                # Its directory says so first: should the server die before the files
+                # thread removes it, the next start does (see `_sweep`).
+                storage.mark_purged(storage.RunPaths(self.settings.runs_dir, row.id))
                 repo.purge_job(conn, row.id)
                 p.purged.append(row.id)
                 self._specs.pop(row.id, None)

@@ -8,6 +8,7 @@ directories made ahead of time (see `ReadyDirs`).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import json
@@ -364,3 +365,27 @@ def export_logs(paths: RunPaths, attempt: int, dest: pathlib.Path) -> None:
 
 def remove_job_dir(paths: RunPaths) -> None:
     shutil.rmtree(paths.job_dir, ignore_errors=True)
+
+
+#: the file a run directory holds once its job's rows are being purged: its removal is due
+#: (see `marked_purged`)
+PURGED_MARK = ".purged"
+
+
+def mark_purged(paths: RunPaths) -> None:
+    """Say in a job's run directory, before its rows are purged, that the directory is to
+    go: a server killed after the purge committed but before the directory was removed
+    finds it on its next start, with nothing else left to tell whose it was."""
+    with contextlib.suppress(FileNotFoundError):  # no directory: nothing to leave behind
+        os.close(os.open(paths.job_dir / PURGED_MARK, os.O_WRONLY | os.O_CREAT, 0o644))
+
+
+def marked_purged(runs_dir: pathlib.Path) -> list[str]:
+    """The job ids whose run directories say their rows were being purged. Only those: a
+    directory the database does not know without the mark may be another database's."""
+    try:
+        entries = list(os.scandir(runs_dir))
+    except FileNotFoundError:
+        return []
+    return [e.name for e in entries if not e.name.startswith(".")
+            and os.path.exists(os.path.join(e.path, PURGED_MARK))]

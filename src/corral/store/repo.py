@@ -191,6 +191,15 @@ def job_by_id(conn: sa.Connection, job_id: str, *, lock: bool = False) -> sa.Row
     return conn.execute(q, {"k_id": job_id}).first()
 
 
+def existing_jobs(conn: sa.Connection, job_ids: Sequence[str]) -> set[str]:
+    """Those of `job_ids` that have a row (deleted or not)."""
+    found: set[str] = set()
+    for i in range(0, len(job_ids), 500):
+        found.update(conn.execute(sa.select(J.c.id).where(J.c.id.in_(job_ids[i:i + 500])))
+                     .scalars())
+    return found
+
+
 def job_spec(row: sa.Row[Any]) -> specs.JobCreate:
     return specs.JobCreate.model_validate_json(row.spec)
 
