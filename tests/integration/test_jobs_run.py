@@ -593,3 +593,30 @@ def test_npu_jobs_see_only_their_own_devices(tmp_path: pathlib.Path) -> None:
         assert sorted(seen[:2]) == ["0", "1"] and seen[2] == ""
     finally:
         conftest.stop_live(live)
+
+
+def test_a_launch_is_recorded_while_its_task_runs(tmp_path: pathlib.Path) -> None:
+    """With nothing handed out ahead, the launcher's answer wakes a pass that records the
+    task's process, so that the pass that sees it end has less to do. Nothing else would
+    record it before the task ends: the timer's pass is a minute away here."""
+    from corral.store import repo
+
+    live = conftest.start_live(tmp_path / "home", tick_interval=60.0)
+    try:
+        body = factories.make_job(command="sleep 30")
+        job_id = live.submit(body)["metadata"]["id"]
+        store = live.embedded.platform.store
+
+        def recorded() -> bool:
+            with store.read() as conn:
+                tasks = repo.tasks_of(conn, job_id, None)
+            return bool(tasks) and tasks[0].state == "running" and bool(tasks[0].handle)
+
+        factories.wait_for(recorded, timeout=10, what="the launch to be recorded")
+        assert live.job(job_id)["status"]["phase"] == "Running"
+        r = live.http.post(live.path(f"/training-jobs/{job_id}/actions"),
+                           json={"action_type": "terminate"})
+        assert r.status_code == 202, r.text
+        assert live.wait(job_id)["status"]["phase"] == "Terminated"
+    finally:
+        conftest.stop_live(live)

@@ -622,7 +622,9 @@ def test_a_pass_goes_on_while_a_launch_is_under_way_and_records_it_later(
     world.tick()  # starts the job: its launch is handed over
     world.tick()  # no answer yet: the pass neither waits nor takes it for one never started
     [launch] = launches
-    assert launch.asked == [False]  # not a wake-up when it comes: its exit will wake one
+    # Each pass asks for a wake-up when the answer comes (nothing is handed out ahead, so
+    # passes are not paced): the launch is recorded while its task runs, not at its exit.
+    assert launch.asked == [True, False, True]
     [task] = world.tasks(job_id)
     assert task.state == "launching"
     assert world.fake.recovered == []
@@ -646,7 +648,7 @@ def test_a_job_stopped_while_its_launch_is_under_way_is_signalled_once_it_is_ans
     assert world.terminate(job_id)
     world.tick()  # no handle to signal yet: it asks to be woken when the answer comes
     [launch] = launches
-    assert launch.asked == [False, True]
+    assert launch.asked == [True, False, True]
     assert world.phase(job_id)[0] == "Terminating"
 
     launch.answered = True

@@ -316,11 +316,14 @@ class Reconciler:
             more = self._schedule(p, holding)
         finally:  # what the first transaction committed is carried out even so
             self._after(p)
-        # A launch left alone for want of an answer is recorded by the next pass, whatever
-        # starts it (its task's exit does); one whose task is to be signalled wants a pass
-        # as soon as its answer comes.
+        # A launch left alone for want of an answer is recorded by a later pass. One whose
+        # task is to be signalled wants that pass as soon as its answer comes; so does any
+        # while nothing is handed out ahead (passes then come at once, not paced): it is
+        # recorded while its task runs, and the pass that sees the task end, which someone
+        # may be waiting on, has that much less to do. (While passes are paced, the next
+        # one records it; so does it one answered already, or launched synchronously.)
         for t, started, _err in self._unrecorded:
-            if started is not None and t.launch_id in p.unsignalled:
+            if started is not None and (t.launch_id in p.unsignalled or not self._follow):
                 started.ready(wake=True)
         # A launch that failed is settled by the next pass (nothing else would wake it).
         # Nor would anything wake it for a follow-on launch found started while being taken
