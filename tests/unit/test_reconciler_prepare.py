@@ -135,6 +135,25 @@ def test_a_job_stopped_while_its_code_is_copied_never_starts(
     assert not [p for p in attempt.iterdir() if p.name.startswith(".code.tmp")]
 
 
+def test_a_job_deleted_while_its_code_is_copied_leaves_no_directory_behind(
+        world: World, held: Held) -> None:
+    big = code_job(world)
+    world.tick()
+    assert held.started.wait(10)
+    with world.store.begin() as conn:  # deleted while its copy runs, as the API does it
+        repo.request_terminate(conn, big, world.now_ms(), "deleted")
+        repo.mark_deleted(conn, big, world.now_ms())
+    world.rec.queue_changed()
+    world.tick(2)  # stopped at once, then purged: its files are to go
+    assert world.job(big) is None
+    # Not while the copy runs: it would make the attempt's directory again after.
+    assert not world.rec._files.drain(0.5)
+    held.release.set()  # the copy goes on to its first file, sees it is stopped, and ends
+    assert held.finished.wait(10)
+    assert world.rec._files.drain(10)
+    assert not (world.settings.runs_dir / big).exists()
+
+
 def test_a_server_stopped_while_code_is_copied_prepares_it_again_and_runs_it_once(
         world: World, held: Held) -> None:
     big = code_job(world)

@@ -63,6 +63,9 @@ WORKER_IDLE_S = 10.0
 #: seconds a stopping server waits for the logs it still has to export and the deleted
 #: jobs' files it still has to remove
 FILES_DRAIN_S = 10.0
+#: how long removing a deleted job's files waits for a stopped copy of its code to end
+#: (a copy stops before its next file)
+COPY_STOP_WAIT_S = 60.0
 #: how many jobs deep a pass hands out behind one running task (see `_plan_follow_ons`),
 #: and the seconds after the start of one pass before which the next may not come unless
 #: a user asked for it, while such jobs are handed out (see `Reconciler.hold_s`): a task
@@ -259,6 +262,9 @@ class Reconciler:
     #: attempts whose code is being copied aside, by (job id, attempt): their tasks stay
     #: `launching` with no launch sent until a pass takes them (see `_take_prepared`)
     _preps: dict[tuple[str, int], _Prep] = dataclasses.field(default_factory=dict)
+    #: copies stopped while their threads may still run, by job id: removing the job's
+    #: files waits for them (see `_remove_job_dir`)
+    _stopped_preps: dict[str, list[_Prep]] = dataclasses.field(default_factory=dict)
     _preparer: _Workers = dataclasses.field(
         default_factory=lambda: _Workers("corral-prepare", PREPARERS))
     #: exports of ended attempts' logs and removals of purged jobs' files, in order
@@ -458,8 +464,12 @@ class Reconciler:
                 self._files.submit(functools.partial(self._export_logs, job.id, attempt,
                                                      dest))
         for job_id in p.purged:
+            copies = [prep.done for prep in self._stopped_preps.pop(job_id, ())]
             self._files.submit(functools.partial(
-                storage.remove_job_dir, storage.RunPaths(self.settings.runs_dir, job_id)))
+                _remove_job_dir, storage.RunPaths(self.settings.runs_dir, job_id), copies))
+        for job_id in [j for j, preps in self._stopped_preps.items()
+                       if all(prep.done.is_set() for prep in preps)]:
+            del self._stopped_preps[job_id]
         results = [r for job, seq, tasks in p.launches
                    for r in self._launch_tasks(job, seq, tasks)]
         results += [self._launch_one(prep.job, prep.spec, prep.paths, t, prep.code, prep.cwd,
@@ -536,6 +546,8 @@ class Reconciler:
                     or job.preempt_requested_at is not None:
                 prep.cancelled = True
                 del self._preps[key]
+                if not prep.done.is_set():  # its thread may still make directories
+                    self._stopped_preps.setdefault(key[0], []).append(prep)
                 _never_started(conn, prep.tasks, now)
             elif prep.done.is_set():
                 del self._preps[key]
@@ -1464,6 +1476,14 @@ class Reconciler:
                 self._specs.pop(row.id, None)
             else:
                 self._deleting = True
+
+
+def _remove_job_dir(paths: storage.RunPaths, copies: Sequence[threading.Event]) -> None:
+    """(files thread) Remove a purged job's files once the copies of its code that were
+    stopped have ended: one still running would make its directories again."""
+    for done in copies:
+        done.wait(COPY_STOP_WAIT_S)
+    storage.remove_job_dir(paths)
 
 
 def _never_started(conn: sa.Connection, tasks: Sequence[Any], now: int) -> None:
