@@ -17,6 +17,7 @@ from corral.domain import errors
 from corral.storage import local as storage
 from corral.store import repo
 from tests import factories
+from tests.unit import fakes
 from tests.unit.test_reconciler import World, finish_and_delete
 from tests.unit.test_reconciler_scheduling import make_world
 
@@ -192,6 +193,32 @@ def test_an_executor_that_ships_code_gets_it_ahead_of_the_launch_off_the_schedul
     [(node, code_dir, thread, launched_before)] = staged
     assert (node, code_dir) == (launch.node, launch.cwd) and launched_before == 0
     assert thread != threading.current_thread().name
+
+
+def test_a_relaunch_after_a_restart_ships_the_code_off_the_schedulers_thread(
+        world: World, woken: threading.Event) -> None:
+    staged: list[tuple[str, int]] = []
+
+    def stage_code(node: str, code_dir: str) -> None:  # as a Ray cluster ships it
+        staged.append((threading.current_thread().name, len(world.fake.launches())))
+
+    world.fake.stage_code = stage_code  # type: ignore[attr-defined]
+    big = code_job(world)
+    world.tick()
+    assert woken.wait(10)
+    world.fake.crash = "before_start"  # the server dies as it launches the copied attempt
+    with pytest.raises(fakes.Crash):
+        world.tick()
+    staged.clear()
+    world.restart()  # the snapshot is there; what was shipped went with the server
+    woken.clear()
+    world.rec.wake = woken.set
+    world.tick()
+    assert woken.wait(10)
+    world.tick()
+    assert len(world.fake.launches(big)) == 1
+    [(thread, launched_before)] = staged
+    assert thread != threading.current_thread().name and launched_before == 0
 
 
 def test_code_that_cannot_be_shipped_fails_the_start(

@@ -1019,8 +1019,12 @@ class Reconciler:
         spec = self._spec(job)
         gang = [t.node for t in sorted(tasks, key=lambda t: t.rank)] if gang is None else gang
         paths = storage.RunPaths(self.settings.runs_dir, job.id)
-        if launching.needs_snapshot(paths, attempt, spec.algorithm):
-            # Copied aside; a later pass launches the tasks (see `_take_prepared`).
+        ships = getattr(self.executor, "stage_code", None) is not None
+        if launching.needs_snapshot(paths, attempt, spec.algorithm) or (
+                ships and spec.algorithm.code_dir):
+            # Copied aside, and shipped where the executor ships code (a relaunch after a
+            # restart finds the snapshot made but not shipped, which the launch would then
+            # do on this thread); a later pass launches the tasks (see `_take_prepared`).
             prep = _Prep(job=job, attempt=attempt, tasks=list(tasks), gang=list(gang),
                          spec=spec, paths=paths)
             self._preps[(job.id, attempt)] = prep
