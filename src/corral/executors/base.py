@@ -181,6 +181,12 @@ class Done:
         return True
 
 
+def ships_code(executor: Executor) -> bool:
+    """Whether the executor ships an attempt's code to where its tasks run (`stage_code`)
+    rather than its tasks reading the snapshot where it is."""
+    return getattr(executor, "stage_code", None) is not None
+
+
 def stage_code(executor: Executor, node: str, code_dir: str) -> None:
     """Ship an attempt's code snapshot to where `node`'s tasks read it, ahead of their
     launch, where the executor ships code at all (`stage_code`: a Ray cluster puts it in

@@ -327,7 +327,7 @@ class Reconciler:
         # while nothing is handed out ahead (passes then come at once, not paced): it is
         # recorded while its task runs, and the pass that sees the task end, which someone
         # may be waiting on, has that much less to do. (While passes are paced, the next
-        # one records it; so does it one answered already, or launched synchronously.)
+        # pass records it, as it does one answered already or launched synchronously.)
         for t, started, _err in self._unrecorded:
             if started is not None and (t.launch_id in p.unsignalled or not self._follow):
                 started.ready(wake=True)
@@ -1019,9 +1019,8 @@ class Reconciler:
         spec = self._spec(job)
         gang = [t.node for t in sorted(tasks, key=lambda t: t.rank)] if gang is None else gang
         paths = storage.RunPaths(self.settings.runs_dir, job.id)
-        ships = getattr(self.executor, "stage_code", None) is not None
         if launching.needs_snapshot(paths, attempt, spec.algorithm) or (
-                ships and spec.algorithm.code_dir):
+                spec.algorithm.code_dir and base.ships_code(self.executor)):
             # Copied aside, and shipped where the executor ships code (a relaunch after a
             # restart finds the snapshot made but not shipped, which the launch would then
             # do on this thread); a later pass launches the tasks (see `_take_prepared`).

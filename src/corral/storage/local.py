@@ -151,7 +151,7 @@ class ReadyDirs:
             name = uuid.uuid4().hex
             tmp = RunPaths(self.root, f"tmp-{name}")
             tmp.make_attempt_dirs(1)
-            os.close(os.open(tmp.log_path(1, FIRST_TASK), os.O_WRONLY | os.O_CREAT, 0o644))
+            tmp.log_path(1, FIRST_TASK).touch()
             os.rename(tmp.job_dir, self.root / name)
             with self._lock:
                 self._names.append(name)
@@ -377,7 +377,7 @@ def mark_purged(paths: RunPaths) -> None:
     go: a server killed after the purge committed but before the directory was removed
     finds it on its next start, with nothing else left to tell whose it was."""
     with contextlib.suppress(FileNotFoundError):  # no directory: nothing to leave behind
-        os.close(os.open(paths.job_dir / PURGED_MARK, os.O_WRONLY | os.O_CREAT, 0o644))
+        (paths.job_dir / PURGED_MARK).touch()
 
 
 def marked_purged(runs_dir: pathlib.Path) -> list[str]:
