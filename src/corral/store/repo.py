@@ -16,7 +16,7 @@ import sqlalchemy as sa
 
 from corral.domain import errors, specs
 from corral.domain import jobs as jobs_mod
-from corral.store import schema
+from corral.store import fast, schema
 
 J = schema.jobs
 T = schema.tasks
@@ -64,10 +64,7 @@ _U_JOB_WAITING = _U_JOB.where(_among(J.c.phase, [jobs_mod.Phase.CREATING.value,
                                                 jobs_mod.Phase.PENDING.value]))
 _U_JOB_PREEMPT = _U_JOB.where(J.c.phase == jobs_mod.Phase.RUNNING.value,
                               J.c.preempt_requested_at.is_(None))
-_I_EVENT = E.insert()
 _Q_ACTIVE = sa.select(J).where(_among(J.c.phase, _ACTIVE)).order_by(J.c.seq)
-_Q_TASKS_OF_JOBS = (sa.select(T).where(T.c.job_id.in_(_p("ids", expanding=True)))
-                    .order_by(T.c.job_id, T.c.attempt, T.c.rank))
 # The queue as the scheduler reads it: the first `limit` jobs of every (pool, priority,
 # project) stream, which is all that fair share and backfill can reach in one pass.
 # Only what placement needs: a long queue is read on every pass, and each column of each
@@ -119,12 +116,32 @@ _I_TASK = T.insert()
 _D_TASKS = T.delete().where(T.c.job_id == _p("job"), T.c.attempt == _p("attempt"))
 _U_TASK = T.update().where(T.c.job_id == _p("job"), T.c.attempt == _p("attempt"),
                            T.c.name == _p("name"))
-#: per set of states a task is expected in, the update guarded by it (built on first use)
-_U_TASK_IN: dict[frozenset[str], sa.Update] = {}
 _Q_TASKS = (sa.select(T).where(T.c.job_id == _p("job"), T.c.attempt == _p("attempt"))
             .order_by(T.c.rank))
 _Q_LIVE_TASKS = (sa.select(T, J.c.phase.label("job_phase")).join(J, J.c.id == T.c.job_id)
                  .where(_among(T.c.state, _LIVE)))
+#: the tasks of every job holding resources, all attempts (the latest kept in Python)
+_Q_ACTIVE_TASKS = (sa.select(T).join(J, J.c.id == T.c.job_id).where(_among(J.c.phase, _ACTIVE))
+                   .order_by(T.c.job_id, T.c.attempt, T.c.rank))
+
+# Every job's way from its submission to its end runs these: they go straight to the
+# driver (see store/fast.py). Their SQL is the statements' above.
+_P = fast.Prepared
+_RUN_PROJECT, _RUN_NAME_TAKEN, _RUN_NEXT_SEQ = _P(_Q_PROJECT), _P(_Q_NAME_TAKEN), _P(_Q_NEXT_SEQ)
+_RUN_INSERT_JOB = _P(J.insert().inline())
+_RUN_LIVE_JOB, _RUN_JOB = _P(_Q_LIVE_JOB), _P(_Q_JOB)
+_RUN_JOB_UPDATE, _RUN_JOB_WAITING = _P(_U_JOB), _P(_U_JOB_WAITING)
+_RUN_JOB_TO = {p: _P(stmt) for p, stmt in _U_JOB_TO.items()}
+_RUN_EVENT = _P(E.insert().inline())
+_RUN_ACTIVE, _RUN_ACTIVE_TASKS = _P(_Q_ACTIVE), _P(_Q_ACTIVE_TASKS)
+_RUN_QUEUED, _RUN_QUEUED_ONE = _P(_Q_QUEUED), _P(_Q_QUEUED_ONE)
+_RUN_NEW, _RUN_STREAMS, _RUN_DELETED = _P(_Q_NEW), _P(_Q_STREAMS), _P(_Q_DELETED)
+_RUN_OPEN_ATTEMPT, _RUN_CLOSE_ATTEMPT = _P(_I_ATTEMPT), _P(_U_ATTEMPT_OPEN)
+_RUN_ATTEMPTS, _RUN_LATEST_ATTEMPT = _P(_Q_ATTEMPTS), _P(_Q_LATEST_ATTEMPT)
+_RUN_INSERT_TASK, _RUN_TASK_UPDATE = _P(_I_TASK), _P(_U_TASK)
+#: per set of states a task is expected in, its guarded update (made on first use)
+_RUN_TASK_IN: dict[frozenset[str], fast.Prepared] = {}
+_RUN_TASKS, _RUN_LIVE_TASKS = _P(_Q_TASKS), _P(_Q_LIVE_TASKS)
 
 
 # --- projects -----------------------------------------------------------------------------
@@ -143,7 +160,7 @@ def ensure_default_project(conn: sa.Connection, now: int) -> str:
 
 
 def require_project(conn: sa.Connection, project_id: str) -> None:
-    found = conn.execute(_Q_PROJECT, {"k_project": project_id}).first()
+    found = _RUN_PROJECT.first(conn, {"k_project": project_id})
     if not found:
         raise errors.ProjectNotFound(f"project '{project_id}' does not exist")
 
@@ -162,33 +179,33 @@ def insert_job(conn: sa.Connection, row: Mapping[str, Any], *, check_name: bool 
     values = dict(row)
     if conn.dialect.name == "sqlite":
         # No sequences in SQLite; write transactions are serialised there, so max + 1 is safe.
-        values["seq"] = conn.execute(_Q_NEXT_SEQ).scalar_one()
+        values["seq"] = _RUN_NEXT_SEQ.scalar(conn)
     try:
         # A name taken by a concurrent insert since the check fails here; the caller's
         # transaction is then rolled back as the error propagates.
-        conn.execute(J.insert(), values)
+        _RUN_INSERT_JOB.run(conn, values)
     except sa.exc.IntegrityError:
         raise errors.DuplicateName(
             f"a training job named '{row['name']}' already exists") from None
 
 
 def name_taken(conn: sa.Connection, project_id: str, name: str) -> bool:
-    return conn.execute(_Q_NAME_TAKEN, {"k_project": project_id, "k_name": name}).first() \
-        is not None
+    return _RUN_NAME_TAKEN.first(conn, {"k_project": project_id, "k_name": name}) is not None
 
 
-def get_job(conn: sa.Connection, project_id: str, job_id: str) -> sa.Row[Any]:
+def get_job(conn: sa.Connection, project_id: str, job_id: str) -> Any:
     """A live (not deleted) job of the project, or NotFound."""
-    row = conn.execute(_Q_LIVE_JOB, {"k_id": job_id, "k_project": project_id}).first()
+    row = _RUN_LIVE_JOB.first(conn, {"k_id": job_id, "k_project": project_id})
     if row is None:
         raise errors.NotFound(f"training job '{job_id}' does not exist")
     return row
 
 
-def job_by_id(conn: sa.Connection, job_id: str, *, lock: bool = False) -> sa.Row[Any] | None:
+def job_by_id(conn: sa.Connection, job_id: str, *, lock: bool = False) -> Any:
     """Any job, deleted or not; `lock` holds its row until the transaction ends."""
-    q = _Q_JOB.with_for_update() if lock else _Q_JOB
-    return conn.execute(q, {"k_id": job_id}).first()
+    if lock:
+        return conn.execute(_Q_JOB.with_for_update(), {"k_id": job_id}).first()
+    return _RUN_JOB.first(conn, {"k_id": job_id})
 
 
 def existing_jobs(conn: sa.Connection, job_ids: Sequence[str]) -> set[str]:
@@ -217,8 +234,7 @@ def transition(
     values = {"phase": to.value, "secondary_phase": secondary.value, "updated_at": now}
     if fields:
         values.update(fields)
-    res = conn.execute(_U_JOB_TO[to], {**values, "k_id": job_id})
-    if res.rowcount != 1:
+    if _RUN_JOB_TO[to].run(conn, {**values, "k_id": job_id}) != 1:
         return False
     if events is None:
         add_event(conn, job_id, now, message, level=level)
@@ -228,15 +244,13 @@ def transition(
 
 
 def update_job(conn: sa.Connection, job_id: str, *, now: int, **fields: Any) -> bool:
-    res = conn.execute(_U_JOB, {**fields, "updated_at": now, "k_id": job_id})
-    return res.rowcount == 1
+    return _RUN_JOB_UPDATE.run(conn, {**fields, "updated_at": now, "k_id": job_id}) == 1
 
 
 def note_wait(conn: sa.Connection, job_id: str, *, now: int, reason: str, code: str) -> bool:
     """Say why a job waits, if it still waits (False, and nothing written, otherwise)."""
-    res = conn.execute(_U_JOB_WAITING, {"wait_reason": reason, "wait_code": code,
-                                        "updated_at": now, "k_id": job_id})
-    return res.rowcount == 1
+    return _RUN_JOB_WAITING.run(conn, {"wait_reason": reason, "wait_code": code,
+                                       "updated_at": now, "k_id": job_id}) == 1
 
 
 def request_preempt(conn: sa.Connection, job_id: str, now: int) -> bool:
@@ -267,17 +281,17 @@ def purge_job(conn: sa.Connection, job_id: str) -> None:
     conn.execute(J.delete().where(J.c.id == job_id))
 
 
-def deleted_jobs(conn: sa.Connection) -> list[sa.Row[Any]]:
-    return list(conn.execute(_Q_DELETED))
+def deleted_jobs(conn: sa.Connection) -> list[Any]:
+    return _RUN_DELETED.rows(conn)
 
 
-def active_with_tasks(conn: sa.Connection) -> list[tuple[sa.Row[Any], list[sa.Row[Any]]]]:
+def active_with_tasks(conn: sa.Connection) -> list[tuple[Any, list[Any]]]:
     """Every job holding resources, with the tasks of its latest attempt (two queries)."""
-    jobs = list(conn.execute(_Q_ACTIVE))
+    jobs = _RUN_ACTIVE.rows(conn)
     if not jobs:
         return []
-    by_job: dict[str, list[sa.Row[Any]]] = {}
-    for t in conn.execute(_Q_TASKS_OF_JOBS, {"k_ids": [j.id for j in jobs]}):
+    by_job: dict[str, list[Any]] = {}
+    for t in _RUN_ACTIVE_TASKS.rows(conn):
         by_job.setdefault(t.job_id, []).append(t)
     out = []
     for job in jobs:
@@ -361,24 +375,24 @@ def held_totals(conn: sa.Connection) -> list[sa.Row[Any]]:
         .group_by(J.c.project_id, J.c.pool_id, J.c.accelerators)))
 
 
-def queued(conn: sa.Connection, limit: int, single: bool | None = None) -> list[sa.Row[Any]]:
+def queued(conn: sa.Connection, limit: int, single: bool | None = None) -> list[Any]:
     """Jobs waiting to start (new ones too), in submission order: the first `limit` of
     each pool, priority and project. `single`: what `single_stream` says, when known."""
     if single is None:
         single = single_stream(conn)
-    return list(conn.execute(_Q_QUEUED_ONE if single else _Q_QUEUED, {"k_limit": limit}))
+    return (_RUN_QUEUED_ONE if single else _RUN_QUEUED).rows(conn, {"k_limit": limit})
 
 
-def new_jobs(conn: sa.Connection, limit: int) -> list[sa.Row[Any]]:
+def new_jobs(conn: sa.Connection, limit: int) -> list[Any]:
     """The first `limit` jobs just submitted (Creating) that wait in the queue, in
     submission order, with the columns `queued` reads."""
-    return list(conn.execute(_Q_NEW, {"k_limit": limit}))
+    return _RUN_NEW.rows(conn, {"k_limit": limit})
 
 
 def single_stream(conn: sa.Connection) -> bool:
     """Whether the queue holds jobs of one pool, priority and project at most: the usual
     case, read without ranking every queued job by its stream."""
-    return len(conn.execute(_Q_STREAMS).all()) <= 1
+    return len(_RUN_STREAMS.rows(conn)) <= 1
 
 
 def pending_jobs(conn: sa.Connection, pool_id: str | None = None,
@@ -487,8 +501,8 @@ def _escape_like(v: str) -> str:
 
 def add_event(conn: sa.Connection, job_id: str, now: int, message: str, *,
               level: str = "Info", source: str = "Job") -> None:
-    conn.execute(_I_EVENT, {"job_id": job_id, "time": now, "level": level, "source": source,
-                            "message": message})
+    _RUN_EVENT.run(conn, {"job_id": job_id, "time": now, "level": level, "source": source,
+                          "message": message})
 
 
 class Events:
@@ -512,7 +526,7 @@ class Events:
 
     def write(self, conn: sa.Connection) -> None:
         if self.rows:
-            conn.execute(_I_EVENT, self.rows)
+            _RUN_EVENT.run_many(conn, self.rows)
             self.rows = []
 
 
@@ -538,25 +552,25 @@ def list_events(conn: sa.Connection, job_id: str, *, offset: int, limit: int, or
 
 def open_attempt(conn: sa.Connection, job_id: str, seq: int, now: int,
                  start_type: jobs_mod.StartType) -> None:
-    conn.execute(_I_ATTEMPT, {"job_id": job_id, "seq": seq, "start_at": now,
-                              "start_type": start_type.value})
+    _RUN_OPEN_ATTEMPT.run(conn, {"job_id": job_id, "seq": seq, "start_at": now,
+                                 "start_type": start_type.value})
 
 
 def close_attempt(conn: sa.Connection, job_id: str, seq: int, *, now: int, end_reason: str,
                   related_task: str | None = None,
                   end_recover: jobs_mod.EndRecover | None = None) -> None:
-    conn.execute(_U_ATTEMPT_OPEN, {
+    _RUN_CLOSE_ATTEMPT.run(conn, {
         "end_at": now, "end_reason": end_reason, "end_related_task": related_task,
         "end_recover": end_recover.value if end_recover else None,
         "k_job": job_id, "k_seq": seq})
 
 
-def attempts_of(conn: sa.Connection, job_id: str) -> list[sa.Row[Any]]:
-    return list(conn.execute(_Q_ATTEMPTS, {"k_job": job_id}))
+def attempts_of(conn: sa.Connection, job_id: str) -> list[Any]:
+    return _RUN_ATTEMPTS.rows(conn, {"k_job": job_id})
 
 
 def latest_attempt(conn: sa.Connection, job_id: str) -> int:
-    return int(conn.execute(_Q_LATEST_ATTEMPT, {"k_job": job_id}).scalar_one() or 0)
+    return int(_RUN_LATEST_ATTEMPT.scalar(conn, {"k_job": job_id}) or 0)
 
 
 def latest_attempts(conn: sa.Connection, job_ids: Sequence[str]) -> dict[str, int]:
@@ -572,25 +586,25 @@ def set_finalized(conn: sa.Connection, job_ids: Sequence[str], now: int) -> None
 
 
 def insert_tasks(conn: sa.Connection, rows: Sequence[Mapping[str, Any]]) -> None:
-    conn.execute(_I_TASK, [dict(r) for r in rows])
+    _RUN_INSERT_TASK.run_many(conn, rows)
 
 
 def update_task(conn: sa.Connection, job_id: str, attempt: int, name: str, *,
                 expect: Iterable[jobs_mod.TaskState] | None = None, **fields: Any) -> bool:
     params = {**fields, "k_job": job_id, "k_attempt": attempt, "k_name": name}
     if expect is None:
-        return conn.execute(_U_TASK, params).rowcount == 1
+        return _RUN_TASK_UPDATE.run(conn, params) == 1
     states = frozenset(s.value for s in expect)
-    stmt = _U_TASK_IN.get(states)
+    stmt = _RUN_TASK_IN.get(states)
     if stmt is None:
-        stmt = _U_TASK_IN[states] = _U_TASK.where(_among(T.c.state, sorted(states)))
-    return conn.execute(stmt, params).rowcount == 1
+        stmt = _RUN_TASK_IN[states] = _P(_U_TASK.where(_among(T.c.state, sorted(states))))
+    return stmt.run(conn, params) == 1
 
 
-def tasks_of(conn: sa.Connection, job_id: str, attempt: int | None = None) -> list[sa.Row[Any]]:
+def tasks_of(conn: sa.Connection, job_id: str, attempt: int | None = None) -> list[Any]:
     if attempt is None:
         attempt = latest_attempt(conn, job_id)
-    return list(conn.execute(_Q_TASKS, {"k_job": job_id, "k_attempt": attempt}))
+    return _RUN_TASKS.rows(conn, {"k_job": job_id, "k_attempt": attempt})
 
 
 def delete_tasks(conn: sa.Connection, job_id: str, attempt: int) -> None:
@@ -598,9 +612,9 @@ def delete_tasks(conn: sa.Connection, job_id: str, attempt: int) -> None:
     conn.execute(_D_TASKS, {"k_job": job_id, "k_attempt": attempt})
 
 
-def live_tasks(conn: sa.Connection) -> list[sa.Row[Any]]:
+def live_tasks(conn: sa.Connection) -> list[Any]:
     """Tasks that may have a process: launching or running, with their job's phase."""
-    return list(conn.execute(_Q_LIVE_TASKS))
+    return _RUN_LIVE_TASKS.rows(conn)
 
 
 # --- metrics ------------------------------------------------------------------------------

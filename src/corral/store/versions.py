@@ -13,7 +13,7 @@ import sqlalchemy as sa
 
 from corral.domain import errors
 from corral.domain import jobs as jobs_mod
-from corral.store import schema
+from corral.store import fast, schema
 
 J = schema.jobs
 F = schema.job_families
@@ -23,6 +23,8 @@ MO = schema.metric_offsets
 _ENDED = [p.value for p in jobs_mod.TERMINAL]
 _I_FAMILY = F.insert()
 _I_VERSION = V.insert()
+#: every submission runs these (see store/fast.py)
+_RUN_FAMILY, _RUN_VERSION = fast.Prepared(F.insert().inline()), fast.Prepared(V.insert().inline())
 # Finishing and metrics collection run these for every ended job, many jobs at a time.
 _JOBS: sa.BindParameter[Any] = sa.bindparam("k_jobs", expanding=True)
 _Q_VERSIONS = sa.select(V).where(V.c.job_id.in_(_JOBS))
@@ -44,13 +46,11 @@ _Q_FINALS = (sa.select(TM.c.job_id, TM.c.name, TM.c.value).where(TM.c.id.in_(_LA
 def start_family(conn: sa.Connection, *, job_id: str, project_id: str, name: str, now: int,
                  output_bases: Mapping[str, str]) -> None:
     """Make `job_id` version 1 of a new family named after it."""
-    # Plain inserts with parameters (every submission runs these): building a statement
-    # with .values() each time costs more than running it.
-    conn.execute(_I_FAMILY, {"id": job_id, "project_id": project_id, "name": name,
-                             "next_version": 2, "created_at": now})
-    conn.execute(_I_VERSION, {"job_id": job_id, "family_id": job_id, "number": 1,
-                              "resume": False, "output_bases": json.dumps(dict(output_bases)),
-                              "created_at": now})
+    _RUN_FAMILY.run(conn, {"id": job_id, "project_id": project_id, "name": name,
+                           "next_version": 2, "created_at": now})
+    _RUN_VERSION.run(conn, {"job_id": job_id, "family_id": job_id, "number": 1,
+                            "resume": False, "output_bases": json.dumps(dict(output_bases)),
+                            "created_at": now})
 
 
 def ensure_version(conn: sa.Connection, job: Any) -> sa.Row[Any]:
