@@ -63,6 +63,10 @@ class Platform:
     urgent_event: threading.Event = dataclasses.field(default_factory=threading.Event)
     stop_event: threading.Event = dataclasses.field(default_factory=threading.Event)
     threads: list[threading.Thread] = dataclasses.field(default_factory=list)
+    #: whether a submission may run the scheduler's pass itself (see `submitted`): where a
+    #: launch returns at once (the local executor hands it to its launcher), not where it
+    #: waits for a cluster
+    passes_on_submit: bool = False
 
     def start(self) -> None:
         self.wake_event.set()  # first pass at once: re-adopt, recover, start queued jobs
@@ -86,11 +90,22 @@ class Platform:
         self.wake_event.set()
 
     def submitted(self) -> None:
-        """A pass soon, for a job just submitted: within a moment while jobs are handed
-        out ahead (see reconciler.run_forever), and it looks at the new jobs without
-        reading the whole queue again (see Reconciler.jobs_added)."""
+        """A pass for a job just submitted, which looks at the new jobs without reading the
+        whole queue again (see Reconciler.jobs_added). With no pass under way and nothing
+        handed out ahead, it runs here, on the submitting request's thread, before the
+        submission is answered: the job starts without waiting for the scheduler's thread
+        to wake, and without that thread sharing the interpreter with the answer and the
+        client's next request. Otherwise the scheduler's thread makes it, within a moment
+        while jobs are handed out ahead (see reconciler.run_forever)."""
         self.reconciler.jobs_added()
-        self.wake_event.set()
+        ran: bool | None = None
+        if self.passes_on_submit:
+            try:
+                ran = self.reconciler.pass_if_idle()
+            except Exception:  # the job is stored: the scheduler's thread tries again
+                log.exception("reconciler pass failed")
+        if ran is not False:  # not run, failed, or work left for another pass at once
+            self.wake_event.set()
 
     def nudge(self) -> None:
         """A pass soon, for the executor: a task ended."""
@@ -163,7 +178,8 @@ def build(settings: settings_mod.Settings) -> Platform:
     syncer = sync.Syncer(store=store, settings=settings, stores=stores,
                          changed=ctx.changes.changed)
     platform = Platform(settings=settings, store=store, executor=executor, catalog=cat,
-                        reconciler=rec, context=ctx, locks=locks, syncer=syncer)
+                        reconciler=rec, context=ctx, locks=locks, syncer=syncer,
+                        passes_on_submit=isinstance(executor, local.LocalExecutor))
     ctx.wake = platform.wake
     ctx.submitted = platform.submitted
     syncer.wake = platform.wake

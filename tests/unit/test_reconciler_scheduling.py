@@ -310,7 +310,8 @@ def test_the_server_tells_its_reconciler_of_queue_changes_and_not_of_exits(
         assert platform.urgent_event.is_set()  # (a pass at once, whatever is handed out)
         platform.wake_event.clear()
         platform.urgent_event.clear()
-        platform.context.submitted()  # the API: a job submitted
+        with platform.reconciler._passing:  # a pass is under way (on the scheduler's thread)
+            platform.context.submitted()  # the API: a job submitted
         assert told == ["q", "q", "new"] and platform.wake_event.is_set()
         assert not platform.urgent_event.is_set()
         platform.wake_event.clear()

@@ -38,7 +38,7 @@ def create_training_job(project_id: str, body: specs.JobCreate, ctx: Ctx,
                                    policy=ctx.path_policy(conn, project_id),
                                    places=ctx.places)
         row = repo.get_job(conn, project_id, job_id)
-    ctx.submitted()  # the scheduler can take the job while its answer is made
+    ctx.submitted()  # (where the scheduler is idle, its pass starts the job here, first)
     return JSONResponse(views.job(None, row, ctx.catalog, now, fresh=True), status_code=201)
 
 

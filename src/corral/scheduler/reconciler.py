@@ -281,6 +281,8 @@ class Reconciler:
     _swept: bool = False
     #: run directories made ahead of first attempts (storage.ReadyDirs)
     _ready: storage.ReadyDirs = dataclasses.field(init=False)
+    #: held through each pass (`tick`, `pass_if_idle`): one at a time, whichever thread
+    _passing: threading.Lock = dataclasses.field(default_factory=threading.Lock)
 
     def __post_init__(self) -> None:
         self._ready = storage.ReadyDirs(self.settings.runs_dir)
@@ -293,7 +295,8 @@ class Reconciler:
         return int(self.settings.grace_period * 1000)
 
     def tick(self) -> bool:
-        """One pass; True when work was left for another pass straight away.
+        """One pass, once no other thread is in one; True when work was left for another
+        pass straight away.
 
         A pass is two write transactions and a read between them. The first brings the
         running jobs up to date (observe, settle, purge; so a crash leaves all of it or none
@@ -304,6 +307,20 @@ class Reconciler:
         and their handles recorded first thing in a later pass, once the executor has them
         (see `_record_launches`).
         """
+        with self._passing:
+            return self._tick()
+
+    def pass_if_idle(self) -> bool | None:
+        """`tick` on the calling thread, if no pass is under way and nothing is handed out
+        ahead (passes then wait for one another, see `hold_s`); None when it did not run."""
+        if self._follow or not self._passing.acquire(blocking=False):
+            return None
+        try:
+            return self._tick()
+        finally:
+            self._passing.release()
+
+    def _tick(self) -> bool:
         p = _Pass()
         self._pass_began = time.monotonic()
         if not self._swept:  # the first pass of this server's life
