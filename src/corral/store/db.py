@@ -19,6 +19,8 @@ from sqlalchemy import event
 MIGRATIONS = pathlib.Path(__file__).parent / "migrations"
 #: set in a pooled SQLite connection's info to make its next transaction BEGIN IMMEDIATE
 IMMEDIATE = "corral_immediate"
+#: SQLite connections kept open between transactions, at most (see Store._connection)
+KEEP_OPEN = 8
 
 
 class Store:
@@ -28,6 +30,8 @@ class Store:
         self.is_sqlite = self.engine.dialect.name == "sqlite"
         self._write_lock: contextlib.AbstractContextManager[Any] = (
             threading.RLock() if self.is_sqlite else contextlib.nullcontext())
+        #: SQLite connections between two transactions (see `_connection`)
+        self._open: list[sa.Connection] = []
 
     @contextlib.contextmanager
     def begin(self) -> Iterator[sa.Connection]:
@@ -35,7 +39,7 @@ class Store:
         # SQLite lets one writer in at a time and makes the others poll with sleeps of up
         # to 100 ms; queueing this process's writers on a lock instead hands the database
         # over the moment it is free. (One server per database is enforced elsewhere.)
-        with self._write_lock, self.engine.connect() as conn:
+        with self._write_lock, self._connection() as conn:
             if self.is_sqlite:
                 conn.connection.info[IMMEDIATE] = True  # read by the dialect's do_begin
             with conn.begin():
@@ -44,13 +48,36 @@ class Store:
     @contextlib.contextmanager
     def read(self) -> Iterator[sa.Connection]:
         """A read-only transaction (one consistent snapshot)."""
-        with self.engine.connect() as conn, conn.begin():
+        with self._connection() as conn, conn.begin():
             yield conn
+
+    @contextlib.contextmanager
+    def _connection(self) -> Iterator[sa.Connection]:
+        """A connection for one transaction. On SQLite one left open by an earlier
+        transaction, when there is one: taking a connection from the pool and giving it
+        back cost more than a small transaction (several times more on a thread that was
+        idle), and an open SQLite connection outside a transaction holds no lock. On
+        PostgreSQL the pool's, which checks that the server is still there."""
+        try:
+            conn = self._open.pop()
+        except IndexError:
+            conn = self.engine.connect()
+        try:
+            yield conn
+        except BaseException:
+            conn.close()
+            raise
+        if self.is_sqlite and not conn.invalidated and len(self._open) < KEEP_OPEN:
+            self._open.append(conn)
+        else:
+            conn.close()
 
     def migrate(self) -> None:
         upgrade(self.engine)
 
     def dispose(self) -> None:
+        while self._open:
+            self._open.pop().close()
         self.engine.dispose()
 
 
