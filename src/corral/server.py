@@ -118,6 +118,7 @@ class Platform:
         self.wake_event.set()
         for t in self.threads:
             t.join(timeout=10)
+        self.context.threads.shutdown(wait=False, cancel_futures=True)
         try:
             self.reconciler.close()
         except Exception:  # the next start settles those launches from their claim files

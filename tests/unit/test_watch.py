@@ -23,7 +23,7 @@ def test_a_change_told_from_another_thread_ends_the_wait_of_that_jobs_watchers()
             await loop.run_in_executor(None, teller.start)
             done, _ = await asyncio.wait(waits, timeout=10,
                                          return_when=asyncio.FIRST_COMPLETED)
-            a_done, b_done = waits[0] in done, waits[1].done()
+            a_done, b_done = waits[0] in done and waits[0].result(), waits[1].done()
             waits[1].cancel()
         return a_done, b_done, changes.watched()
 
@@ -40,7 +40,7 @@ def test_a_change_between_arming_and_waiting_is_not_missed() -> None:
             await asyncio.sleep(0)  # the poke is delivered through the loop
             waiting = asyncio.ensure_future(w.wait(30))
             done, _ = await asyncio.wait([waiting], timeout=10)
-            return waiting in done
+            return waiting in done and waiting.result()
 
     assert asyncio.run(main())
 
@@ -51,8 +51,8 @@ def test_a_wait_ends_by_itself_to_read_the_job_again() -> None:
     async def main() -> bool:
         with changes.watching("a") as w:
             w.arm()
-            await asyncio.wait_for(w.wait(0.01), 10)  # nobody tells: it ends anyway
-            return True
+            changed = await asyncio.wait_for(w.wait(0.01), 10)  # nobody tells: it ends anyway
+            return not changed
 
     assert asyncio.run(main())
     changes.changed(["a"])  # nobody watches any more: nothing to do

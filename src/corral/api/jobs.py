@@ -8,7 +8,6 @@ from typing import Annotated, Any, Literal
 import sqlalchemy as sa
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import JSONResponse
-from starlette.concurrency import run_in_threadpool
 
 from corral.api import auth, deps, schemas, views
 from corral.api import versions as versions_api
@@ -29,17 +28,22 @@ CHUNK_BYTES = 1024 * 1024
 
 @router.post("/training-jobs", status_code=201, response_model=schemas.JobOut,
              responses=ERRORS)
-def create_training_job(project_id: str, body: specs.JobCreate, ctx: Ctx,
-                        caller: auth.Caller) -> JSONResponse:
+async def create_training_job(project_id: str, body: specs.JobCreate, ctx: Ctx,
+                              caller: auth.Caller) -> JSONResponse:
+    out = await ctx.blocking(_create, ctx, project_id, body, caller.user_name)
+    return JSONResponse(out, status_code=201)
+
+
+def _create(ctx: deps.Context, project_id: str, body: specs.JobCreate,
+            user_name: str) -> dict[str, Any]:
     now = ctx.now()
     with ctx.store.begin() as conn:
         job_id = submit.create_job(conn, ctx.catalog, body, project_id=project_id, now=now,
-                                   user_name=caller.user_name,
-                                   policy=ctx.path_policy(conn, project_id),
+                                   user_name=user_name, policy=ctx.path_policy(conn, project_id),
                                    places=ctx.places)
         row = repo.get_job(conn, project_id, job_id)
     ctx.submitted()  # (where the scheduler is idle, its pass starts the job here, first)
-    return JSONResponse(views.job(None, row, ctx.catalog, now, fresh=True), status_code=201)
+    return views.job(None, row, ctx.catalog, now, fresh=True)
 
 
 @router.get("/training-jobs/{training_job_id}", response_model=schemas.JobOut,
@@ -57,8 +61,7 @@ async def show_training_job(
     # Job bodies go out as built (the schema documents them; views.job builds them from
     # stored, already validated data), which saves validating them again on every poll.
     if not watch:
-        return JSONResponse(await run_in_threadpool(_job_body, ctx, project_id,
-                                                    training_job_id))
+        return JSONResponse(await ctx.blocking(_job_body, ctx, project_id, training_job_id))
     waiting = {phase.value for phase in watch}
     # Watching: registered before each read, so that a change committed after the read
     # ends the wait at once (see api/watch.py).
@@ -67,12 +70,13 @@ async def show_training_job(
     with ctx.changes.watching(training_job_id) as watcher:
         while True:
             watcher.arm()
-            out = await run_in_threadpool(_job_body, ctx, project_id, training_job_id)
+            out = await ctx.blocking(_job_body, ctx, project_id, training_job_id)
             left = deadline - loop.time()
             if out["status"]["phase"] not in waiting or left <= 0:
                 return JSONResponse(out)
-            await watcher.wait(left)
-            if await request.is_disconnected():  # nobody to answer: stop reading the job
+            # Nobody to answer: stop reading the job (asked when nothing changed, since a
+            # change is read at once whoever waits for it).
+            if not await watcher.wait(left) and await request.is_disconnected():
                 return JSONResponse(out)
 
 

@@ -26,22 +26,43 @@ class Watcher:
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self._loop = loop
-        self._changed = asyncio.Event()
+        self._changed = False
+        #: what `wait` awaits, while it does
+        self._waiter: asyncio.Future[None] | None = None
 
     def poke(self) -> None:
         """(any thread) The job changed."""
         with contextlib.suppress(RuntimeError):  # the loop has closed: nobody waits
-            self._loop.call_soon_threadsafe(self._changed.set)
+            self._loop.call_soon_threadsafe(self._set)
+
+    def _set(self) -> None:
+        self._changed = True
+        _release(self._waiter)
 
     def arm(self) -> None:
         """Forget earlier changes: call before reading the job, so that a change made
         after the read ends the next `wait` at once."""
-        self._changed.clear()
+        self._changed = False
 
-    async def wait(self, timeout: float) -> None:
-        """Until the job changed, or `timeout` seconds (RECHECK_S at most) have passed."""
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._changed.wait(), min(timeout, RECHECK_S))
+    async def wait(self, timeout: float) -> bool:
+        """Until the job changed (True), or `timeout` seconds (RECHECK_S at most) have
+        passed. One future and one timer, woken straight from the poke: an Event under
+        `asyncio.wait_for` took a task and two more turns of the loop."""
+        if self._changed:
+            return True
+        waiter = self._waiter = self._loop.create_future()
+        timer = self._loop.call_later(min(timeout, RECHECK_S), _release, waiter)
+        try:
+            await waiter
+        finally:
+            timer.cancel()
+            self._waiter = None
+        return self._changed
+
+
+def _release(waiter: asyncio.Future[None] | None) -> None:
+    if waiter is not None and not waiter.done():
+        waiter.set_result(None)
 
 
 class JobChanges:
