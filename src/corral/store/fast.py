@@ -90,17 +90,14 @@ class Prepared:
     def first(self, conn: sa.Connection, params: Params | None = None) -> Any:
         plan, cur = self._run(conn, params or {})
         got = cur.fetchone()
-        if got is None:
-            return None
-        return self._wrap(plan, cur, [got], conn.dialect)[0]
+        row = None if got is None else self._wrap(plan, cur, [got], conn.dialect)[0]
+        cur.close()  # the rest of the result is not read: the statement ends here
+        return row
 
     def scalar(self, conn: sa.Connection, params: Params | None = None) -> Any:
         """The first column of the first row (None without one)."""
-        plan, cur = self._run(conn, params or {})
-        got = cur.fetchone()
-        if got is None:
-            return None
-        return self._wrap(plan, cur, [got], conn.dialect)[0][0]
+        row = self.first(conn, params)
+        return None if row is None else row[0]
 
     def run(self, conn: sa.Connection, params: Params | None = None) -> int:
         """Run it for its effect; the number of rows it matched."""
@@ -190,17 +187,20 @@ class Prepared:
         return out
 
     def _describe(self, plan: _Plan, cur: Any, dialect: sa.Dialect) -> None:
-        names = [d[0] for d in cur.description]
-        base = collections.namedtuple("_Row", names)  # type: ignore[misc]
-        plan.row = type("Row", (base, Row), {"__slots__": ()})
+        """The row class and converters of the statement's result, from the driver's
+        description of it and the types of the statement's columns (whichever thread
+        comes first; `row` is set last, once `convert` is there to go with it)."""
+        described = cur.description
         columns = list(getattr(self.stmt, "selected_columns", ()))
-        if len(columns) != len(names):
-            return
+        if len(columns) != len(described):
+            raise TypeError("a result whose columns are not the statement's: run it "
+                            "through SQLAlchemy")
         convert = []
         for i, col in enumerate(columns):
-            coltype = cur.description[i][1]  # the driver's type code (PostgreSQL's OID)
+            coltype = described[i][1]  # the driver's type code (PostgreSQL's OID)
             fn = col.type.dialect_impl(dialect).result_processor(dialect, coltype)
             if fn is not None:
                 convert.append((i, fn))
+        base = collections.namedtuple("_Row", [d[0] for d in described])  # type: ignore[misc]
         plan.convert = tuple(convert)
-
+        plan.row = type("Row", (base, Row), {"__slots__": ()})
