@@ -109,24 +109,26 @@ class Prepared:
         if not many:
             return
         plan = self._plan(conn.dialect, many[0])
-        self._call(conn, plan, lambda cur: cur.executemany(
-            plan.sql, [plan.args(p) for p in many]))
+        self._call(conn, plan, [plan.args(p) for p in many], many=True)
 
     # --- inside -------------------------------------------------------------------------
 
     def _run(self, conn: sa.Connection, params: Params) -> tuple[_Plan, Any]:
         plan = self._plan(conn.dialect, params)
-        args = plan.args(params)
-        return plan, self._call(conn, plan, lambda cur: cur.execute(plan.sql, args))
+        return plan, self._call(conn, plan, plan.args(params))
 
     @staticmethod
-    def _call(conn: sa.Connection, plan: _Plan, do: Callable[[Any], Any]) -> Any:
+    def _call(conn: sa.Connection, plan: _Plan, args: Any, *, many: bool = False) -> Any:
+        """A cursor that ran the plan's SQL with `args` (each of them, with `many`)."""
         dbapi_conn = conn.connection.driver_connection
         assert dbapi_conn is not None
         cur = dbapi_conn.cursor()
         dialect = conn.dialect
         try:
-            do(cur)
+            if many:
+                cur.executemany(plan.sql, args)
+            else:
+                cur.execute(plan.sql, args)
         except dialect.loaded_dbapi.Error as exc:
             if dialect.is_disconnect(exc, dbapi_conn, cur):
                 conn.invalidate(exc)
@@ -166,9 +168,9 @@ class Prepared:
                 fixed[col.key] = default.arg
         if getattr(c, "update_prefetch", None):
             raise TypeError("columns with update defaults: run it through SQLAlchemy")
+        # Parameters given at the call win over INSERT defaults (literals are named by
+        # SQLAlchemy itself: no parameter given shares a name with one).
         order = tuple(c.positiontup) if c.positiontup is not None else None
-        # Parameters given at the call win over the literals with the same name (none
-        # share one: SQLAlchemy names literals itself) and over INSERT defaults.
         return _Plan(sql=c.string, order=order, fixed=fixed, procs=tuple(procs))
 
     def _wrap(self, plan: _Plan, cur: Any, got: list[Any], dialect: sa.Dialect) -> list[Any]:

@@ -21,8 +21,6 @@ V = schema.job_versions
 TM = schema.training_metrics
 MO = schema.metric_offsets
 _ENDED = [p.value for p in jobs_mod.TERMINAL]
-_I_FAMILY = F.insert()
-_I_VERSION = V.insert()
 #: every submission runs these (see store/fast.py)
 _RUN_FAMILY, _RUN_VERSION = fast.Prepared(F.insert().inline()), fast.Prepared(V.insert().inline())
 # Finishing and metrics collection run these for every ended job, many jobs at a time.
