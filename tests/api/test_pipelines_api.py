@@ -1,0 +1,158 @@
+"""Pipelines through the REST API and the `corral pipeline` commands, against a live
+server: what a user sends and sees, from a YAML file to a repaired pipeline."""
+
+from __future__ import annotations
+
+import json
+import pathlib
+from typing import Any
+
+import pytest
+import yaml
+
+from tests import conftest, factories
+from tests import pipelines as pl
+from tests.api.test_cli import corral
+
+pytestmark = pytest.mark.slow
+
+
+def _wait(live: conftest.Live, pid: str, timeout: float = 30) -> dict[str, Any]:
+    def ended() -> Any:
+        found = live.http.get(live.path(f"/pipelines/{pid}")).json()
+        return found if found["status"]["state"] != "running" else None
+    return dict(factories.wait_for(ended, timeout, f"pipeline {pid}"))
+
+
+def test_the_rest_api_creates_shows_lists_and_repairs_a_pipeline(
+        live_server: conftest.Live, tmp_path: pathlib.Path) -> None:
+    live, code, fixed = live_server, pl.step_code(tmp_path), tmp_path / "fixed"
+    body = pl.pipeline(
+        "api-p", pl.task("a", code, outputs=("out_a",)),
+        pl.task("b", code, deps=("a",), fail_unless=str(fixed),
+                inputs={"in_a": "a.outputs.out_a"}))
+    r = live.http.post(live.path("/pipelines"), content=yaml.safe_dump(body),
+                       headers={"Content-Type": "application/yaml"})
+    assert r.status_code == 201, r.text
+    pid = r.json()["id"]
+
+    found = _wait(live, pid)
+
+    assert found["status"]["state"] == "failed" and found["status"]["progress"] == 100
+    assert found["status"]["message"].startswith("b failed")
+    assert [(t["name"], t["depends_on"], t["trigger"]) for t in found["dag"]] == [
+        ("a", [], "all_success"), ("b", ["a"], "all_success")]
+    a = next(t for t in found["tasks"] if t["key"] == "a")
+    job = live.job(a["job_id"])  # each task links to its training job
+    assert job["status"]["phase"] == "Completed" == a["job_phase"]
+    listed = live.http.get(live.path("/pipelines"), params={"state": "failed"}).json()
+    assert [p["id"] for p in listed["items"]] == [pid] and listed["total"] == 1
+    assert live.http.get(live.path("/pipelines"),
+                         params={"state": "success"}).json()["total"] == 0
+    assert live.http.get(live.path("/pipelines"), params={"name": "api-p"}).json()["total"] == 1
+
+    fixed.touch()
+    r = live.http.post(live.path(f"/pipelines/{pid}/actions"), json={"action": "rerun"})
+    assert r.status_code == 202, r.text
+    found = _wait(live, pid)
+    assert found["status"]["state"] == "success" and found["status"]["attempt"] == 2
+    assert [t["origin"] for t in found["tasks"]] == ["reused", "run"]
+    assert [a["state"] for a in found["attempts"]] == ["failed", "success"]
+    assert r.json()["status"]["attempt"] == 2
+
+    r = live.http.post(live.path(f"/pipelines/{pid}/actions"), json={"action": "stop"})
+    assert r.status_code == 409 and r.json()["error_code"] == "ModelArts.2796"
+    r = live.http.post(live.path(f"/pipelines/{pid}/clean"))
+    assert r.status_code == 200, r.text
+    assert r.json()["removed"] == [a["outputs"]["out_a"]]
+    events = live.http.get(live.path(f"/pipelines/{pid}/events")).json()["events"]
+    assert events[-1]["message"].startswith("Cleaned: 1 output folder(s) removed")
+    r = live.http.delete(live.path(f"/pipelines/{pid}"))
+    assert r.status_code == 202 and r.json() == {"deferred": False, "removed": [], "kept": []}
+    assert live.http.get(live.path(f"/pipelines/{pid}")).status_code == 404
+
+
+@pytest.mark.parametrize(("body", "said"), [
+    ({"metadata": {"name": "c"}, "tasks": [
+        {"name": "a", "depends_on": ["b"], "algorithm": {"command": "true"}},
+        {"name": "b", "depends_on": ["a"], "algorithm": {"command": "true"}}]},
+     "cycle: a -> b -> a"),
+    ({"metadata": {"name": "f"}, "tasks": [
+        {"name": "a", "algorithm": {"command": "true"},
+         "spec": {"resource": {"flavor_id": "nope"}}}]}, "task 'a': "),
+    ({"metadata": {"name": "x"}, "tasks": []}, "tasks"),
+    ("tasks: [unclosed", "not valid JSON or YAML"),
+    ([1, 2], "a mapping"),
+])
+def test_a_pipeline_that_cannot_run_is_refused_with_nothing_made(
+        live_server: conftest.Live, body: Any, said: str) -> None:
+    text = body if isinstance(body, str) else json.dumps(body)
+    r = live_server.http.post(live_server.path("/pipelines"), content=text,
+                              headers={"Content-Type": "application/yaml"})
+    assert r.status_code == 400 and said in r.json()["error_msg"], r.text
+    assert live_server.http.get(live_server.path("/pipelines")).json()["total"] == 0
+    assert live_server.http.post(live_server.path("/training-job-searches"),
+                                 json={}).json()["total"] == 0
+
+
+def test_a_viewer_reads_pipelines_but_cannot_run_one(live_server: conftest.Live) -> None:
+    viewer = live_server.new_user("vera", "viewer", key=False)
+    body = {"metadata": {"name": "v"}, "tasks": [{"name": "a", "algorithm": {"command": "true"}}]}
+    assert viewer.http.post(live_server.path("/pipelines"), json=body).status_code == 403
+    assert viewer.http.get(live_server.path("/pipelines")).status_code == 200
+    assert viewer.http.get(live_server.path("/pipelines/nope")).status_code == 404
+
+
+def test_the_cli_submits_watches_shows_reruns_and_cleans(live_server: conftest.Live,
+                                                         tmp_path: pathlib.Path) -> None:
+    live, fixed = live_server, tmp_path / "fixed"
+    folder = tmp_path / "project"
+    code = pl.step_code(folder)
+    body = pl.pipeline(
+        "cli-p", pl.task("prep", code, outputs=("out_d",)),
+        pl.task("train", code, deps=("prep",), fail_unless=str(fixed),
+                inputs={"in_d": "prep.outputs.out_d"}, outputs=("out_m",),
+                for_each=[{"tag": "x"}, {"tag": "y"}]))
+    for t in body["tasks"]:  # relative to the file, as people write them
+        t["algorithm"]["code_dir"] = code.name
+    path = folder / "pipeline.yaml"
+    path.write_text(yaml.safe_dump(body))
+
+    result = corral(live, "pipeline", "submit", str(path), "--watch")
+
+    assert result.exit_code == 1, result.output
+    assert "train[1]" in result.stdout and "upstream_failed" not in result.stdout
+    assert "error: pipeline cli-p ended failed: train" in result.stderr
+    shown = corral(live, "pipeline", "show", "cli-p")
+    assert shown.exit_code == 0, shown.output
+    lines = shown.stdout.splitlines()
+    assert lines[0].startswith("cli-p failed 100%  attempt 1")
+    assert any("prep  success" in line and "job " in line for line in lines)
+    assert any("train[0]  failed" in line for line in lines)
+
+    fixed.touch()
+    result = corral(live, "pipeline", "rerun", "cli-p", "--from", "train", "--watch")
+    assert result.exit_code == 0, result.output
+    assert "attempt 2 started" in result.stdout
+    listed = corral(live, "pipeline", "list", "--state", "success")
+    assert "cli-p" in listed.stdout and "100%" in listed.stdout
+    cleaned = corral(live, "pipeline", "clean", "cli-p")
+    assert cleaned.exit_code == 0, cleaned.output
+    removed = [line for line in cleaned.stdout.splitlines() if line.startswith("removed ")]
+    # prep's output, and train's items' of both attempts: every one its own folder
+    assert len(removed) == 5 and "5 output folder(s) removed" in cleaned.stdout
+    events = corral(live, "pipeline", "events", "cli-p")
+    assert "Rerun (from task train) as attempt 2" in events.stdout
+    deleted = corral(live, "pipeline", "delete", "cli-p")
+    assert deleted.exit_code == 0, deleted.output
+    assert "cli-p" not in corral(live, "pipeline", "list").stdout
+
+
+def test_the_cli_refuses_an_unknown_key_with_the_one_meant(live_server: conftest.Live,
+                                                           tmp_path: pathlib.Path) -> None:
+    path = tmp_path / "p.yaml"
+    path.write_text(yaml.safe_dump({"metadata": {"name": "k"}, "tasks": [
+        {"name": "a", "depends": ["b"], "algorithm": {"command": "true"}}]}))
+    result = corral(live_server, "pipeline", "submit", str(path))
+    assert result.exit_code == 1
+    assert "tasks[0].depends (did you mean depends_on?)" in result.stderr
