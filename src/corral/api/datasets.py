@@ -1,0 +1,153 @@
+"""Datasets (a corral addition, Sedna's Dataset): index files of samples, with their count.
+
+A dataset names an index file, one sample a line (txt or csv; a csv's header is no
+sample), local or s3://. Its `number_of_samples` is counted when it is made, on each
+append, and whenever it is shown and its file changed since. Incremental-learning jobs
+watch datasets for new samples.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+from fastapi import APIRouter
+from fastapi.responses import JSONResponse
+from pydantic import Field, model_validator
+
+from corral.api import auth, deps, schemas
+from corral.api.deps import Ctx
+from corral.domain import errors, specs
+from corral.services import datasets
+from corral.storage import paths
+from corral.store import dataset_repo, identity_repo, rows
+
+router = APIRouter(prefix="/v2/{project_id}", tags=["datasets"])
+ERRORS: dict[int | str, dict[str, Any]] = {
+    code: {"model": schemas.ErrorBody} for code in (400, 404, 409, 500)}
+
+
+class DatasetCreate(specs.Model):
+    """`{name, url, format?, description?}`, or Sedna's `{metadata: {name}, spec: {url,
+    format}}`."""
+
+    name: str = Field(min_length=1, max_length=64)
+    url: str = Field(min_length=1, max_length=4096)
+    format: str | None = Field(default=None, max_length=8)
+    description: str = Field(default="", max_length=256)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _sedna(cls, v: Any) -> Any:
+        if isinstance(v, dict) and isinstance(v.get("spec"), dict):
+            meta = v.get("metadata")
+            meta = meta if isinstance(meta, dict) else {}
+            return {**v["spec"], "name": meta.get("name"),
+                    "description": meta.get("description", "")}
+        return v
+
+
+class SamplesIn(specs.Model):
+    #: lines to append, one sample each
+    samples: list[str] = Field(min_length=1, max_length=datasets.MAX_APPEND)
+
+
+class DatasetOut(schemas.Out):
+    id: str
+    name: str
+    description: str = ""
+    url: str
+    format: str
+    number_of_samples: int
+    create_time: int
+    update_time: int
+    checked_time: int | None = None
+    user_name: str = ""
+    message: str | None = Field(default=None, description="why its file could not be read")
+
+
+class DatasetsOut(schemas.Out):
+    total: int
+    datasets: list[DatasetOut]
+
+
+class AppendedOut(schemas.Out):
+    appended: int
+    number_of_samples: int
+
+
+def view(d: rows.Dataset, message: str | None = None) -> dict[str, Any]:
+    return {"id": d.id, "name": d.name, "description": d.description, "url": d.url,
+            "format": d.format, "number_of_samples": d.number_of_samples,
+            "create_time": d.created_at, "update_time": d.updated_at,
+            "checked_time": d.checked_at, "user_name": d.user_name, "message": message}
+
+
+def _confine(ctx: deps.Context, project_id: str) -> datasets.Confine:
+    with ctx.store.read() as conn:
+        policy = ctx.path_policy(conn, project_id)
+    return functools.partial(paths.confine, policy)
+
+
+@router.post("/datasets", status_code=201, response_model=DatasetOut, responses=ERRORS)
+def create_dataset(project_id: str, body: DatasetCreate, ctx: Ctx,
+                   caller: auth.Caller) -> JSONResponse:
+    confine = _confine(ctx, project_id)
+    with ctx.store.begin() as conn:
+        identity_repo.require_project(conn, project_id)
+        dataset_id = datasets.create(
+            conn, project_id=project_id, user_name=caller.user_name, name=body.name,
+            url=body.url, fmt=body.format, description=body.description, stores=ctx.stores,
+            confine=confine, now=ctx.now())
+        found = dataset_repo.by_id(conn, dataset_id)
+    assert found is not None
+    return JSONResponse(view(found), status_code=201)
+
+
+@router.get("/datasets", response_model=DatasetsOut, responses=ERRORS)
+def list_datasets(project_id: str, ctx: Ctx) -> dict[str, Any]:
+    with ctx.store.read() as conn:
+        identity_repo.require_project(conn, project_id)
+        found = dataset_repo.list_datasets(conn, project_id)
+    return {"total": len(found), "datasets": [view(d) for d in found]}
+
+
+@router.get("/datasets/{dataset}", response_model=DatasetOut, responses=ERRORS)
+def show_dataset(project_id: str, dataset: str, ctx: Ctx) -> dict[str, Any]:
+    """A dataset by id or name, its samples counted again if its file changed."""
+    with ctx.store.read() as conn:
+        identity_repo.require_project(conn, project_id)
+        found = dataset_repo.get(conn, project_id, dataset)
+    try:
+        snap = datasets.changed(found, ctx.stores, _confine(ctx, project_id))
+    except errors.CorralError as exc:
+        return view(found, exc.message)
+    if snap is not None:
+        with ctx.store.begin() as conn:
+            datasets.count_if_changed(conn, found, snap, ctx.now())
+            found = dataset_repo.get(conn, project_id, found.id)
+    return view(found)
+
+
+@router.post("/datasets/{dataset}/samples", response_model=AppendedOut, responses=ERRORS)
+def append_samples(project_id: str, dataset: str, body: SamplesIn, ctx: Ctx) -> dict[str, Any]:
+    """Append lines to the dataset's index file; each is a sample."""
+    lines = datasets.check_lines(body.samples)
+    confine = _confine(ctx, project_id)
+    with ctx.store.begin() as conn:
+        identity_repo.require_project(conn, project_id)
+        found = dataset_repo.get(conn, project_id, dataset)
+        number = datasets.append(conn, found, lines, ctx.stores, confine, ctx.now())
+    ctx.wake_kinds()
+    return {"appended": len(lines), "number_of_samples": number}
+
+
+@router.delete("/datasets/{dataset}", responses=ERRORS)
+def delete_dataset(project_id: str, dataset: str, ctx: Ctx,
+                   caller: auth.Caller) -> dict[str, Any]:
+    """Forget the dataset (its index file stays); refused while a loop uses it."""
+    with ctx.store.begin() as conn:
+        found = dataset_repo.get(conn, project_id, dataset)
+        caller.may_change_job(project_id, found.user_name)
+        dataset_repo.delete(conn, found.id)
+    return {}

@@ -1,0 +1,138 @@
+"""The training jobs a loop submits, made from its templates.
+
+Each job is its template (a corral training-job body) with what the loop fills in: its
+name (the loop's and the job's role), its kind and model, the channels that carry its data
+and model, and Sedna's environment variables, so that Sedna-style worker scripts run
+unchanged while corral-style ones get their usual `--name=value` arguments:
+
+- train: `--data_url` (the round's training samples), `--train_url` (where to write the
+  model) and `--model_url` (the current model); BASE_MODEL_URL, MODEL_URL,
+  TRAIN_DATASET_URL.
+- eval: `--data_url` (the frozen evaluation set) and `--model_url` (the new model);
+  MODEL_URLS (new;current), TEST_DATASET_URL.
+- serve: `--model_url` (the model it starts with) and `--service_url` (its own folder,
+  where it acknowledges models and writes hard examples); MODEL_URL, MODEL_HOT_UPDATE,
+  MODEL_POLL_PERIOD_SECONDS, MODEL_HOT_UPDATE_CONFIG, MODEL_HOT_UPDATE_ACK and, with
+  hard-example mining, HEM_NAME, HEM_PARAMETERS, HARD_EXAMPLES_FILE, HE_SAVED_URL.
+
+Every job also gets DATASET_URL (the dataset's index file), IL_JOB_NAME and, in a round,
+IL_ROUND. The train job's `train_url` output is registered as the next version of the
+loop's model when it completes, as any corral job's model output is.
+"""
+
+from __future__ import annotations
+
+import json
+import pathlib
+from collections.abc import Callable
+
+from corral.domain import models, specs
+from corral.domain.incremental import loopspec
+from corral.kinds.incremental import current, layout
+from corral.store import rows
+
+DATA = "data_url"
+MODEL_OUT = "train_url"
+MODEL_IN = "model_url"
+#: the service's own output: where it acknowledges models and writes hard examples
+SERVICE_OUT = "service_url"
+
+
+def _template(template: dict[str, object]) -> specs.JobCreate:
+    return loopspec.job_body(template, "il")  # the name is the role's (kinds.owned)
+
+
+def _input(alg: specs.Algorithm, name: str, url: str) -> None:
+    alg.inputs = [c for c in alg.inputs if c.name != name] + [specs.Input.model_validate(
+        {"name": name, "remote": {"obs": {"obs_url": url}}})]
+
+
+def _output(alg: specs.Algorithm, name: str, url: str) -> None:
+    alg.outputs = [c for c in alg.outputs if c.name != name] + [specs.Output.model_validate(
+        {"name": name, "remote": {"obs": {"obs_url": url}}})]
+
+
+def _done(body: specs.JobCreate) -> specs.JobCreate:
+    """The body validated again, whole (what the loop filled in with the template)."""
+    try:
+        return specs.JobCreate.model_validate(body.model_dump(exclude_none=True))
+    except ValueError as exc:
+        raise ValueError(specs.describe(exc)) from None
+
+
+def _env(body: specs.JobCreate, loop: rows.Loop, dataset: rows.Dataset,
+         number: int | None, values: dict[str, str]) -> None:
+    env = body.algorithm.environments
+    env.update(values)
+    env.update({"DATASET_URL": dataset.url, "IL_JOB_NAME": loop.name})
+    if number is not None:
+        env["IL_ROUND"] = str(number)
+
+
+def train(spec: loopspec.LoopSpec, loop: rows.Loop, where: layout.Layout, number: int,
+          base: current.ModelAt, dataset: rows.Dataset) -> specs.JobCreate:
+    body = _template(spec.trainSpec.template)
+    body.kind = "job"
+    body.model = specs.ModelRef(name=base.name, version=base.version)
+    index, out = where.train_index(number, dataset.format), where.model_dir(number)
+    _input(body.algorithm, DATA, str(index))
+    _output(body.algorithm, MODEL_OUT, str(out))
+    body.metadata.annotations.update({models.NAME_ANNOTATION: spec.model_name,
+                                      models.CHANNEL_ANNOTATION: MODEL_OUT,
+                                      models.WHEN_ANNOTATION: "on-success"})
+    _env(body, loop, dataset, number, {"BASE_MODEL_URL": base.location,
+                                       "MODEL_URL": str(out), "TRAIN_DATASET_URL": str(index)})
+    return _done(body)
+
+
+def evaluation(spec: loopspec.LoopSpec, loop: rows.Loop, where: layout.Layout, number: int,
+               new: current.ModelAt, now: current.ModelAt,
+               dataset: rows.Dataset) -> specs.JobCreate:
+    body = _template(spec.evalSpec.template)
+    body.kind = "evaluation"
+    body.model = specs.ModelRef(name=new.name, version=new.version)
+    index = where.eval_index(number, dataset.format)
+    _input(body.algorithm, DATA, str(index))
+    body.metadata.annotations[models.WHEN_ANNOTATION] = "never"
+    _env(body, loop, dataset, number, {"MODEL_URLS": f"{new.location};{now.location}",
+                                       "TEST_DATASET_URL": str(index)})
+    return _done(body)
+
+
+def service(spec: loopspec.LoopSpec, loop: rows.Loop, where: layout.Layout,
+            model_dir: pathlib.Path, dataset: rows.Dataset) -> specs.JobCreate:
+    assert spec.deploySpec.template is not None
+    body = _template(spec.deploySpec.template)
+    body.kind = "job"
+    alg = body.algorithm
+    alg.parameters = [p for p in alg.parameters if p.name != MODEL_IN] + [
+        specs.Parameter(name=MODEL_IN, value=str(model_dir))]
+    _output(alg, SERVICE_OUT, str(where.service_dir))
+    body.metadata.annotations[models.WHEN_ANNOTATION] = "never"
+    dm = spec.deploySpec.model
+    values = {"MODEL_URL": str(model_dir),
+              "MODEL_HOT_UPDATE": "true" if dm.hotUpdateEnabled else "false",
+              "MODEL_POLL_PERIOD_SECONDS": str(dm.pollPeriodSeconds),
+              "MODEL_HOT_UPDATE_CONFIG": str(where.config),
+              "MODEL_HOT_UPDATE_ACK": str(where.ack)}
+    hem = spec.deploySpec.hardExampleMining
+    if hem is not None:
+        values.update({"HEM_NAME": hem.name,
+                       "HEM_PARAMETERS": json.dumps({p.key: p.value for p in hem.parameters}),
+                       "HARD_EXAMPLES_FILE": str(where.hard_examples),
+                       "HE_SAVED_URL": str(where.hard_examples_dir)})
+    _env(body, loop, dataset, None, values)
+    return _done(body)
+
+
+def check(spec: loopspec.LoopSpec, loop: rows.Loop, dataset: rows.Dataset,
+          each: Callable[[specs.JobCreate], object] = lambda _body: None) -> None:
+    """Build every job the loop would submit, so that a template that cannot make one is
+    refused when the loop is made rather than in its first round (ValueError; `each` is
+    given every body and may refuse it too: an unknown flavor, say)."""
+    where = layout.Layout(pathlib.Path("/nonexistent"))
+    model = current.ModelAt(name=spec.model_name, version=1, location="/nonexistent")
+    each(train(spec, loop, where, 1, model, dataset))
+    each(evaluation(spec, loop, where, 1, model, model, dataset))
+    if spec.deploySpec.template is not None:
+        each(service(spec, loop, where, where.deployed(model.name, 1), dataset))

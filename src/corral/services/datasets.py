@@ -1,0 +1,161 @@
+"""Datasets: made, counted, appended to, for the API and for the loops that read them.
+
+A dataset's number of samples is known at all times: it is counted when the dataset is
+made, kept up to date by each append through corral, and counted again whenever a check
+finds its file changed (a file changed by hand, or appended to by a job). Local index
+files must lie where the project may read and write (`confine`, the project's storage
+roots); s3:// ones in a store the project has.
+"""
+
+from __future__ import annotations
+
+import os
+import pathlib
+from collections.abc import Callable, Sequence
+
+import sqlalchemy as sa
+
+from corral.domain import errors, specs
+from corral.storage import indexfiles, objects, wholefiles
+from corral.store import dataset_repo, rows
+
+#: (path, what it is) -> the resolved path, or BadParameter (paths.confine with a policy)
+Confine = Callable[[str, str], pathlib.Path]
+#: samples one append may add
+MAX_APPEND = 100_000
+MAX_LINE = 64 * 1024
+
+
+def where(dataset: rows.Dataset, stores: objects.Stores | None, confine: Confine
+          ) -> indexfiles.Where:
+    local = None
+    if not objects.is_remote(dataset.url):
+        local = unmoved(confine, dataset.url, f"dataset '{dataset.name}'")
+    return indexfiles.Where(url=dataset.url, format=dataset.format, local=local,
+                            stores=stores, project_id=dataset.project_id)
+
+
+def unmoved(confine: Confine, path: str, what: str) -> pathlib.Path:
+    """A local path stored resolved, still allowed, and still leading to itself: a link
+    put in its place (or in its folders') since is refused, wherever it leads."""
+    real = confine(path, what)
+    if str(real) != path:
+        raise errors.BadParameter(f"{what}: '{path}' now leads to '{real}' (a link was put "
+                                  "in its way); refused")
+    return real
+
+
+def create(conn: sa.Connection, *, project_id: str, user_name: str, name: str, url: str,
+           fmt: str | None, description: str, stores: objects.Stores | None,
+           confine: Confine, now: int) -> str:
+    """Make a dataset of the index file at `url` (which must exist: an empty file is a
+    dataset of no samples yet) and count its samples; returns its id."""
+    if not specs.NAME_RE.match(name):
+        raise errors.BadParameter("dataset names are 1-64 letters, digits, '_' or '-'")
+    fmt = indexfiles.format_of(url, fmt)
+    if objects.is_remote(url):
+        if stores is None:
+            raise errors.BadParameter(f"dataset url '{url}': object storage is not "
+                                      "available here")
+        stores.require(url, "dataset url", project_id)
+    else:
+        if not os.path.isabs(url):
+            raise errors.BadParameter(f"dataset url '{url}' must be an absolute path or an "
+                                      "s3:// URL")
+        path = confine(url, "dataset url")
+        try:
+            missing = wholefiles.stamp(path) is None
+        except OSError as exc:
+            raise errors.BadParameter(f"dataset url '{url}': {exc.strerror or exc}") from None
+        if missing:
+            raise errors.BadParameter(f"dataset url '{url}' does not exist: make the index "
+                                      "file first (an empty one holds no samples yet)")
+        url = str(path)
+    found = indexfiles.Where(url=url, format=fmt, local=None if objects.is_remote(url)
+                             else pathlib.Path(url), stores=stores, project_id=project_id)
+    snap = _read(found)
+    return dataset_repo.insert(conn, {
+        "project_id": project_id, "name": name, "description": description, "url": url,
+        "format": fmt, "number_of_samples": len(snap.samples), "stamp": snap.stamp,
+        "checked_at": now, "user_name": user_name, "created_at": now, "updated_at": now})
+
+
+def _read(found: indexfiles.Where) -> indexfiles.Snapshot:
+    try:
+        return indexfiles.read(found)
+    except OSError as exc:
+        raise errors.BadParameter(f"dataset url '{found.url}' cannot be read: "
+                                  f"{exc.strerror or exc}") from None
+
+
+def read(dataset: rows.Dataset, stores: objects.Stores | None, confine: Confine
+         ) -> indexfiles.Snapshot:
+    """The dataset's samples as its file holds them now."""
+    return _read(where(dataset, stores, confine))
+
+
+def count_if_changed(conn: sa.Connection, dataset: rows.Dataset,
+                     snap: indexfiles.Snapshot | None, now: int) -> int:
+    """Record the count of a snapshot read of the dataset's file (when its stamp differs
+    from the one counted); returns the number of samples."""
+    if snap is None or snap.stamp == dataset.stamp:
+        dataset_repo.set_checked(conn, dataset.id, now)
+        return dataset.number_of_samples
+    dataset_repo.set_count(conn, dataset.id, number=len(snap.samples), stamp=snap.stamp,
+                           now=now)
+    return len(snap.samples)
+
+
+def changed(dataset: rows.Dataset, stores: objects.Stores | None,
+            confine: Confine) -> indexfiles.Snapshot | None:
+    """The file's samples if it changed since it was counted, else None (a stat only)."""
+    found = where(dataset, stores, confine)
+    try:
+        now_stamp = indexfiles.stamp(found)
+    except OSError as exc:
+        raise errors.BadParameter(f"dataset '{dataset.name}': {exc}") from None
+    if now_stamp == dataset.stamp:
+        return None
+    return _read(found)
+
+
+def check_lines(lines: Sequence[str]) -> list[str]:
+    """Samples to append: non-empty lines without line breaks."""
+    if len(lines) > MAX_APPEND:
+        raise errors.BadParameter(f"at most {MAX_APPEND} samples at a time")
+    out = []
+    for i, line in enumerate(lines):
+        if not isinstance(line, str) or not line.strip():
+            raise errors.BadParameter(f"samples[{i}] is empty: a sample is a non-empty line")
+        if "\n" in line or "\r" in line or len(line) > MAX_LINE:
+            raise errors.BadParameter(f"samples[{i}]: a sample is one line of at most "
+                                      f"{MAX_LINE} characters")
+        out.append(line)
+    return out
+
+
+def append(conn: sa.Connection, dataset: rows.Dataset, lines: Sequence[str],
+           stores: objects.Stores | None, confine: Confine, now: int) -> int:
+    """Append samples to the dataset's file and count them; returns the new number.
+
+    The dataset's row is locked first, so that appends through corral take turns. A file
+    changed by other means meanwhile is counted again from scratch.
+    """
+    locked = dataset_repo.by_id(conn, dataset.id, lock=True)
+    if locked is None:
+        raise dataset_repo.DatasetNotFound(f"dataset '{dataset.name}' does not exist")
+    found = where(locked, stores, confine)
+    try:
+        before = indexfiles.stamp(found)
+        indexfiles.append(found, check_lines(lines))
+        after = indexfiles.stamp(found)
+    except OSError as exc:
+        raise errors.BadParameter(f"dataset '{locked.name}' cannot be appended to: "
+                                  f"{exc.strerror or exc}") from None
+    # Counted again from the file when it was changed by other means too, and for a csv
+    # file (whose first line, perhaps this append's, is its header).
+    if before != locked.stamp or locked.format == "csv":
+        return count_if_changed(conn, locked, _read(found), now)
+    number = locked.number_of_samples + len(lines)
+    dataset_repo.set_count(conn, locked.id, number=number, stamp=after, now=now)
+    return number
