@@ -1,0 +1,180 @@
+"""What users do to notebooks: create, change, start, stop, renew the lease, delete, and
+open the one-time URL. Each is a guarded change in the caller's transaction; the
+controller (woken by the caller once it has committed) does the rest.
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+from typing import Any
+
+import sqlalchemy as sa
+
+from corral import settings as settings_mod
+from corral.domain import errors, notebooks
+from corral.kinds.notebooks import session
+from corral.scheduler import catalog as catalog_mod
+from corral.storage import paths
+from corral.store import kind_repo, notebook_repo, rows
+
+State = notebooks.State
+
+
+def _secrets() -> dict[str, str]:
+    """A session's secrets: each start makes new ones, so that nothing of an old session
+    (its cookie, its URL) opens the next."""
+    return {"jupyter_token": session.new_secret(), "access_token": session.new_secret(),
+            "cookie_secret": session.new_secret()}
+
+
+def _lease_defaults(settings: settings_mod.Settings) -> dict[str, int]:
+    return {"default_ms": round(settings.notebook_lease * 1000),
+            "default_idle_ms": round(settings.notebook_idle * 1000)}
+
+
+def check_placement(cat: catalog_mod.Catalog, flavor: str, pool_id: str | None,
+                    image_id: str) -> tuple[str, str]:
+    """(flavor id, pool) a notebook may run at, or the refusal."""
+    flavor_id = cat.flavor(flavor).flavor_id
+    pool = cat.pool(pool_id)
+    if cat.executor_of(pool)["executor"] != settings_mod.LOCAL:
+        raise errors.BadParameter(
+            f"pool '{pool}' runs on a Ray cluster: notebooks run on this machine's pools "
+            "(docs/notebooks.md)")
+    session.check_engine(cat, image_id)
+    return flavor_id, pool
+
+
+def create(conn: sa.Connection, body: notebooks.NotebookCreate, *,
+           settings: settings_mod.Settings, cat: catalog_mod.Catalog, policy: paths.Policy,
+           project_id: str, user_name: str, now: int) -> str:
+    """A new notebook, starting its first session; its id."""
+    image_id = body.image_id or settings.notebook_image or cat.engines[0].engine_id
+    flavor_id, pool = check_placement(cat, body.flavor, body.pool_id, image_id)
+    notebook_id = notebook_repo.new_id()
+    workspace = session.workspace_for(paths.project_home(settings, project_id), notebook_id,
+                                      body.volume)
+    if body.volume.ownership == "DEDICATED":
+        workspace = paths.confine(policy, workspace, "volume.uri")
+    lease_type, lease_ms = notebooks.lease_of(body.lease, body.duration,
+                                              **_lease_defaults(settings))
+    notebook_repo.insert(conn, {
+        "id": notebook_id, "project_id": project_id, "name": body.name,
+        "description": body.description, "user_name": user_name, "flavor_id": flavor_id,
+        "image_id": image_id, "pool_id": pool, "workspace": str(workspace),
+        "volume": body.volume.model_dump_json(exclude_none=True),
+        "state": State.STARTING.value, "session": 1, "lease_type": lease_type.value,
+        "lease_ms": lease_ms, "started_at": now, "created_at": now, "updated_at": now,
+        **_secrets()})
+    kind_repo.add_event(conn, notebooks.KIND, notebook_id, now,
+                        f"Notebook created by {user_name or 'nobody'}: flavor {flavor_id}, "
+                        f"engine {image_id}, workspace {workspace}")
+    return notebook_id
+
+
+def update(conn: sa.Connection, nb: rows.Notebook, body: notebooks.NotebookUpdate, *,
+           cat: catalog_mod.Catalog, now: int) -> None:
+    """Name and description at any time; flavor and engine while it has no session."""
+    values: dict[str, str] = {}
+    if body.name is not None:
+        values["name"] = body.name
+    if body.description is not None:
+        values["description"] = body.description
+    if body.flavor is not None or body.image_id is not None:
+        if nb.state not in notebooks.STARTABLE:
+            raise errors.InvalidState(
+                f"notebook '{nb.id}' is {nb.state}: stop it to change its flavor or engine")
+        flavor_id, _pool = check_placement(cat, body.flavor or nb.flavor_id, nb.pool_id,
+                                           body.image_id or nb.image_id)
+        values["flavor_id"] = flavor_id
+        values["image_id"] = body.image_id or nb.image_id
+    if values and not notebook_repo.update(conn, nb, now, **values):
+        raise errors.InvalidState(f"notebook '{nb.id}' changed meanwhile; try again")
+    if values:
+        changed = ", ".join(f"{k} {v}" for k, v in values.items())
+        kind_repo.add_event(conn, notebooks.KIND, nb.id, now, f"Changed: {changed}")
+
+
+def start(conn: sa.Connection, nb: rows.Notebook, *, settings: settings_mod.Settings,
+          lease: notebooks.LeaseReq | None, duration: int | None, user_name: str,
+          now: int) -> None:
+    """A new session for a stopped notebook (with a new lease when one is given)."""
+    if nb.state in (State.STARTING, State.RUNNING):
+        return
+    if nb.state not in notebooks.STARTABLE:
+        raise errors.InvalidState(f"notebook '{nb.id}' is {nb.state}; it starts once stopped")
+    lease_values: dict[str, Any] = {}
+    if lease is not None or duration is not None:
+        kind, ms = notebooks.lease_of(lease, duration, **_lease_defaults(settings))
+        lease_values = {"lease_type": kind.value, "lease_ms": ms, "lease_updated_at": now}
+    moved = notebook_repo.transition(
+        conn, nb, to=State.STARTING, allowed_from=notebooks.STARTABLE, now=now,
+        message=f"Session {nb.session + 1} started by {user_name or 'nobody'}",
+        session=nb.session + 1, started_at=now, ready_at=None, stops_at=None,
+        stop_requested_at=None, stop_reason=None, port=None, last_request_at=None,
+        last_active_at=None, checked_at=None, **lease_values, **_secrets())
+    if not moved:
+        raise errors.InvalidState(f"notebook '{nb.id}' changed meanwhile; try again")
+
+
+def stop(conn: sa.Connection, nb: rows.Notebook, *, reason: str, now: int) -> None:
+    """Stop its session (gracefully, by the controller); a stopped notebook stays so."""
+    if nb.state in notebooks.STARTABLE or nb.state == State.STOPPING:
+        return
+    if nb.state not in notebooks.STOPPABLE or not notebook_repo.transition(
+            conn, nb, to=State.STOPPING, allowed_from=notebooks.STOPPABLE, now=now,
+            message=f"Stopping: {reason}", stop_requested_at=now, stop_reason=reason):
+        raise errors.InvalidState(f"notebook '{nb.id}' is {nb.state}; it cannot stop now")
+
+
+def renew(conn: sa.Connection, nb: rows.Notebook, *, lease: notebooks.LeaseReq | None,
+          duration: int | None, settings: settings_mod.Settings, now: int) -> None:
+    """A new lease from now: a running session with a timing lease stops at now +
+    duration; an idle lease counts its duration from the latest activity."""
+    if nb.state == State.DELETING:
+        raise errors.InvalidState(f"notebook '{nb.id}' is being deleted")
+    kind, ms = notebooks.lease_of(lease, duration, **_lease_defaults(settings))
+    stops_at = now + ms if kind is notebooks.LeaseType.TIMING and nb.ready_at else None
+    if not notebook_repo.update(conn, nb, now, lease_type=kind.value, lease_ms=ms,
+                                lease_updated_at=now, stops_at=stops_at):
+        raise errors.InvalidState(f"notebook '{nb.id}' changed meanwhile; try again")
+    kind_repo.add_event(conn, notebooks.KIND, nb.id, now,
+                        f"Lease renewed: {kind.value}, {notebooks.duration_words(ms)}")
+
+
+def delete(conn: sa.Connection, nb: rows.Notebook, *, user_name: str, now: int) -> None:
+    """Stop its session and remove it (its workspace folder stays)."""
+    if nb.state == State.DELETING:
+        return
+    if not notebook_repo.transition(conn, nb, to=State.DELETING,
+                                    allowed_from=notebooks.DELETABLE, now=now,
+                                    message=f"Deleted by {user_name or 'nobody'}",
+                                    stop_requested_at=now):
+        raise errors.InvalidState(f"notebook '{nb.id}' changed meanwhile; try again")
+
+
+def redeem(conn: sa.Connection, notebook_id: str, token: str, now: int) -> str | None:
+    """The cookie value that the notebook's one-time URL token `token` opens (and a new
+    token for its URL), or None when the token is not the current one."""
+    nb = notebook_repo.by_id(conn, notebook_id)
+    if (nb is None or nb.state not in notebooks.LIVE or not nb.access_token
+            or not nb.cookie_secret
+            or not hmac.compare_digest(nb.access_token.encode(), token.encode())):
+        return None
+    if not notebook_repo.update(conn, nb, now, access_token=session.new_secret()):
+        return None
+    return nb.cookie_secret
+
+
+def volume(nb: rows.Notebook) -> dict[str, object]:
+    """The notebook's volume as ModelArts shows one: the workspace is its mount path."""
+    asked = notebooks.VolumeReq.model_validate(json.loads(nb.volume))
+    out: dict[str, object] = {"category": asked.category, "ownership": asked.ownership,
+                              "mount_path": nb.workspace, "status": "READY"}
+    if asked.uri:
+        out["uri"] = asked.uri
+    if asked.capacity is not None:
+        out["capacity"] = asked.capacity
+    return out
+

@@ -1,0 +1,247 @@
+"""The notebooks' controller: one level-triggered pass over every live notebook.
+
+Each pass reads the notebooks and their session jobs, then for each one does what its
+state asks: submits the session job, notices that its JupyterLab answers (RUNNING), stops
+it when its lease says so, shuts it down gracefully (Jupyter's shutdown, then the job's
+stop), notices a session that ended by itself, and removes deleted notebooks once their
+jobs have ended. Talking to JupyterLab happens outside any transaction; every write is a
+guarded transition, so that a pass that acts on what a user just changed does nothing.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import shutil
+from collections.abc import Callable
+from typing import Any
+
+import sqlalchemy as sa
+
+from corral import settings as settings_mod
+from corral.domain import errors, jobs, notebooks
+from corral.kinds import owned
+from corral.kinds.notebooks import jupyter, session
+from corral.scheduler import catalog as catalog_mod
+from corral.scheduler import launching
+from corral.store import db, job_repo, kind_repo, notebook_repo, rows
+
+log = logging.getLogger(__name__)
+State = notebooks.State
+
+
+def owner_of(nb: rows.Notebook) -> owned.Owner:
+    return owned.Owner(kind=notebooks.KIND, id=nb.id, project_id=nb.project_id,
+                       user_name=nb.user_name, name=nb.name)
+
+
+def where(nb: rows.Notebook) -> jupyter.Where | None:
+    """Where the notebook's session listens, once it has answered."""
+    if nb.port is None or not nb.jupyter_token:
+        return None
+    return jupyter.Where(port=nb.port, token=nb.jupyter_token,
+                         base_url=session.base_url(nb.id))
+
+
+@dataclasses.dataclass
+class Controller:
+    store: db.Store
+    settings: settings_mod.Settings
+    jobs: owned.Jobs
+    catalog: Callable[[], catalog_mod.Catalog]
+    kind: str = notebooks.KIND
+    #: sessions whose JupyterLab was asked to shut down (asking again is harmless)
+    _asked: set[tuple[str, int]] = dataclasses.field(default_factory=set)
+
+    def reconcile(self, now: int) -> bool:
+        with self.store.read() as conn:
+            todo = [(nb, job_repo.owned_jobs(conn, self.kind, nb.id))
+                    for nb in notebook_repo.live(conn)]
+        for nb, owned_jobs in todo:
+            try:
+                self._step(nb, owned_jobs, now)
+            except sa.exc.OperationalError:
+                raise
+            except Exception:  # one notebook's trouble must not hold the others back
+                log.exception("notebook %s: controller step failed", nb.id)
+        return False
+
+    def _step(self, nb: rows.Notebook, owned_jobs: dict[str, rows.Job], now: int) -> None:
+        job = owned_jobs.get(session.role(nb.session))
+        match State(nb.state):
+            case State.STARTING:
+                self._starting(nb, job, now)
+            case State.RUNNING:
+                self._running(nb, job, now)
+            case State.STOPPING:
+                self._stopping(nb, job, now)
+            case State.DELETING:
+                self._deleting(nb, list(owned_jobs.values()), now)
+
+    # --- a session on its way up ---------------------------------------------------------
+
+    def _starting(self, nb: rows.Notebook, job: rows.Job | None, now: int) -> None:
+        if job is None:
+            self._submit(nb, now)
+        elif owned.ended(job):
+            self._ended(nb, job, now)
+        elif job.phase == jobs.Phase.RUNNING:
+            self._came_up(nb, job, now)
+
+    def _submit(self, nb: rows.Notebook, now: int) -> None:
+        try:
+            owner = launching.task_user(self.settings, quiet=True)
+            session.prepare(self.settings, nb, owner)
+            body = session.job_body(self.settings, self.catalog(), nb)
+            with self.store.begin() as conn:
+                job = owned.submit(conn, self.jobs, owner_of(nb), session.role(nb.session),
+                                   body, now)
+                kind_repo.add_event(conn, self.kind, nb.id, now,
+                                    f"Session {nb.session} queued: job {job.id}")
+        except (errors.CorralError, OSError) as exc:
+            reason = exc.message if isinstance(exc, errors.CorralError) else str(exc)
+            self._fail(nb, now, f"its session could not be submitted: {reason}")
+            return
+        self.jobs.wake()
+        log.info("notebook %s: session %d is job %s", nb.id, nb.session, job.id)
+
+    def _came_up(self, nb: rows.Notebook, job: rows.Job, now: int) -> None:
+        folder = session.session_dir(self.settings, nb)
+        port = jupyter.listening_port(folder, session.base_url(nb.id))
+        if port is not None and nb.jupyter_token and jupyter.answers(
+                jupyter.Where(port=port, token=nb.jupyter_token,
+                              base_url=session.base_url(nb.id))):
+            timing = nb.lease_type == notebooks.LeaseType.TIMING
+            with self.store.begin() as conn:
+                notebook_repo.transition(
+                    conn, nb, to=State.RUNNING, allowed_from={State.STARTING}, now=now,
+                    message=f"Session {nb.session} is up: JupyterLab answers (job {job.id})",
+                    port=port, ready_at=now, stops_at=now + nb.lease_ms if timing else None,
+                    last_active_at=now, checked_at=now)
+            return
+        with self.store.read() as conn:
+            attempts = job_repo.attempts_of(conn, job.id)
+        began = attempts[-1].start_at if attempts else job.start_time or now
+        limit = self.settings.notebook_start_timeout
+        if now - began > limit * 1000:
+            self._fail(nb, now, f"JupyterLab did not answer within {limit:g} s of its start "
+                       f"(see the log of job {job.id})", stop_job=True)
+
+    # --- a session that is up --------------------------------------------------------------
+
+    def _running(self, nb: rows.Notebook, job: rows.Job | None, now: int) -> None:
+        if job is None or owned.ended(job):
+            self._ended(nb, job, now)
+            return
+        if job.phase != jobs.Phase.RUNNING:  # queued again (its node was lost, say)
+            with self.store.begin() as conn:
+                notebook_repo.transition(
+                    conn, nb, to=State.STARTING, allowed_from={State.RUNNING}, now=now,
+                    message=f"Session {nb.session} is queued again: {job.wait_reason or ''}",
+                    level="Warning", port=None)
+            return
+        reason = self._lease_ends(nb, job, now)
+        if reason is not None:
+            with self.store.begin() as conn:
+                notebook_repo.transition(
+                    conn, nb, to=State.STOPPING, allowed_from={State.RUNNING}, now=now,
+                    message=f"Stopping: {reason}", stop_requested_at=now, stop_reason=reason)
+
+    def _lease_ends(self, nb: rows.Notebook, job: rows.Job, now: int) -> str | None:
+        if nb.lease_type == notebooks.LeaseType.TIMING:
+            return notebooks.lease_stop(nb.lease_type, nb.lease_ms, now=now,
+                                        stops_at=nb.stops_at, last_active=None, busy=False)
+        if now - (nb.checked_at or 0) < self.settings.notebook_check_interval * 1000:
+            return None
+        found = where(nb)
+        seen = jupyter.activity(found) if found is not None else None
+        with self.store.read() as conn:
+            gpu = notebook_repo.last_gpu_use(conn, job.id, since=nb.ready_at or 0)
+        # A JupyterLab that does not answer is not known to be idle: it is left be.
+        busy = seen is None or seen.busy
+        last = notebooks.idle_since(nb.ready_at, nb.last_request_at, nb.last_active_at,
+                                    seen.last if seen else None, gpu, now if busy else None)
+        with self.store.begin() as conn:
+            notebook_repo.update(conn, nb, now, last_active_at=last, checked_at=now)
+        return notebooks.lease_stop(nb.lease_type, nb.lease_ms, now=now, stops_at=None,
+                                    last_active=last, busy=busy)
+
+    # --- a session on its way down ---------------------------------------------------------
+
+    def _stopping(self, nb: rows.Notebook, job: rows.Job | None, now: int) -> None:
+        if job is None or owned.ended(job):
+            with self.store.begin() as conn:
+                notebook_repo.transition(
+                    conn, nb, to=State.STOPPED, allowed_from={State.STOPPING}, now=now,
+                    message=f"Stopped: {nb.stop_reason or 'asked to'}", **_closed())
+            self._asked.discard((nb.id, nb.session))
+            return
+        self._wind_down(nb, job, now, gracefully=True)
+
+    def _wind_down(self, nb: rows.Notebook, job: rows.Job, now: int, *,
+                   gracefully: bool) -> None:
+        """JupyterLab's own shutdown first (its kernels and terminals end cleanly), then,
+        if the job still runs after the grace period, the job's stop."""
+        if job.terminate_requested_at is not None:
+            return
+        key = (nb.id, nb.session)
+        found = where(nb)
+        if gracefully and found is not None and job.phase == jobs.Phase.RUNNING:
+            if key not in self._asked:
+                self._asked.add(key)
+                jupyter.shut_down(found)
+                return
+            asked_at = nb.stop_requested_at or now
+            if now - asked_at < self.settings.grace_period * 1000:
+                return
+        with self.store.begin() as conn:
+            owned.stop(conn, owner_of(nb), now, f"Notebook {nb.name} stopped: "
+                       f"{nb.stop_reason or 'deleted'}")
+        self.jobs.wake()
+
+    def _deleting(self, nb: rows.Notebook, all_jobs: list[rows.Job], now: int) -> None:
+        running = [j for j in all_jobs if not owned.ended(j)]
+        for job in running:
+            self._wind_down(nb, job, now, gracefully=False)
+        if running:
+            return
+        with self.store.begin() as conn:
+            owned.delete(conn, owner_of(nb), now)
+            notebook_repo.delete(conn, nb.id)
+        shutil.rmtree(session.state_dir(self.settings, nb.id), ignore_errors=True)
+        self.jobs.wake()
+
+    # --- a session that ended by itself ----------------------------------------------------
+
+    def _ended(self, nb: rows.Notebook, job: rows.Job | None, now: int) -> None:
+        phase = job.phase if job is not None else None
+        if phase == jobs.Phase.COMPLETED:
+            to, reason = State.STOPPED, "JupyterLab was shut down"
+        elif phase == jobs.Phase.TERMINATED:
+            to, reason = State.STOPPED, "its session job was stopped"
+        else:
+            to = State.FAILED
+            reason = ((job.failure_message if job is not None else None)
+                      or "its session job is gone")
+        with self.store.begin() as conn:
+            notebook_repo.transition(
+                conn, nb, to=to, allowed_from={State.STARTING, State.RUNNING}, now=now,
+                message=f"Session {nb.session} ended: {reason}",
+                level="Info" if to is State.STOPPED else "Error", stop_reason=reason,
+                **_closed())
+
+    def _fail(self, nb: rows.Notebook, now: int, reason: str, *,
+              stop_job: bool = False) -> None:
+        with self.store.begin() as conn:
+            moved = notebook_repo.transition(
+                conn, nb, to=State.FAILED, allowed_from={State.STARTING}, now=now,
+                message=f"Session {nb.session} failed: {reason}", level="Error",
+                stop_reason=reason, **_closed())
+            if moved and stop_job:
+                owned.stop(conn, owner_of(nb), now, f"Notebook {nb.name} failed: {reason}")
+        self.jobs.wake()
+
+
+def _closed() -> dict[str, Any]:
+    """What an ended session leaves behind: nothing that reaches it."""
+    return {"port": None, "cookie_secret": None, "access_token": None}
