@@ -3,8 +3,8 @@
 A trace-driven simulator replays a mixed workload (many small CPU jobs, some 1-GPU jobs,
 some 2-node 8-GPU gangs, three projects with quotas) on a simulated cluster of 50 nodes,
 once through corral's scheduler (`domain.scheduling.decide`) and once through a plain FIFO
-baseline (`domain.placement.place_fifo`: submission order, the first job that does not fit
-stops the pass), and prints utilisation, mean and p99 wait per class, and fairness side by
+baseline (`place_fifo` here: submission order, the first job that does not fit stops the
+pass), and prints utilisation, mean and p99 wait per class, and fairness side by
 side. Then it times `decide` with 10,000 queued jobs on 100 nodes, and the reconciler's
 whole pass on SQLite with as many queued (and what passes do to a reader's and a writer's
 latency in the same process). Nothing here asserts: targets are printed as PASS/MISS (see
@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import json
 import pathlib
 import random
@@ -30,12 +31,10 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from corral.domain import placement, resources
-from corral.domain import scheduling as S
+from corral.domain import resources, scheduling
 from corral.executors import base
 
-R = resources.Resources
-NODE = R(32, 256 * 1024, 8)
+NODE = resources.Resources(32, 256 * 1024, 8)
 TICK_S = 60
 PROJECTS = {"alpha": 0.5, "beta": 0.3, "gamma": 0.2}  #: share of submissions
 #: GPU quotas per project (the 50-node cluster has 400 GPUs); all may borrow
@@ -52,9 +51,11 @@ class Kind:
 
 
 KINDS = [
-    Kind("cpu-small", 0.75, lambda r: R(r.choice([1, 2, 4]), 4096, 0), 1, (5, 30)),
-    Kind("gpu-1", 0.20, lambda r: R(4, 32 * 1024, 1), 1, (20, 90)),  # an eighth of a node
-    Kind("gang-2x8", 0.05, lambda r: R(16, 128 * 1024, 8), 2, (60, 180)),
+    Kind("cpu-small", 0.75, lambda r: resources.Resources(r.choice([1, 2, 4]), 4096, 0), 1,
+         (5, 30)),
+    Kind("gpu-1", 0.20, lambda r: resources.Resources(4, 32 * 1024, 1), 1,
+         (20, 90)),  # an eighth of a node
+    Kind("gang-2x8", 0.05, lambda r: resources.Resources(16, 128 * 1024, 8), 2, (60, 180)),
 ]
 
 
@@ -93,8 +94,9 @@ def make_trace(hours: float, seed: int, load: float) -> list[TraceJob]:
 @dataclasses.dataclass
 class Outcome:
     waits: dict[str, list[float]]  #: per class, seconds queued (summed over requeues)
-    used: R  #: resource-seconds allocated while any job waited or ran
-    wanted: R  #: resource-seconds the workload could have used (capped by capacity)
+    used: resources.Resources  #: resource-seconds allocated while any job waited or ran
+    #: resource-seconds the workload could have used (capped by capacity)
+    wanted: resources.Resources
     #: the same as cluster-seconds of the busiest resource: a tick where the cores are all
     #: taken counts as full even with GPUs idle, since every job also needs cores
     used_dominant: float
@@ -109,17 +111,18 @@ class Sim:
     def __init__(self, trace: Sequence[TraceJob], nodes: int, policy: str) -> None:
         self.trace = sorted(trace, key=lambda j: j.submit_s)
         self.policy = policy
-        self.nodes = [S.Node(f"n{i:03d}", "gpu", NODE, tuple(range(NODE.gpu)), "A100")
+        self.nodes = [scheduling.Node(f"n{i:03d}", "gpu", NODE, tuple(range(NODE.gpu)), "A100")
                       for i in range(nodes)]
         self.cap = NODE.times(nodes)
-        self.quotas = [S.Quota(p, "gpu", gpu=QUOTA_GPU[p] * nodes // 50, borrowing=True,
-                               weight=QUOTA_GPU[p] / 100) for p in PROJECTS]
+        self.quotas = [scheduling.Quota(p, "gpu", gpu=QUOTA_GPU[p] * nodes // 50,
+                                        borrowing=True, weight=QUOTA_GPU[p] / 100)
+                       for p in PROJECTS]
 
     def run(self) -> Outcome:
         waiting: dict[str, TraceJob] = {}
         queued_at: dict[str, int] = {}
         left: dict[str, int] = {j.job_id: j.run_s for j in self.trace}
-        running: dict[str, tuple[S.Running, int]] = {}  # job -> (holding, ends at)
+        running: dict[str, tuple[scheduling.Running, int]] = {}  # job -> (holding, ends at)
         waits: dict[str, list[float]] = {k.name: [] for k in KINDS}
         waited: dict[str, float] = {}
         by_id = {j.job_id: j for j in self.trace}
@@ -145,8 +148,9 @@ class Sim:
             for job_id, slots, in started:
                 j = waiting.pop(job_id)
                 waited[job_id] = waited.get(job_id, 0) + t - queued_at[job_id]
-                running[job_id] = (S.Running(job_id, j.project, "gpu", j.per_task, slots,
-                                             seq=j.seq, started_at=t), t + left[job_id])
+                running[job_id] = (scheduling.Running(job_id, j.project, "gpu", j.per_task,
+                                                      slots, seq=j.seq, started_at=t),
+                                   t + left[job_id])
             for victim in preempt:
                 r, end = running[victim]
                 running[victim] = (dataclasses.replace(r, stopping=True), end)
@@ -173,40 +177,38 @@ class Sim:
 
     _heads: set[str] = set()
 
-    def _decide(self, waiting: dict[str, TraceJob], running: dict[str, tuple[S.Running, int]],
+    def _decide(self, waiting: dict[str, TraceJob],
+                running: dict[str, tuple[scheduling.Running, int]],
                 usage: dict[tuple[str, str], float], heads: set[str],
-                ) -> tuple[list[tuple[str, tuple[S.TaskSlot, ...]]], list[str], float]:
+                ) -> tuple[list[tuple[str, tuple[scheduling.TaskSlot, ...]]], list[str], float]:
         run = [r for r, _ in running.values()]
         if self.policy == "fifo":
             t0 = time.perf_counter()
-            free = self._free(run)
-            queue = sorted(waiting.values(), key=lambda j: j.seq)
-            placed, _ = placement.place_fifo(
-                [placement.Request(j.job_id, j.per_task, j.count) for j in queue], free)
+            placed = place_fifo(sorted(waiting.values(), key=lambda j: j.seq), self._free(run))
             ms = (time.perf_counter() - t0) * 1000
-            return ([(a.job_id, tuple(S.TaskSlot(s.node, s.gpu_ids) for s in a.slots))
-                     for a in placed], [], ms)
-        queue = [S.Queued(j.job_id, j.project, "gpu", j.per_task, j.count, 1, j.seq,
-                          was_head=j.job_id in heads) for j in waiting.values()]
+            return placed, [], ms
+        queue = [scheduling.Queued(j.job_id, j.project, "gpu", j.per_task, j.count, 1, j.seq,
+                                   was_head=j.job_id in heads) for j in waiting.values()]
         t0 = time.perf_counter()
-        d = S.decide(queue, self.nodes, run, self.quotas, usage)
+        d = scheduling.decide(queue, self.nodes, run, self.quotas, usage)
         ms = (time.perf_counter() - t0) * 1000
-        self._heads = {w.job_id for w in d.waits if w.code in S.HEAD_CODES}
+        self._heads = {w.job_id for w in d.waits if w.code in scheduling.HEAD_CODES}
         return [(s.job_id, s.slots) for s in d.starts], [p.job_id for p in d.preempts], ms
 
-    def _free(self, run: Sequence[S.Running]) -> list[placement.NodeFree]:
+    def _free(self, run: Sequence[scheduling.Running]) -> Free:
         used: dict[str, resources.Resources] = {}
         busy: dict[str, set[int]] = {}
         for r in run:
             for s in r.slots:
                 used[s.node] = used.get(s.node, resources.ZERO) + r.per_task
                 busy.setdefault(s.node, set()).update(s.gpu_ids)
-        return [placement.NodeFree(n.name, n.capacity - used.get(n.name, resources.ZERO),
-                                   tuple(g for g in n.gpu_ids if g not in busy.get(n.name, ())))
-                for n in self.nodes]
+        return {n.name: (n.capacity - used.get(n.name, resources.ZERO),
+                         [g for g in n.gpu_ids if g not in busy.get(n.name, ())])
+                for n in self.nodes}
 
     def _usage(self, usage: dict[tuple[str, str], float],
-               running: dict[str, tuple[S.Running, int]]) -> dict[tuple[str, str], float]:
+               running: dict[str, tuple[scheduling.Running, int]],
+               ) -> dict[tuple[str, str], float]:
         """The same moving average the reconciler keeps (a one-hour window)."""
         keep = 2.718281828 ** (-TICK_S / 3600)
         held: dict[str, float] = dict.fromkeys(PROJECTS, 0.0)
@@ -216,12 +218,39 @@ class Sim:
                 for p in PROJECTS}
 
 
+#: per node, in the nodes' order: what is free, and the ids of its free GPUs
+Free = dict[str, tuple[resources.Resources, list[int]]]
+
+
+def place_fifo(queue: Sequence[TraceJob], free: Free,
+               ) -> list[tuple[str, tuple[scheduling.TaskSlot, ...]]]:
+    """The baseline: jobs in submission order, each gang whole on the first nodes with room
+    (or not at all), and the first job that does not fit stops the pass so that later,
+    smaller jobs cannot starve it."""
+    placed: list[tuple[str, tuple[scheduling.TaskSlot, ...]]] = []
+    for job in queue:
+        d = job.per_task
+        trial = {name: (left, list(ids)) for name, (left, ids) in free.items()}
+        slots = []
+        for _ in range(job.count):
+            name = next((n for n, (left, _) in trial.items() if d.fits_in(left)), None)
+            if name is None:
+                return placed
+            left, ids = trial[name]
+            trial[name] = (left - d, ids[d.gpu:])
+            slots.append(scheduling.TaskSlot(name, tuple(ids[: d.gpu])))
+        free = trial
+        placed.append((job.job_id, tuple(slots)))
+    return placed
+
+
 def _dominant(r: resources.Resources, cap: resources.Resources) -> float:
     return max(r.cpu / cap.cpu, r.memory_mb / cap.memory_mb, r.gpu / cap.gpu)
 
 
 def _cap(want: resources.Resources, cap: resources.Resources) -> resources.Resources:
-    return R(min(want.cpu, cap.cpu), min(want.memory_mb, cap.memory_mb), min(want.gpu, cap.gpu))
+    return resources.Resources(min(want.cpu, cap.cpu), min(want.memory_mb, cap.memory_mb),
+                               min(want.gpu, cap.gpu))
 
 
 # --- decision time ------------------------------------------------------------------------
@@ -231,33 +260,35 @@ def decision_time(queued: int, nodes: int, repeats: int, seed: int) -> dict[str,
     """`decide` with `queued` jobs waiting (3 priorities, 3 projects with quotas) on a
     cluster that a first pass filled."""
     rnd = random.Random(seed)
-    cluster = [S.Node(f"n{i:03d}", "gpu", NODE, tuple(range(NODE.gpu)), "A100")
+    cluster = [scheduling.Node(f"n{i:03d}", "gpu", NODE, tuple(range(NODE.gpu)), "A100")
                for i in range(nodes)]
-    quotas = [S.Quota(p, "gpu", gpu=QUOTA_GPU[p] * nodes // 50, borrowing=p != "gamma",
-                      weight=QUOTA_GPU[p] / 100) for p in PROJECTS]
+    quotas = [scheduling.Quota(p, "gpu", gpu=QUOTA_GPU[p] * nodes // 50,
+                               borrowing=p != "gamma", weight=QUOTA_GPU[p] / 100)
+              for p in PROJECTS]
 
-    def jobs(n: int, start: int) -> list[S.Queued]:
+    def jobs(n: int, start: int) -> list[scheduling.Queued]:
         out = []
         for i in range(n):
             k = rnd.choices(KINDS, [k.share for k in KINDS])[0]
-            out.append(S.Queued(f"q{start + i}", rnd.choice(list(PROJECTS)), "gpu",
-                                k.per_task(rnd), k.count, rnd.choice([1, 1, 2, 3]), start + i,
-                                spread=rnd.random() < 0.5))
+            out.append(scheduling.Queued(f"q{start + i}", rnd.choice(list(PROJECTS)), "gpu",
+                                         k.per_task(rnd), k.count, rnd.choice([1, 1, 2, 3]),
+                                         start + i, spread=rnd.random() < 0.5))
         return out
 
     first = jobs(3000, 0)
-    filled = S.decide(first, cluster)
+    filled = scheduling.decide(first, cluster)
     by_id = {q.job_id: q for q in first}
-    running = [S.Running(s.job_id, by_id[s.job_id].project, "gpu", by_id[s.job_id].per_task,
-                         s.slots, by_id[s.job_id].priority, by_id[s.job_id].seq,
-                         preemptible=rnd.random() < 0.3) for s in filled.starts]
+    running = [scheduling.Running(s.job_id, by_id[s.job_id].project, "gpu",
+                                  by_id[s.job_id].per_task, s.slots, by_id[s.job_id].priority,
+                                  by_id[s.job_id].seq, preemptible=rnd.random() < 0.3)
+               for s in filled.starts]
     queue = jobs(queued, 10_000)
     usage = {(p, "gpu"): rnd.random() * 0.3 for p in PROJECTS}
     times, cpu = [], []
-    d = S.decide(queue, cluster, running, quotas, usage)
+    d = scheduling.decide(queue, cluster, running, quotas, usage)
     for _ in range(repeats):
         t0, c0 = time.perf_counter(), time.process_time()
-        d = S.decide(queue, cluster, running, quotas, usage)
+        d = scheduling.decide(queue, cluster, running, quotas, usage)
         times.append((time.perf_counter() - t0) * 1000)
         cpu.append((time.process_time() - c0) * 1000)
     return {"queued": queued, "nodes": nodes, "running": len(running),
@@ -360,7 +391,7 @@ def tick_time(queued: int, nodes: int, repeats: int, seed: int) -> dict[str, flo
     (as the pass's one transaction did before)."""
     with tempfile.TemporaryDirectory(prefix="corral-bench-") as tmp:
         store, rec, running = _tick_world(pathlib.Path(tmp), queued, nodes, seed)
-        writing = []  # the first passes: every reason changes, REASON_WRITES a pass
+        writing: list[float] = []  # the first passes: every reason changes, REASON_WRITES a pass
         noted = -1
         while len(writing) < 100:
             now_noted = _count(store, "wait_code IS NOT NULL")
@@ -418,15 +449,14 @@ def _tick_world(home: pathlib.Path, queued: int, nodes: int,
                 seed: int) -> tuple[Any, Any, int]:
     """A store, a reconciler over `nodes` simulated nodes that earlier passes filled (3,000
     jobs of the trace's mix), and `queued` more jobs waiting; and the tasks running."""
-    from corral import settings as settings_mod
-    from corral.scheduler import catalog as catalog_mod
-    from corral.scheduler import reconciler
-    from corral.store import db, repo, schema
+    from corral import settings
+    from corral.scheduler import catalog, reconciler
+    from corral.store import db, queue_repo, schema
 
     rnd = random.Random(seed)
-    settings = settings_mod.Settings(home=home, pools=[
-        settings_mod.PoolConfig(pool_id="gpu", nodes=["n*"])])
-    store = db.Store(settings.db_url)
+    config = settings.Settings(home=home, pools=[
+        settings.PoolConfig(pool_id="gpu", nodes=["n*"])])
+    store = db.Store(config.db_url)
     store.migrate()
     cluster = [resources.Node(name=f"n{i:03d}", cpu=int(NODE.cpu), memory_mb=NODE.memory_mb,
                               gpus=tuple(resources.Gpu(g, "A100", 80 * 1024)
@@ -438,13 +468,13 @@ def _tick_world(home: pathlib.Path, queued: int, nodes: int,
     with store.begin() as conn:
         for p, pid in ids.items():
             conn.execute(schema.projects.insert().values(id=pid, name=p, created_at=now))
-            repo.set_quotas(conn, pid, [{
+            queue_repo.set_quotas(conn, pid, [{
                 "pool_id": "gpu", "cpu": None, "memory_mb": None,
                 "gpu": QUOTA_GPU[p] * nodes // 50, "borrowing": p != "gamma",
                 "weight": QUOTA_GPU[p] / 100}], now)
         conn.execute(schema.jobs.insert(), _job_rows(ids, 3000, 1, rnd, now))
-    rec = reconciler.Reconciler(store=store, executor=executor, settings=settings,
-                                catalog=catalog_mod.Catalog.build(settings, cluster))
+    rec = reconciler.Reconciler(store=store, executor=executor, settings=config,
+                                catalog=catalog.Catalog.build(config, cluster))
     while rec.tick():
         pass
     rec.tick()
@@ -457,17 +487,17 @@ def _tick_world(home: pathlib.Path, queued: int, nodes: int,
 def _probe(store: Any, seconds: float) -> tuple[float, float, float]:
     """Median ms of a read (one job by id) and of a write (an event; it waits for any
     transaction the reconciler holds), every 5 ms for `seconds`; and the writes' p90."""
-    from corral.store import repo
+    from corral.store import job_repo
 
     reads, writes = [], []
     end = time.perf_counter() + seconds
     while time.perf_counter() < end:
         t0 = time.perf_counter()
         with store.read() as conn:
-            repo.job_by_id(conn, "job-100000")
+            job_repo.job_by_id(conn, "job-100000")
         t1 = time.perf_counter()
         with store.begin() as conn:
-            repo.add_event(conn, "job-100000", 0, "probe")
+            job_repo.add_event(conn, "job-100000", 0, "probe")
         t2 = time.perf_counter()
         reads.append((t1 - t0) * 1000)
         writes.append((t2 - t1) * 1000)
@@ -500,10 +530,9 @@ def report(trace: Sequence[TraceJob], outcomes: dict[str, Outcome],
         ("preemptions", lambda o: o.preemptions, "num"),
     ]
     for k in KINDS:
-        rows.append((f"{k.name} wait mean (min)",
-                     lambda o, k=k: statistics.fmean(o.waits[k.name] or [0]) / 60, "num"))
-        rows.append((f"{k.name} wait p99 (min)",
-                     lambda o, k=k: _pct(o.waits[k.name], 0.99) / 60, "num"))
+        rows.append((f"{k.name} wait mean (min)", functools.partial(_wait_mean, k.name),
+                     "num"))
+        rows.append((f"{k.name} wait p99 (min)", functools.partial(_wait_p99, k.name), "num"))
     total_weight = sum(QUOTA_GPU.values())
     rows.append(("fairness (Jain, GPU/quota)", lambda o: _jain(
         [o.per_project_gpu_s[p] / QUOTA_GPU[p] * total_weight for p in PROJECTS]), "num"))
@@ -559,6 +588,14 @@ def report(trace: Sequence[TraceJob], outcomes: dict[str, Outcome],
               f"{tick['write_locked_ms']:.1f} ms) {'PASS' if ok else 'MISS'}")
         figures["reconciler_pass"] = tick
     return figures
+
+
+def _wait_mean(kind: str, o: Outcome) -> float:
+    return statistics.fmean(o.waits[kind] or [0]) / 60
+
+
+def _wait_p99(kind: str, o: Outcome) -> float:
+    return _pct(o.waits[kind], 0.99) / 60
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -15,8 +15,9 @@ import httpx
 import pytest
 import sqlalchemy as sa
 
-from corral import credentials, server
+from corral import server
 from corral import settings as settings_mod
+from corral.cli import credentials
 from corral.store import db
 
 PG_ADMIN_URL = os.environ.get("CORRAL_TEST_PG", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
@@ -24,9 +25,10 @@ TERMINAL = {"Completed", "Failed", "Terminated", "Abnormal"}
 
 
 def make_settings(home: Any, **overrides: Any) -> settings_mod.Settings:
-    """Settings for tests: fast ticks and samples, a short grace period."""
+    """Settings for tests: fast ticks and samples, a short grace period, no disk reserve
+    (tests/unit/test_disk_reserve.py tests it; each test's home need not hold one)."""
     values: dict[str, Any] = {"home": home, "grace_period": 1.0, "tick_interval": 0.2,
-                              "metrics_interval": 0.2}
+                              "metrics_interval": 0.2, "disk_reserve_mb": 0}
     values.update(overrides)
     return settings_mod.Settings(**values)
 
@@ -178,10 +180,10 @@ def start_live(home: Any, **overrides: Any) -> Live:
 def kill_leftovers(store: db.Store) -> None:
     """SIGKILL the process group of every task still recorded as live (test hygiene)."""
     from corral.executors import base
-    from corral.store import repo
+    from corral.store import job_repo
 
     with store.read() as conn:
-        rows = repo.live_tasks(conn)
+        rows = job_repo.live_tasks(conn)
     for row in rows:
         if row.handle:
             h = base.Handle.loads(row.handle)

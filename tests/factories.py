@@ -10,6 +10,8 @@ from typing import Any
 
 import psutil
 
+from corral.store import rows
+
 
 def write_code(root: pathlib.Path, source: str, name: str = "train.py") -> pathlib.Path:
     """A code directory holding one boot file with `source`; returns the directory."""
@@ -19,14 +21,28 @@ def write_code(root: pathlib.Path, source: str, name: str = "train.py") -> pathl
     return code
 
 
+def make_task(job_id: str, attempt: int = 1, **overrides: Any) -> rows.Task:
+    """A task row of a job (worker-0 on `local`, running, unless overridden)."""
+    fields: dict[str, Any] = {
+        "job_id": job_id, "attempt": attempt, "name": "worker-0", "rank": 0,
+        "node": "local", "state": "running", "launch_id": uuid.uuid4().hex[:16],
+        "gpu_ids": "", "accel_ids": None, "handle": None, "exit_code": None, "message": None,
+        "launched_at": None, "ended_at": None, "kill_sent_at": None}
+    fields.update(overrides)
+    return rows.Task(**fields)
+
+
 def make_job(*, name: str | None = None, code_dir: pathlib.Path | str | None = None,
              boot_file: str = "train.py", command: str | None = None,
              flavor_id: str = "corral.cpu.1u", node_count: int = 1, retries: int | None = None,
              parameters: dict[str, Any] | None = None,
              outputs: dict[str, str] | None = None, inputs: dict[str, str] | None = None,
              environments: dict[str, str] | None = None,
+             annotations: dict[str, str] | None = None,
+             fault_tolerance: dict[str, Any] | None = None,
              **overrides: Any) -> dict[str, Any]:
-    """A ModelArts create body. Give `code_dir` (+ boot_file) or `command`."""
+    """A ModelArts create body. Give `code_dir` (+ boot_file) or `command`;
+    `fault_tolerance` is corral's `spec.fault_tolerance`."""
     alg: dict[str, Any] = {}
     if command is not None:
         alg["command"] = command
@@ -42,12 +58,15 @@ def make_job(*, name: str | None = None, code_dir: pathlib.Path | str | None = N
     if environments:
         alg["environments"] = environments
     meta: dict[str, Any] = {"name": name or f"job-{uuid.uuid4().hex[:10]}"}
-    if retries is not None:
-        meta["annotations"] = {"fault-tolerance/job-retry-num": str(retries)}
+    if retries is not None or annotations:
+        meta["annotations"] = {**({"fault-tolerance/job-retry-num": str(retries)}
+                                  if retries is not None else {}), **(annotations or {})}
     body: dict[str, Any] = {
         "kind": "job", "metadata": meta, "algorithm": alg,
         "spec": {"resource": {"flavor_id": flavor_id, "node_count": node_count}},
     }
+    if fault_tolerance is not None:
+        body["spec"]["fault_tolerance"] = fault_tolerance
     for key, value in overrides.items():
         body[key] = value
     return body

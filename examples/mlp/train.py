@@ -7,9 +7,12 @@ output), prints progress as it goes, and saves the trained weights into the outp
     python train.py --epochs=300 --train_url=/tmp/out
 
 Progress is also reported as training metrics (loss, accuracy per epoch) through
-`corral.job.log_metrics`, or as `corral:metrics` lines where corral cannot be imported, and
-a checkpoint is kept in the output channel: run again with `--resume=true` (or as a corral
-version created with `resume`) and training continues from it.
+`corral.job.log_metrics`, or as `corral:metrics` lines where corral cannot be imported.
+A checkpoint is written every few epochs (`--checkpoint_every`) to the job's checkpoint
+folder (`CORRAL_CHECKPOINT_DIR`, which corral sets when the job names a checkpoint
+channel) or else to the output channel. Training continues from the latest one when corral
+restarts the job after a fault (`CORRAL_ATTEMPT` above 1), in a corral version created
+with `resume`, or when run again with `--resume=true`.
 """
 
 from __future__ import annotations
@@ -36,6 +39,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--points", type=int, default=2000, help="size of the generated data set")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--log_every", type=int, default=0, help="epochs between lines (0: ~10)")
+    p.add_argument("--checkpoint_every", type=int, default=0,
+                   help="epochs between checkpoints (0: with each progress line)")
     p.add_argument("--train_url", default="./output", help="output channel: model.npz goes here")
     p.add_argument("--data_url", default=None, help="input channel holding a data.npz (x, y)")
     p.add_argument("--resume", default="false",
@@ -160,9 +165,16 @@ def load_checkpoint(out: pathlib.Path, params: Params, opt: Adam) -> int:
         return int(ck["epoch"])
 
 
-def wants_resume(args: argparse.Namespace) -> bool:
-    # corral sets CORRAL_RESUME_FROM in a version created with `resume` from an earlier one.
-    return args.resume.lower() in ("1", "true", "yes") or bool(os.environ.get("CORRAL_RESUME_FROM"))
+def checkpoints(args: argparse.Namespace) -> tuple[pathlib.Path, bool]:
+    """Where checkpoints go, and whether to start from the latest one there."""
+    # corral sets CORRAL_CHECKPOINT_DIR for a job that names a checkpoint channel, and
+    # counts its attempts in CORRAL_ATTEMPT: one after the first is a restart after a fault.
+    where = os.environ.get("CORRAL_CHECKPOINT_DIR") or args.train_url
+    restarted = int(os.environ.get("CORRAL_ATTEMPT") or "1") > 1
+    # ... and sets CORRAL_RESUME_FROM in a version created with `resume` from an earlier one.
+    resume = (args.resume.lower() in ("1", "true", "yes") or restarted
+              or bool(os.environ.get("CORRAL_RESUME_FROM")))
+    return pathlib.Path(where), resume
 
 
 def train(args: argparse.Namespace) -> tuple[Params, dict[str, float]]:
@@ -173,12 +185,13 @@ def train(args: argparse.Namespace) -> tuple[Params, dict[str, float]]:
     val, fit = order[:n_val], order[n_val:]
     params = init_params(x.shape[1], args.hidden, int(y.max()) + 1, rng)
     opt = Adam(params, args.lr)
-    out = pathlib.Path(args.train_url)
-    first = load_checkpoint(out, params, opt) + 1 if wants_resume(args) else 1
+    ckpt, resume = checkpoints(args)
+    first = load_checkpoint(ckpt, params, opt) + 1 if resume else 1
     if first > 1:
-        print(f"resuming after epoch {first - 1} from {out / CHECKPOINT}", flush=True)
+        print(f"resuming after epoch {first - 1} from {ckpt / CHECKPOINT}", flush=True)
         rng = np.random.default_rng([args.seed, first])
     every = args.log_every or max(1, args.epochs // 10)
+    save_every = args.checkpoint_every or every
     print(f"training: {len(fit)} points, {n_val} held out, hidden={args.hidden}", flush=True)
     for epoch in range(first, args.epochs + 1):
         shuffled = rng.permutation(fit)
@@ -189,7 +202,8 @@ def train(args: argparse.Namespace) -> tuple[Params, dict[str, float]]:
             loss, acc = evaluate(params, x[fit], y[fit])
             print(f"epoch {epoch}/{args.epochs} loss={loss:.4f} accuracy={acc:.4f}", flush=True)
             log_metrics({"loss": loss, "accuracy": acc}, step=epoch)
-            save_checkpoint(out, params, opt, epoch)
+        if epoch % save_every == 0 or epoch == args.epochs:
+            save_checkpoint(ckpt, params, opt, epoch)
     loss, acc = evaluate(params, x[fit], y[fit])
     val_loss, val_acc = evaluate(params, x[val], y[val])
     return params, {

@@ -10,29 +10,35 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import fcntl
+import functools
 import gc
 import importlib.util
 import json
 import logging
 import os
+import pathlib
 import socket
 import threading
 import time
+from collections.abc import Iterable
 from typing import IO, Any
 
 import sqlalchemy as sa
 import uvicorn
 
-from corral import accounts, credentials, secretbox
 from corral import settings as settings_mod
-from corral.api import app as app_mod
-from corral.api import deps
-from corral.domain import errors
-from corral.executors import base, local, routing
+from corral.api import app, deps
+from corral.cli import credentials
+from corral.domain import errors, specs
+from corral.executors import base, routing
+from corral.executors.local import machine, tasks
+from corral.kinds import incremental, loop, notebooks, owned, pipelines
 from corral.scheduler import catalog as catalog_mod
-from corral.scheduler import launching, metrics, reconciler, sync
-from corral.storage import objects
-from corral.store import db, repo
+from corral.scheduler import launching, reconciler, sampling
+from corral.services import accounts, retention, secretbox, submit, sync
+from corral.storage import objects, paths
+from corral.store import db, identity_repo
+from corral.web import console
 
 log = logging.getLogger(__name__)
 PG_LOCK_KEY = 0x636F7272  # "corr"
@@ -58,72 +64,40 @@ class Platform:
     reconciler: reconciler.Reconciler
     context: deps.Context
     syncer: sync.Syncer
+    kinds: loop.Loop
     locks: list[Any]
     wake_event: threading.Event = dataclasses.field(default_factory=threading.Event)
-    #: set with wake_event by what a user waits on (see reconciler.run_forever)
-    urgent_event: threading.Event = dataclasses.field(default_factory=threading.Event)
     stop_event: threading.Event = dataclasses.field(default_factory=threading.Event)
     threads: list[threading.Thread] = dataclasses.field(default_factory=list)
-    #: whether a submission may run the scheduler's pass itself (see `submitted`): where a
-    #: launch returns at once (the local executor hands it to its launcher), not where it
-    #: waits for a cluster
-    passes_on_submit: bool = False
 
     def start(self) -> None:
         self.wake_event.set()  # first pass at once: re-adopt, recover, start queued jobs
         self.threads = [
             threading.Thread(target=reconciler.run_forever, name="corral-reconciler",
                              args=(self.reconciler, self.wake_event, self.stop_event,
-                                   self.settings.tick_interval, self.urgent_event),
+                                   self.settings.tick_interval),
                              daemon=True),
             threading.Thread(target=self._sample_loop, name="corral-metrics", daemon=True),
+            threading.Thread(target=self._retention_loop, name="corral-retention",
+                             daemon=True),
             threading.Thread(target=sync.run_forever, name="corral-storage",
                              args=(self.syncer, self.stop_event,
                                    self.settings.storage_interval), daemon=True),
+            threading.Thread(target=self.kinds.run_forever, name="corral-kinds",
+                             args=(self.stop_event,), daemon=True),
         ]
         for t in self.threads:
             t.start()
 
-    def wake(self) -> None:
-        """A pass at once, after the queue changed (a job stopped, deleted, a quota set...)."""
-        self.reconciler.queue_changed()
-        self.urgent_event.set()
-        self.wake_event.set()
-
-    def submitted(self) -> None:
-        """A pass for a job just submitted, which looks at the new jobs without reading the
-        whole queue again (see Reconciler.jobs_added). With no pass under way and nothing
-        handed out ahead, it runs here, on the submitting request's thread, before the
-        submission is answered: the job starts without waiting for the scheduler's thread
-        to wake, and without that thread sharing the interpreter with the answer and the
-        client's next request. Otherwise the scheduler's thread makes it, within a moment
-        while jobs are handed out ahead (see reconciler.run_forever)."""
-        self.reconciler.jobs_added()
-        ran: bool | None = None
-        if self.passes_on_submit:
-            try:
-                ran = self.reconciler.pass_if_idle()
-            except Exception:  # the job is stored: the scheduler's thread tries again
-                log.exception("reconciler pass failed")
-        if ran is not False:  # not run, failed, or work left for another pass at once
-            self.wake_event.set()
-
-    def nudge(self) -> None:
-        """A pass soon, for the executor: a task ended."""
-        self.wake_event.set()
-
     def stop(self) -> None:
         """Stop corral's own threads; the jobs' processes keep running for the next start."""
         self.stop_event.set()
-        self.urgent_event.set()
         self.wake_event.set()
+        self.kinds.wake()
         for t in self.threads:
             t.join(timeout=10)
         self.context.threads.shutdown(wait=False, cancel_futures=True)
-        try:
-            self.reconciler.close()
-        except Exception:  # the next start settles those launches from their claim files
-            log.exception("recording the last launches failed")
+        self.reconciler.close()
         self.executor.close()
         self.store.dispose()
         for lock in self.locks:
@@ -133,10 +107,25 @@ class Platform:
     def _sample_loop(self) -> None:
         while not self.stop_event.wait(self.settings.metrics_interval):
             try:
-                metrics.sample_once(self.store, self.executor, self.catalog,
+                sampling.sample_once(self.store, self.executor, self.catalog,
                                     self.reconciler.now())
             except Exception:
                 log.exception("resource sampling failed")
+
+    def _retention_loop(self) -> None:
+        """Retention, applied every `retention_interval` (the first time a minute after
+        start: a server that crashes at once never deletes in a loop)."""
+        wait = min(60.0, self.settings.retention_interval)
+        while not self.stop_event.wait(wait):
+            wait = self.settings.retention_interval
+            try:
+                with self.store.read() as conn:
+                    todo = retention.plan(conn, self.settings, self.reconciler.now())
+                retention.apply(self.store, self.settings, todo, self.reconciler.now())
+                if todo.records:
+                    self.wake_event.set()  # the scheduler purges them
+            except Exception:
+                log.exception("applying retention failed")
 
 
 def build(settings: settings_mod.Settings) -> Platform:
@@ -169,25 +158,55 @@ def build(settings: settings_mod.Settings) -> Platform:
     cat = catalog_mod.Catalog.build(settings, executor.nodes(), routing.origin(executor))
     stores = objects.Stores(settings)
     ctx = deps.Context(store=store, catalog=cat, settings=settings,
-                       default_project_id=project_id, box=box, stores=stores)
+                       default_project_id=project_id, box=box, stores=stores,
+                       containment=(executor.containment()
+                                    if isinstance(executor, base.Contains) else "none"))
 
     def follow(new: catalog_mod.Catalog) -> None:  # nodes joined or left the cluster
         ctx.catalog = new
 
-    rec = reconciler.Reconciler(store=store, executor=executor, catalog=cat,
-                                settings=settings, run_as=run_as, on_catalog=follow,
-                                on_change=ctx.changes.changed)
+    wake = threading.Event()
+    kinds = loop.Loop(_controllers(ctx, owned.Jobs(submit=functools.partial(_submit, ctx),
+                                                   wake=wake.set,
+                                                   confine=functools.partial(_confine, ctx))),
+                      interval=settings.tick_interval)
+
+    def changed(job_ids: Iterable[str]) -> None:  # who waits on jobs, and their owners
+        ctx.changes.changed(job_ids)
+        kinds.wake()
+
+    rec = reconciler.Reconciler(store, executor, cat, settings, run_as=run_as,
+                                on_catalog=follow, on_change=changed, wake=wake.set,
+                                hang_timeout=settings.hang_timeout)
     syncer = sync.Syncer(store=store, settings=settings, stores=stores,
-                         changed=ctx.changes.changed)
-    platform = Platform(settings=settings, store=store, executor=executor, catalog=cat,
-                        reconciler=rec, context=ctx, locks=locks, syncer=syncer,
-                        passes_on_submit=isinstance(executor, local.LocalExecutor))
-    ctx.wake = platform.wake
-    ctx.submitted = platform.submitted
-    syncer.wake = platform.wake
-    executor.set_waker(platform.nudge)
-    rec.wake = platform.nudge
-    return platform
+                         changed=changed, wake=wake.set)
+    ctx.wake = wake.set
+    ctx.wake_kinds = kinds.wake
+    executor.set_waker(wake.set)
+    return Platform(settings=settings, store=store, executor=executor, catalog=cat,
+                    reconciler=rec, context=ctx, locks=locks, syncer=syncer, kinds=kinds,
+                    wake_event=wake)
+
+
+def _controllers(ctx: deps.Context, jobs: owned.Jobs) -> list[loop.Controller]:
+    """The controllers of the job kinds this server runs."""
+    return [incremental.controller_for(ctx.store, jobs, ctx.stores),
+            pipelines.controller_for(ctx.store, jobs, ctx.settings, ctx.stores),
+            notebooks.controller_for(ctx.store, ctx.settings, jobs, lambda: ctx.catalog)]
+
+
+def _submit(ctx: deps.Context, conn: sa.Connection, body: specs.JobCreate, *,
+            project_id: str, user_name: str, now: int, owner: tuple[str, str, str]) -> str:
+    """A job a controller owns, submitted as the API submits one (kinds/owned.py)."""
+    return submit.create_job(conn, ctx.catalog, body, project_id=project_id, now=now,
+                             user_name=user_name, policy=ctx.path_policy(conn, project_id),
+                             places=ctx.places, owner=owner)
+
+
+def _confine(ctx: deps.Context, conn: sa.Connection, project_id: str, path: str,
+             what: str) -> pathlib.Path:
+    """A path a controller reads or writes for a project's jobs (kinds/owned.py)."""
+    return paths.confine(ctx.path_policy(conn, project_id), path, what)
 
 
 def _open_state(settings: settings_mod.Settings, store: db.Store,
@@ -202,15 +221,17 @@ def _open_state(settings: settings_mod.Settings, store: db.Store,
         _private(settings.home / name)
     with store.begin() as conn:
         now = int(time.time() * 1000)
-        project_id = repo.ensure_default_project(conn, now)
-        login = accounts.bootstrap(conn, box, project_id=project_id, now=now)
-        if login is not None:
+        project_id = identity_repo.ensure_default_project(conn, now)
+        admin = accounts.bootstrap(conn, box, project_id=project_id, now=now)
+        if admin is not None:
             # Written before the commit: a credential that never reaches the database
             # is replaced at the next start; one in the database that no file holds
-            # could never be used.
-            credentials.write(settings.credentials_file, login)
+            # could never be used. (The CLI on this machine finds it there.)
+            credentials.write(settings.credentials_file, credentials.Login(
+                project_id=project_id, user=admin.user, token=admin.token,
+                access_key=admin.key.access_key, secret_key=admin.key.secret_key))
             log.info("first start: created the platform admin '%s'; its credential is "
-                     "in %s", login.user, settings.credentials_file)
+                     "in %s", admin.user, settings.credentials_file)
     return box, project_id
 
 
@@ -242,15 +263,16 @@ def make_executor(settings: settings_mod.Settings) -> base.Executor:
 def _executor(settings: settings_mod.Settings, key: str) -> base.Executor:
     address = settings_mod.ray_address_of(key)
     if address is None:
-        node = local.detect_node(cpus=settings.cpus, memory_gb=settings.memory_gb)
-        return local.LocalExecutor(dataclasses.replace(
-            node, accelerators=catalog_mod.local_accelerators(settings)))
+        node = machine.detect_node(cpus=settings.cpus, memory_gb=settings.memory_gb)
+        return tasks.LocalExecutor(
+            dataclasses.replace(node, accelerators=catalog_mod.local_accelerators(settings)),
+            cgroups_mode=settings.task_cgroups, log_max_mb=settings.task_log_max_mb)
     if importlib.util.find_spec("ray") is None:
         raise errors.CorralError(f"a pool runs on the Ray cluster at {address} but Ray is "
                                  "not installed; install corral[ray]")
-    from corral.executors import raybridge
+    from corral.executors.ray import bridge
 
-    return raybridge.RayBridge(raybridge.Options(
+    return bridge.RayBridge(bridge.Options(
         address=address, namespace=settings.ray_namespace, run_as=settings.run_as,
         connect_timeout=settings.ray_connect_timeout, lost_after=settings.ray_lost_after,
         shared_fs=settings.ray_shared_fs))
@@ -321,9 +343,8 @@ def _open(settings: settings_mod.Settings, port: int) -> tuple[Platform, socket.
 
 
 def _uvicorn(platform: Platform) -> uvicorn.Server:
-    app = app_mod.create_app(platform.context)
-    config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off",
-                            timeout_graceful_shutdown=3)
+    config = uvicorn.Config(console.wrap(app.create_app(platform.context)), log_level="warning",
+                            access_log=False, lifespan="off", timeout_graceful_shutdown=3)
     return uvicorn.Server(config)
 
 

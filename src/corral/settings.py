@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import pathlib
 import sys
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
@@ -83,6 +83,22 @@ class StorageConfig(BaseModel):
     roots: list[str] = Field(default_factory=list)
     projects: dict[str, list[str]] = Field(default_factory=dict)
     open_default_project: bool = True
+
+
+class RetentionConfig(BaseModel):
+    """How long ended jobs are kept; 0 keeps them for ever (the default).
+
+    `logs_days`: an ended job's run folder (its logs, code snapshot, metric files) goes
+    after so many days, its record stays; `records_days`: its record goes too (the job,
+    its events, metrics and running records); `records_keep`: a project keeps at most so
+    many ended jobs, the newest. A job that registered a model keeps its record.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    logs_days: float = Field(default=0, ge=0)
+    records_days: float = Field(default=0, ge=0)
+    records_keep: int = Field(default=0, ge=0)
 
 
 #: variables of the server's environment that never reach a job (prefixes), besides CORRAL_*
@@ -165,6 +181,9 @@ class Settings(BaseSettings):
     url: str = "http://127.0.0.1:8765"
     #: seconds between SIGTERM and SIGKILL when a job is stopped
     grace_period: float = 10.0
+    #: seconds a running job may be silent (no log, no CPU or GPU use) before it is judged
+    #: hung, for jobs that set no `spec.fault_tolerance.hang_timeout` (0: never)
+    hang_timeout: int = Field(default=1800, ge=0, le=604800)
     #: seconds between reconciler passes when nothing wakes it earlier
     tick_interval: float = 1.0
     #: seconds between resource samples of running tasks
@@ -188,6 +207,14 @@ class Settings(BaseSettings):
     default_pool: str = Field(default="default", pattern=r"^[A-Za-z0-9_.-]{1,64}$")
     #: seconds over which fair share forgets a project's usage (the mean's time constant)
     fair_share_window: float = Field(default=3600.0, gt=0)
+    #: GiB that must stay free on the disks of CORRAL_HOME and the run directories; below
+    #: it no job starts (they wait, saying why) so that running jobs' logs cannot take the
+    #: database's last bytes (0: no floor)
+    disk_free_floor_gb: float = Field(default=2.0, ge=0)
+    #: MB kept in a reserve file in CORRAL_HOME while the disk is above that floor, and
+    #: released below it, so that the database can still write when jobs fill the disk
+    #: (0: none)
+    disk_reserve_mb: int = Field(default=64, ge=0)
     #: override detected capacity (useful to share a machine with other work)
     cpus: int | None = None
     memory_gb: int | None = None
@@ -196,11 +223,25 @@ class Settings(BaseSettings):
     #: default `$CORRAL_HOME/server.key`, created (mode 0600) on first start
     server_key_file: pathlib.Path | None = None
     storage: StorageConfig = Field(default_factory=StorageConfig)
+    #: how long ended jobs and their logs are kept (every project without its own)
+    retention: RetentionConfig = Field(default_factory=RetentionConfig)
+    #: a project's own retention, by the project's name or id
+    project_retention: dict[str, RetentionConfig] = Field(default_factory=dict)
+    #: seconds between the passes that apply retention
+    retention_interval: float = Field(default=3600.0, gt=0)
     #: prefixes of the server's environment variables kept from jobs, besides CORRAL_*
     job_env_deny: list[str] = Field(default_factory=lambda: list(JOB_ENV_DENY))
     #: when the server runs as root, tasks run as this user (default: "nobody" is NOT
     #: assumed; without it a root server runs tasks as root and says so in the log)
     run_as: str | None = None
+    #: a cgroup per task, which finds, kills and counts all its processes and holds it to
+    #: its flavor's memory: "auto" (what the machine offers: v2, else v1, else none), "v2"
+    #: or "v1" (the server does not start without it), "off" (each task's keeper, a child
+    #: subreaper, still kills what the task leaves)
+    task_cgroups: Literal["auto", "v2", "v1", "off"] = "auto"
+    #: MB of each task's log kept: its first half and its last half; the middle is dropped
+    #: and said so (0: no cap)
+    task_log_max_mb: int = Field(default=100, ge=0)
     #: object storage for every project that has none of its own in `project_s3`
     s3: S3Config | None = None
     #: object storage per project, keyed by project id (`corral info` shows the default one)
@@ -228,6 +269,17 @@ class Settings(BaseSettings):
     #: the Ray clusters' nodes see the server's files at the same paths (a shared file
     #: system): tasks read their inputs there instead of copies shipped to their node
     ray_shared_fs: bool = False
+    #: notebooks (docs/notebooks.md): the seconds of a timing lease, and of an idle lease,
+    #: when a notebook asks for none; the priority of their sessions (1-3); the engine that
+    #: runs JupyterLab when a notebook names none (unset: the server's own Python); seconds
+    #: between looks at a session's activity; seconds its JupyterLab has to answer once
+    #: its job runs
+    notebook_lease: float = Field(default=14400.0, ge=1)
+    notebook_idle: float = Field(default=3600.0, ge=1)
+    notebook_priority: int = Field(default=2, ge=1, le=3)
+    notebook_image: str | None = None
+    notebook_check_interval: float = Field(default=30.0, gt=0)
+    notebook_start_timeout: float = Field(default=300.0, gt=0)
 
     @field_validator("home", mode="after")
     @classmethod

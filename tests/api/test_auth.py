@@ -22,7 +22,7 @@ from huaweicloudsdkcore.auth.credentials import BasicCredentials
 from huaweicloudsdkcore.sdk_request import SdkRequest
 from huaweicloudsdkcore.signer.signer import Signer
 
-from corral import credentials
+from corral.cli import credentials
 from tests import conftest, factories
 
 BAD_CREDENTIAL = (401, "ModelArts.2784")
@@ -140,7 +140,9 @@ def test_every_endpoint_but_health_and_docs_needs_a_credential(live: conftest.Li
 def fill(template: str, project_id: str, job_id: str) -> str:
     values = {"project_id": project_id, "training_job_id": job_id, "task_id": "worker-0",
               "user_name": "nobody", "access_key": "NOSUCHKEY", "token_id": "nosuch",
-              "version": "V0001", "model_name": "nosuchmodel", "alias": "production"}
+              "version": "V0001", "model_name": "nosuchmodel", "alias": "production",
+              "dataset": "nosuchdataset", "job": "nosuchloop", "pipeline_id": "nosuch",
+              "notebook_id": "nosuchnotebook"}
     for name, value in values.items():
         template = template.replace("{" + name + "}", value)
     assert "{" not in template, template
@@ -152,6 +154,19 @@ def project_routes(live: conftest.Live) -> list[tuple[str, str]]:
     spec = live.http.get("/openapi.json").json()
     return [(m.upper(), p) for p, ops in spec["paths"].items() if "{project_id}" in p
             for m in ops]
+
+
+def required_query(live: conftest.Live, method: str, template: str,
+                   job_id: str) -> dict[str, str]:
+    """A value for each query parameter the route requires (a search's `q`, a job id)."""
+    spec = live.http.get("/openapi.json").json()
+    query = [p for p in spec["paths"][template][method.lower()].get("parameters", [])
+             if p["in"] == "query"]
+    values = {p["name"]: job_id if p["name"].endswith("job_id") else "x"
+              for p in query if p.get("required")}
+    if any(p["name"] == "timeout" for p in query):
+        values["timeout"] = "1"  # a stream: it ends after a second instead of holding on
+    return values
 
 
 def test_a_job_of_another_project_answers_as_one_that_does_not_exist(
@@ -207,9 +222,13 @@ def test_a_viewer_reads_but_changes_nothing(live: conftest.Live) -> None:
             continue
         r = viewer.http.request(method, fill(template, live.project_id, job),
                                 json={"action_type": "terminate", "description": "x",
-                                      **json.loads(create_body("by-viewer"))})
-        if method == "GET" and "{model_name}" in template:  # read, but no such model
-            assert refusal(r) == (404, "ModelArts.2775"), (method, template, r.text)
+                                      **json.loads(create_body("by-viewer"))},
+                                params=required_query(live, method, template, job))
+        if method == "GET" and any(f"{{{name}}}" in template for name in
+                                   ("model_name", "dataset", "job", "pipeline_id",
+                                    "notebook_id")):
+            # read, but there is no such model, dataset, loop, pipeline or notebook
+            assert r.status_code == 404, (method, template, r.text)
         elif method == "GET" or template.endswith("/training-job-searches"):
             assert r.status_code == 200, (method, template, r.text)
         else:
@@ -240,6 +259,41 @@ def test_members_change_their_own_jobs_and_project_admins_everyones(
     assert boss.http.post(job_path + "/actions", json={"action_type": "terminate"}
                           ).status_code == 202
     live.wait(job)
+
+
+def test_members_make_versions_of_their_own_jobs_and_project_admins_of_everyones(
+        live: conftest.Live) -> None:
+    """A version joins its job's family and writes into the family's outputs: making one
+    is a change to that job, allowed to its owner and to project admins only."""
+    alice = live.new_user("alice", "member")
+    bob = live.new_user("bob", "member")
+    boss = live.new_user("boss", "admin")
+    r = alice.http.post(live.path("/training-jobs"), json=factories.make_job(command="sleep 30"))
+    assert r.status_code == 201, r.text
+    versions = live.path(f"/training-jobs/{r.json()['metadata']['id']}/versions")
+
+    assert refusal(bob.http.post(versions, json={})) == FORBIDDEN
+    assert [v["version_name"] for v in live.http.get(versions).json()["versions"]] == ["V0001"]
+    by_boss = boss.http.post(versions, json={})
+    assert by_boss.status_code == 201, by_boss.text
+    # The family stays alice's: she may go on from the version her project admin made.
+    from_boss = live.path(f"/training-jobs/{by_boss.json()['metadata']['id']}/versions")
+    assert alice.http.post(from_boss, json={}).status_code == 201
+    assert refusal(bob.http.post(from_boss, json={})) == FORBIDDEN
+    names = [v["version_name"] for v in live.http.get(versions).json()["versions"]]
+    assert names == ["V0001", "V0002", "V0003"]
+
+
+def test_a_project_or_user_name_taken_answers_409(live: conftest.Live) -> None:
+    live.new_project("vision")
+    live.new_user("ana", key=False)
+    for path, name in (("/corral/projects", "vision"), ("/corral/projects", "default"),
+                       ("/corral/users", "ana"), ("/corral/users", "admin")):
+        r = live.http.post(path, json={"name": name})
+        assert refusal(r) == (409, "ModelArts.2751"), r.text
+        assert name in r.json()["error_msg"]
+    assert [p["name"] for p in live.http.get("/corral/projects").json()["projects"]] == [
+        "default", "vision"]
 
 
 def test_only_a_platform_admin_manages_projects_and_users(live: conftest.Live) -> None:

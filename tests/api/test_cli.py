@@ -14,9 +14,9 @@ import pytest
 import yaml
 from click import testing
 
-from corral import cli
 from corral import settings as settings_mod
-from tests import conftest
+from corral.cli import main
+from tests import conftest, factories
 
 pytestmark = pytest.mark.slow
 
@@ -33,7 +33,7 @@ def corral(url: Any, *args: str, home: pathlib.Path | None = None) -> testing.Re
         url, home = url.url, home or url.settings.home
     settings = settings_mod.Settings(**({"home": home} if home else {}))
     argv = (["--url", url] if url else []) + list(args)
-    return testing.CliRunner().invoke(cli.cli, argv, obj=cli.State(settings))
+    return testing.CliRunner().invoke(main.cli, argv, obj=main.State(settings))
 
 
 def write_job(folder: pathlib.Path, name: str, epochs: int = 20, **resource: Any) -> pathlib.Path:
@@ -91,6 +91,7 @@ def test_a_submitted_example_trains_and_can_be_followed(
     followed = corral(live_server, "logs", "-f", job_id)
 
     assert followed.exit_code == 0, followed.output
+    assert followed.stderr == f"mlp-cli ({job_id}) ended Completed\n"
     assert "epoch 20/20 loss=" in followed.stdout
     assert "final: accuracy=" in followed.stdout
     assert (tmp_path / "output" / "model.npz").is_file()  # ./output next to the job file
@@ -110,12 +111,57 @@ def test_a_failing_job_shows_its_exit_code(live_server: Any, tmp_path: pathlib.P
     job_file.write_text(yaml.safe_dump(body))
     job_id = submit(live_server, job_file)
 
-    corral(live_server, "logs", "-f", job_id)
+    followed = corral(live_server, "logs", "-f", "mlp-bad")
     shown = corral(live_server, "show", job_id, "--json")
 
+    # `corral logs -f mlp-bad && deploy` must not deploy.
+    assert followed.exit_code == 1, followed.output
+    assert followed.stderr.startswith(f"error: mlp-bad ({job_id}) ended Failed")
+    assert "usage: train.py" in followed.stdout  # argparse's complaint: the log itself
     status = json.loads(shown.stdout)["status"]
     assert status["phase"] == "Failed"
     assert [t["exit_code"] for t in status["task_statuses"]] == [2]
+
+
+def test_a_job_is_named_by_its_name_unless_its_versions_share_it(
+    live_server: Any, tmp_path: pathlib.Path
+) -> None:
+    first = submit(live_server, write_job(tmp_path, "mlp-named", epochs=2))
+    live_server.wait(first)
+    assert corral(live_server, "show", "mlp-named").exit_code == 0
+    made = corral(live_server, "new-version", "mlp-named", "-p", "epochs=1", "--json")
+    second = json.loads(made.stdout)["metadata"]["id"]
+    live_server.wait(second)
+
+    ambiguous = corral(live_server, "show", "mlp-named")
+    family = corral(live_server, "versions", "mlp-named")
+
+    assert_one_error_line(ambiguous, "2 jobs are named 'mlp-named': ")
+    assert first in ambiguous.stderr and second in ambiguous.stderr
+    assert family.exit_code == 0, family.output
+    assert first in family.stdout and second in family.stdout
+    assert corral(live_server, "show", second).exit_code == 0  # an id is always one job
+
+
+def test_a_waiting_job_is_described_in_the_same_words_everywhere(live_server: Any) -> None:
+    live = live_server
+    blocker = live.submit(factories.make_job(command="sleep 30", flavor_id="corral.cpu.full"))
+    live.wait(blocker["metadata"]["id"], {"Running"})
+    live.submit(factories.make_job(name="head", command="true", flavor_id="corral.cpu.full"))
+    behind = live.submit(factories.make_job(name="behind", command="true",
+                                            flavor_id="corral.cpu.full"))["metadata"]["id"]
+    factories.wait_for(lambda: live.job(behind)["status"]["reason"] == "queued: 1 job(s) ahead",
+                       what="the job to queue behind the head")
+
+    listed = corral(live, "jobs", "--name", "behind").stdout
+    queued = corral(live, "queue").stdout
+    shown = corral(live, "show", "behind").stdout
+
+    [row] = [line for line in listed.splitlines() if line.startswith(behind)]
+    [place] = [line for line in queued.splitlines() if behind in line]
+    [reason] = [line for line in shown.splitlines() if line.startswith("reason")]
+    for line in (row, place, reason):
+        assert line.endswith("   queued: 1 job(s) ahead"), line
 
 
 def test_a_running_job_can_be_stopped_then_deleted(

@@ -454,7 +454,51 @@ OTHER_CASES = [
     ),
 ]
 
-ALL_CASES = CREATE_CASES + NOT_FOUND_CASES + OTHER_CASES
+#: beyond what any database integer holds: every such value is a 400, never a 500
+HUGE = 10**20
+ON_QUOTAS = {"path": "/v2/{pid}/training-quotas", "method": "PUT"}
+ON_VERSIONS = {"path": JOB + "/versions"}
+ON_ALIAS = {"path": "/v2/{pid}/models/m/aliases/production", "method": "PUT"}
+
+
+def quota(**fields: Any) -> Build:
+    return json_body({"quotas": [{"pool_id": "default", **fields}]})
+
+
+BOUND_CASES = [
+    Case("search-offset-huge", json_body({"offset": HUGE}), says="offset", **ON_SEARCH),
+    Case(
+        "search-rows-skipped-beyond-64-bits",
+        json_body({"offset": 2**62, "limit": 50}),
+        says="offset",
+        **ON_SEARCH,
+    ),
+    Case("events-offset-huge", params(offset=HUGE), says="offset", **ON_EVENTS),
+    Case("events-times-huge", params(start_time=HUGE, end_time=HUGE), says="time", **ON_EVENTS),
+    Case("events-time-negative", params(start_time=-1, end_time=0), says="start_time",
+         **ON_EVENTS),
+    Case("log-offset-huge", params(offset=HUGE), says="offset", **ON_LOG),
+    Case("log-attempt-huge", params(attempt=HUGE), says="attempt", **ON_LOG),
+    Case("quota-gpu-huge", quota(gpu=HUGE), says="gpu", **ON_QUOTAS),
+    Case("quota-memory-huge", quota(memory_gb=1e300), says="memory_gb", **ON_QUOTAS),
+    Case("quota-accelerator-huge", quota(accelerators={"npu": HUGE}), says="npu", **ON_QUOTAS),
+    Case("version-from-huge", json_body({"from_version": HUGE}), says="from_version",
+         **ON_VERSIONS),
+    Case("alias-version-huge", json_body({"version": HUGE}), says="version", **ON_ALIAS),
+    Case("model-version-huge", cmd_job(kind="inference", model={"name": "m", "version": HUGE}),
+         says="version"),
+    Case("filter-time-beyond-year-9999", flt("create_time", "between", ["0", str(2**62)]),
+         says="create_time", **ON_SEARCH),
+    Case("json-nested-too-deep", raw("[" * 100_000 + "]" * 100_000, "application/json"),
+         "ModelArts.2787", **ON_SEARCH),
+    # PostgreSQL can neither store nor compare text holding a NUL: refused on every database
+    Case("nul-in-a-body", json_body({"description": "a\x00b"}), says="NUL", method="PUT",
+         path=JOB),
+    Case("nul-in-a-query", params(pattern="a\x00b"), says="pattern", **ON_EVENTS),
+    Case("nul-in-a-path", nothing, says="training_job_id", method="GET", path=JOB + "%00"),
+]
+
+ALL_CASES = CREATE_CASES + NOT_FOUND_CASES + OTHER_CASES + BOUND_CASES
 
 
 @pytest.mark.parametrize("case", ALL_CASES, ids=[c.id for c in ALL_CASES])
@@ -508,3 +552,15 @@ def test_validation_message_names_the_field(world: World) -> None:
     r = live.http.post(live.path("/training-jobs"), json=body)
     err = assert_error(r, 400, "ModelArts.2788")
     assert "node_count" in err["error_msg"]
+
+
+def test_a_method_a_path_does_not_have_answers_405_with_the_methods_it_has(world: World) -> None:
+    live = world.live
+    job = live.path(f"/training-jobs/{world.job_id}")
+    for method in ("TRACE", "PATCH"):
+        r = live.http.request(method, job)
+        assert_error(r, 405, None)
+        assert sorted(r.headers["allow"].split(", ")) == ["DELETE", "GET", "PUT"]
+    r = live.http.request("TRACE", live.path("/training-job-searches"))
+    assert_error(r, 405, None)
+    assert r.headers["allow"] == "POST"

@@ -871,7 +871,8 @@ def test_follow_a_growing_log(live: conftest.Live) -> None:
 
 def test_logs_of_each_attempt(live: conftest.Live) -> None:
     job_id = live.submit(
-        factories.make_job(command='echo "attempt $CORRAL_ATTEMPT"; exit 1', retries=1)
+        factories.make_job(command='echo "attempt $CORRAL_ATTEMPT"; exit 1', retries=1,
+                           fault_tolerance={"backoff": {"initial": 0}})
     )["metadata"]["id"]
     job = live.wait(job_id)
     assert job["status"]["phase"] == "Failed"

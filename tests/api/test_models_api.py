@@ -132,6 +132,12 @@ def test_aliases_move_versions_go_and_numbers_stay_taken(
 
     location = pathlib.Path(get(live, "/models/aliased/versions/2")["location"])
     assert live.http.delete(live.path("/models/aliased/versions/2")).status_code == 200
+    # Every move by hand is in the alias's history, with who made it.
+    moves = get(live, "/models/aliased/aliases/production/history")["history"]
+    assert [(m["from_version"], m["to_version"], m["user_name"], m["reason"])
+            for m in moves] == [(None, 1, "admin", "set by hand"),
+                                (1, 2, "admin", "set by hand"),
+                                (2, None, "admin", "version 2 deleted")]
     assert not location.exists()
     after = model(live, "aliased")
     assert [v["version"] for v in after["versions"]] == [1] and after["aliases"] == {}

@@ -115,7 +115,7 @@ def test_a_job_shows_its_pool_priority_and_place_in_the_queue(live: conftest.Liv
     queue = json.loads(corral(live, "queue", "--json").stdout)["pools"][0]["jobs"]
     assert [(j["id"], j["position"]) for j in queue] == [(head, 1), (behind, 2)]
     shown = corral(live, "show", behind)
-    assert "behind_priority, 1 job(s) ahead in pool default" in shown.output
+    assert "#2 in pool default, wait code behind_priority" in shown.output
 
 
 def test_bad_scheduling_fields_are_refused(live: conftest.Live) -> None:

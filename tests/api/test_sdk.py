@@ -403,6 +403,32 @@ def test_sdk_reads_a_retried_failure(sdk: Sdk) -> None:
     assert job.metadata.annotations["fault-tolerance/job-retry-num"] == "1"
 
 
+def test_sdk_sets_the_fault_tolerance_annotations_and_corral_honours_them(sdk: Sdk) -> None:
+    # Attempt 1 fails as CUDA out of memory, which is not retried unless retries are
+    # unconditional; attempt 2 succeeds. The backoff is the default (5 s).
+    body = sdk_job("sdk-ft", retries=1, command='if [ "$CORRAL_ATTEMPT" = 1 ]; then '
+                   'echo "RuntimeError: CUDA out of memory"; exit 1; fi; echo done')
+    body.metadata.annotations.update({"fault-tolerance/job-unconditional-retry": "true",
+                                      "fault-tolerance/hang-retry": "true"})
+    want = dict(body.metadata.annotations)
+
+    job_id = create(sdk, body).metadata.id
+    job = sdk.wait(job_id, set(conftest.TERMINAL), timeout=40)
+
+    assert job.metadata.annotations == want
+    assert job.status.phase == "Completed"
+    first, second = job.status.running_records
+    assert (first.end_reason, first.end_recover) == ("exit with 1", "proc_restart")
+    assert second.start_type == "restarted"
+
+    bad = sdk_job("sdk-ft-bad", command="true")
+    bad.metadata.annotations["fault-tolerance/hang-retry"] = "maybe"
+    with pytest.raises(sdk_errors.ClientRequestException) as err:
+        create(sdk, bad)
+    assert err.value.status_code == 400
+    assert "fault-tolerance/hang-retry must be true or false" in err.value.error_msg
+
+
 def test_sdk_reads_a_completed_two_node_job(sdk: Sdk) -> None:
     job_id = create(sdk, sdk_job("sdk-pair", command="true", node_count=2)).metadata.id
 

@@ -16,8 +16,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from corral import cli
 from corral import settings as settings_mod
+from corral.cli import main
 from tests import conftest, factories
 
 EXAMPLE = pathlib.Path(__file__).parents[2] / "examples" / "mlp"
@@ -44,8 +44,8 @@ def run_cli(live: conftest.Live, *args: str) -> Any:
     from click import testing
 
     settings = settings_mod.Settings(home=live.settings.home)  # where the login is
-    result = testing.CliRunner().invoke(cli.cli, ["--url", live.url, *args],
-                                        obj=cli.State(settings))
+    result = testing.CliRunner().invoke(main.cli, ["--url", live.url, *args],
+                                        obj=main.State(settings))
     assert result.exit_code == 0, result.output
     return result
 
@@ -72,10 +72,10 @@ def finished(live: conftest.Live, job_id: str, version: str = "V0001") -> dict[s
 
 def finalized(live: conftest.Live, job_id: str) -> bool:
     """The storage component is done with the ended job (metrics, uploads, model)."""
-    from corral.store import repo
+    from corral.store import job_repo
 
     with live.embedded.platform.store.read() as conn:
-        row = repo.job_by_id(conn, job_id)
+        row = job_repo.job_by_id(conn, job_id)
     return row is not None and row.finalized_at is not None
 
 

@@ -24,8 +24,8 @@ import psutil
 import pytest
 import sqlalchemy as sa
 
-from corral import credentials
-from corral.store import db, repo
+from corral.cli import credentials
+from corral.store import db
 from tests import conftest, factories
 
 pytestmark = pytest.mark.slow
@@ -328,7 +328,8 @@ def test_a_failure_while_the_server_was_down_is_retried_once(
     corral: ServerProcess, tmp_path: pathlib.Path, shared: pathlib.Path
 ) -> None:
     corral.start()
-    job_id, first = submit_started(corral, tmp_path, shared, "flaky", code=1, retries=1)
+    job_id, first = submit_started(corral, tmp_path, shared, "flaky", code=1, retries=1,
+                                   fault_tolerance={"backoff": {"initial": 0}})
 
     corral.kill()
     (shared / "go-flaky").touch()
@@ -434,83 +435,64 @@ def test_kill_9_during_a_burst_of_submissions(corral: ServerProcess, shared: pat
     assert set(starts) == set(known.values())  # nothing ran that corral does not know of
 
 
-# --- follow-on launches (a queued job handed to the launcher ahead) ------------------------
+# --- fault tolerance: a backoff, and the stops of a hung job and of one out of time ----
 
 
-def gated_command(tmp_path: pathlib.Path, shared: pathlib.Path, tag: str,
-                  flavor_id: str = "corral.cpu.1u") -> dict[str, Any]:
-    """A gated job run as a command: nothing to copy, so it can be launched ahead."""
-    script = tmp_path / "gated.py"
-    if not script.exists():
-        script.write_text(GATED)
-    env = {"SHARED": str(shared), "TAG": tag, "CODE": "0"}
-    return factories.make_job(name=tag, command=f"{sys.executable} {script}",
-                              environments=env, flavor_id=flavor_id)
+# A task that says it started, ignores SIGTERM, and then neither writes nor computes.
+SILENT = """
+import os, pathlib, signal, time
+signal.signal(signal.SIGTERM, signal.SIG_IGN)
+with open(pathlib.Path(os.environ["SHARED"]) / "lines", "a") as fh:
+    fh.write(f"started {os.environ['TAG']} {os.getpid()}\\n")
+time.sleep(600)
+"""
 
 
-def launched_ahead(db_url: str, job_id: str) -> bool:
-    """The job waits (Pending) with its task written as launching: handed out ahead."""
-    store = db.Store(db_url)
-    try:
-        with store.read() as conn:
-            job = repo.job_by_id(conn, job_id)
-            tasks = repo.tasks_of(conn, job_id, 1)
-    finally:
-        store.dispose()
-    return (job is not None and job.phase == "Pending"
-            and [t.state for t in tasks] == ["launching"])
-
-
-def hold_both_cores(corral: ServerProcess, tmp_path: pathlib.Path, shared: pathlib.Path,
-                    db_url: str) -> tuple[str, str]:
-    """Job "a" holds both cores; "b" is handed out to start as soon as "a" ends."""
-    corral.start()
-    a = corral.submit(gated_command(tmp_path, shared, "a", "corral.cpu.full"))
-    factories.wait_for(lambda: started(shared).get("a"), what="a to start")
-    b = corral.submit(gated_command(tmp_path, shared, "b"))
-    factories.wait_for(lambda: launched_ahead(db_url, b), what="b to be launched ahead")
-    return a, b
-
-
-def test_a_job_launched_ahead_when_the_server_died_starts_once_after_it(
-    corral: ServerProcess, tmp_path: pathlib.Path, shared: pathlib.Path, db_url: str
+def test_a_backoff_survives_a_crash(
+    corral: ServerProcess, tmp_path: pathlib.Path, shared: pathlib.Path
 ) -> None:
-    a, b = hold_both_cores(corral, tmp_path, shared, db_url)
-
-    corral.kill()  # its launcher drops the launch it held
-    (shared / "go-a").touch()
-    a_pid = started(shared)["a"][0]
-    factories.wait_for(lambda: not factories.alive(a_pid), 10, "a to end while the server is down")
-    assert "b" not in started(shared)
     corral.start()
-    factories.wait_for(lambda: started(shared).get("b"), what="b to start")
-    (shared / "go-b").touch()
+    job_id, _ = submit_started(corral, tmp_path, shared, "backoff", code=1, retries=1,
+                               fault_tolerance={"backoff": {"initial": 3}})
+    (shared / "go-backoff").touch()
+    factories.wait_for(lambda: corral.job(job_id)["status"].get("restart_at"),
+                       what="the failed attempt's backoff")
 
-    assert corral.wait(a)["status"]["phase"] == "Completed"
-    job = corral.wait(b)
+    corral.kill()  # while it waits out its backoff
+    corral.start()
+
+    job = corral.wait(job_id)
     assert job["status"]["phase"] == "Completed"
-    assert len(started(shared)["b"]) == 1
-    assert [r["end_reason"] for r in job["status"]["running_records"]] == ["job completed"]
+    assert [(r["end_reason"], r.get("end_recover"), r.get("failure_class"))
+            for r in job["status"]["running_records"]] == [
+        ("exit with 1", "proc_restart", "user_exit"), ("job completed", None, None)]
+    assert len(started(shared)["backoff"]) == 2  # one per attempt, never more
 
 
-def test_a_job_that_started_ahead_unrecorded_is_adopted_after_a_crash(
-    corral: ServerProcess, tmp_path: pathlib.Path, shared: pathlib.Path, db_url: str
+def test_the_stops_of_a_hung_job_and_of_one_out_of_time_survive_a_crash(
+    corral: ServerProcess, tmp_path: pathlib.Path, shared: pathlib.Path
 ) -> None:
-    a, b = hold_both_cores(corral, tmp_path, shared, db_url)
-    assert corral.proc is not None
+    code = factories.write_code(tmp_path, SILENT)
+    ids: dict[str, str] = {}
+    corral.start()
+    for tag, ft in (("hung", {"hang_timeout": 1}), ("late", {"max_run_time": 2,
+                                                             "hang_timeout": 0})):
+        ids[tag] = corral.submit(factories.make_job(
+            name=tag, code_dir=code, retries=2, fault_tolerance=ft,
+            environments={"SHARED": str(shared), "TAG": tag}))
 
-    os.killpg(corral.proc.pid, signal.SIGSTOP)  # the server sees nothing from here on
-    try:
-        (shared / "go-a").touch()
-        b_pid = factories.wait_for(lambda: started(shared).get("b"), what="b to start")[0]
-    finally:
-        corral.kill()
+    def stopping() -> bool:
+        return all((corral.job(j)["status"].get("reason") or "").endswith("stopping it")
+                   for j in ids.values())
+
+    factories.wait_for(stopping, what="both jobs to be stopped")
+    corral.kill()  # the stops decided; SIGTERM (ignored) sent or not, SIGKILL not yet
     corral.start()
 
-    assert corral.wait(a)["status"]["phase"] == "Completed"
-    factories.wait_for(lambda: corral.phase(b) == "Running", what="b to be adopted")
-    (shared / "go-b").touch()
-    job = corral.wait(b)
-    assert job["status"]["phase"] == "Completed"
-    assert started(shared)["b"] == [b_pid] == finished(shared)["b"]
-    assert [r["end_reason"] for r in job["status"]["running_records"]] == ["job completed"]
+    hung, late = corral.wait(ids["hung"]), corral.wait(ids["late"])
+    assert (hung["status"]["phase"], hung["status"]["failure_class"],
+            hung["status"]["reason"]) == ("Failed", "hang", "hanged")
+    assert (late["status"]["phase"], late["status"]["failure_class"]) == ("Failed", "timeout")
+    starts = started(shared)
+    assert {tag: len(starts[tag]) for tag in ids} == {"hung": 1, "late": 1}
+    assert not any(factories.alive(pid) for tag in ids for pid in starts[tag])

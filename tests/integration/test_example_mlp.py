@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import pathlib
 import subprocess
 import sys
@@ -70,3 +71,29 @@ def test_generates_data_when_the_input_channel_has_none(tmp_path: pathlib.Path) 
 
     assert proc.returncode == 0, proc.stderr
     assert "generating spirals" in proc.stdout
+
+
+def run_as_attempt(attempt: int, ckpt: pathlib.Path,
+                   *args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "CORRAL_ATTEMPT": str(attempt), "CORRAL_CHECKPOINT_DIR": str(ckpt)}
+    env.pop("CORRAL_RESUME_FROM", None)
+    return subprocess.run([sys.executable, str(TRAIN), *args], capture_output=True, text=True,
+                          timeout=60, env=env)
+
+
+def test_a_restarted_attempt_resumes_from_the_latest_checkpoint(tmp_path: pathlib.Path) -> None:
+    ckpt, out = tmp_path / "ckpt", tmp_path / "out"
+    first = run_as_attempt(1, ckpt, "--epochs=12", "--checkpoint_every=4",
+                           f"--train_url={out}")
+    assert first.returncode == 0, first.stderr
+    assert "resuming" not in first.stdout
+    with np.load(ckpt / "checkpoint.npz") as saved:
+        assert int(saved["epoch"]) == 12  # written to the checkpoint folder, every 4 epochs
+
+    again = run_as_attempt(2, ckpt, "--epochs=20", "--checkpoint_every=4", f"--train_url={out}")
+
+    assert again.returncode == 0, again.stderr
+    assert f"resuming after epoch 12 from {ckpt / 'checkpoint.npz'}" in again.stdout
+    assert "epoch 2/20" not in again.stdout and "epoch 20/20" in again.stdout
+    anew = run_as_attempt(1, ckpt, "--epochs=2", f"--train_url={out}")  # a first attempt
+    assert "resuming" not in anew.stdout

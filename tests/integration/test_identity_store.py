@@ -7,10 +7,9 @@ import pathlib
 import pytest
 from cryptography.fernet import Fernet
 
-from corral import accounts, secretbox
 from corral.domain import errors, identity
-from corral.store import db, repo
-from corral.store import identity as ids
+from corral.services import accounts, secretbox
+from corral.store import db, identity_repo
 from tests import conftest
 
 NOW = 1_700_000_000_000
@@ -24,19 +23,19 @@ def box() -> secretbox.SecretBox:
 def test_first_start_makes_one_admin_with_a_key_and_a_token(
         store: db.Store, box: secretbox.SecretBox) -> None:
     with store.begin() as conn:
-        pid = repo.ensure_default_project(conn, NOW)
-        login = accounts.bootstrap(conn, box, project_id=pid, now=NOW)
+        pid = identity_repo.ensure_default_project(conn, NOW)
+        first = accounts.bootstrap(conn, box, project_id=pid, now=NOW)
         again = accounts.bootstrap(conn, box, project_id=pid, now=NOW)
 
-    assert login is not None and again is None
-    assert login.token and login.access_key and login.secret_key
+    assert first is not None and again is None
+    assert first.token and first.key.access_key and first.key.secret_key
     with store.read() as conn:
-        key = ids.live_key(conn, login.access_key)
-        token = ids.live_token(conn, secretbox.hash_token(login.token), NOW)
+        key = identity_repo.live_key(conn, first.key.access_key)
+        token = identity_repo.live_token(conn, secretbox.hash_token(first.token), NOW)
         assert key is not None and token is not None
-        admin = ids.principal(conn, key.user_id)
-    assert box.decrypt(key.secret_sealed) == login.secret_key
-    assert key.secret_sealed != login.secret_key
+        admin = identity_repo.principal(conn, key.user_id)
+    assert box.decrypt(key.secret_sealed) == first.key.secret_key
+    assert key.secret_sealed != first.key.secret_key
     assert admin is not None and admin.is_admin and admin.user_name == "admin"
     assert admin.role_in(pid) is identity.Role.ADMIN
 
@@ -44,48 +43,50 @@ def test_first_start_makes_one_admin_with_a_key_and_a_token(
 def test_memberships_keys_and_tokens_live_and_die(store: db.Store,
                                                   box: secretbox.SecretBox) -> None:
     with store.begin() as conn:
-        p1 = ids.create_project(conn, "one", NOW)
-        p2 = ids.create_project(conn, "two", NOW)
-        uid = ids.create_user(conn, "u", is_admin=False, now=NOW)
-        ids.set_role(conn, uid, p1, identity.Role.VIEWER, NOW)
-        ids.set_role(conn, uid, p1, identity.Role.MEMBER, NOW)  # a change, not a second row
-        ids.set_role(conn, uid, p2, identity.Role.ADMIN, NOW)
+        p1 = identity_repo.create_project(conn, "one", NOW)
+        p2 = identity_repo.create_project(conn, "two", NOW)
+        uid = identity_repo.create_user(conn, "u", is_admin=False, now=NOW)
+        identity_repo.set_role(conn, uid, p1, identity.Role.VIEWER, NOW)
+        # a change, not a second row
+        identity_repo.set_role(conn, uid, p1, identity.Role.MEMBER, NOW)
+        identity_repo.set_role(conn, uid, p2, identity.Role.ADMIN, NOW)
         key = accounts.issue_key(conn, box, user_id=uid, project_id=p1, description="",
                                  now=NOW)
         tid, token = accounts.issue_token(conn, user_id=uid, description="", now=NOW,
                                           expires_at=NOW + 1000)
     with store.read() as conn:
-        assert ids.roles_of(conn, uid) == {p1: identity.Role.MEMBER, p2: identity.Role.ADMIN}
-        assert ids.live_key(conn, key.access_key) is not None
-        assert ids.live_token(conn, secretbox.hash_token(token), NOW + 999) is not None
-        assert ids.live_token(conn, secretbox.hash_token(token), NOW + 1000) is None
-        assert [k.access_key for k in ids.list_keys(conn, p1, uid)] == [key.access_key]
+        assert identity_repo.roles_of(conn, uid) == {p1: identity.Role.MEMBER,
+                                                     p2: identity.Role.ADMIN}
+        assert identity_repo.live_key(conn, key.access_key) is not None
+        assert identity_repo.live_token(conn, secretbox.hash_token(token), NOW + 999) is not None
+        assert identity_repo.live_token(conn, secretbox.hash_token(token), NOW + 1000) is None
+        assert [k.access_key for k in identity_repo.list_keys(conn, p1, uid)] == [key.access_key]
 
     with store.begin() as conn:
-        ids.remove_member(conn, uid, p1, NOW)
+        identity_repo.remove_member(conn, uid, p1, NOW)
     with store.read() as conn:
-        assert ids.live_key(conn, key.access_key) is None  # revoked with the membership
-        assert ids.roles_of(conn, uid) == {p2: identity.Role.ADMIN}
+        assert identity_repo.live_key(conn, key.access_key) is None  # revoked with the membership
+        assert identity_repo.roles_of(conn, uid) == {p2: identity.Role.ADMIN}
 
     with store.begin() as conn:
-        ids.disable_user(conn, uid, NOW)
+        identity_repo.disable_user(conn, uid, NOW)
     with store.read() as conn:
-        assert ids.principal(conn, uid) is None
-        assert ids.live_token(conn, secretbox.hash_token(token), NOW) is None
-        assert [t.id for t in ids.list_tokens(conn, uid)] == [tid]
+        assert identity_repo.principal(conn, uid) is None
+        assert identity_repo.live_token(conn, secretbox.hash_token(token), NOW) is None
+        assert [t.id for t in identity_repo.list_tokens(conn, uid)] == [tid]
 
 
 def test_names_are_unique_and_checked(store: db.Store) -> None:
     with store.begin() as conn:
-        ids.create_project(conn, "team", NOW)
-        ids.create_user(conn, "ann", is_admin=False, now=NOW)
+        identity_repo.create_project(conn, "team", NOW)
+        identity_repo.create_user(conn, "ann", is_admin=False, now=NOW)
         with pytest.raises(errors.DuplicateName):
-            ids.create_project(conn, "team", NOW)
+            identity_repo.create_project(conn, "team", NOW)
         with pytest.raises(errors.DuplicateName):
-            ids.create_user(conn, "ann", is_admin=False, now=NOW)
+            identity_repo.create_user(conn, "ann", is_admin=False, now=NOW)
         for bad in ("", "a b", "../x", "x" * 65, "-lead"):
             with pytest.raises(errors.BadParameter):
-                ids.create_user(conn, bad, is_admin=False, now=NOW)
+                identity_repo.create_user(conn, bad, is_admin=False, now=NOW)
 
 
 @pytest.mark.postgres

@@ -13,10 +13,12 @@ from typing import Any
 
 import pytest
 
-from corral.storage import local as storage
+from corral.storage import runs
 from tests import conftest, factories
 
 Live = conftest.Live
+#: restarts at once: these tests are not about the backoff (test_faults_run.py is)
+NO_BACKOFF = {"backoff": {"initial": 0}}
 
 
 @pytest.fixture
@@ -146,6 +148,13 @@ def test_a_command_job_gets_its_parameters(live_server: Live, tmp_path: pathlib.
     assert (out / "done").exists()
 
 
+def test_a_command_without_arguments_may_end_in_a_shell_keyword(live_server: Live) -> None:
+    """Nothing is appended to a command that has no arguments: `...; fi` runs as written."""
+    body = factories.make_job(command='if [ "$CORRAL_ATTEMPT" = 1 ]; then exit 3; fi')
+    job = live_server.wait(live_server.submit(body)["metadata"]["id"])
+    assert exit_codes(job) == {"worker-0": 3}  # (a syntax error would be 2)
+
+
 def test_a_non_zero_exit_fails_the_job(live_server: Live, tmp_path: pathlib.Path) -> None:
     code = factories.write_code(tmp_path, "import sys; print('bad data'); sys.exit(3)")
 
@@ -177,7 +186,7 @@ print(f"{say}")
 sys.exit(0 if n >= {succeed_on} else 1)
 """,
     )
-    return factories.make_job(code_dir=code, retries=retries,
+    return factories.make_job(code_dir=code, retries=retries, fault_tolerance=NO_BACKOFF,
                               environments={"COUNTER": str(counter)})
 
 
@@ -231,7 +240,8 @@ def test_each_attempts_logs_are_exported_and_outlive_the_job(
 
 def test_retries_run_out(live_server: Live, tmp_path: pathlib.Path) -> None:
     counter = tmp_path / "runs"
-    body = factories.make_job(command=f'echo x >> "{counter}"; exit 2', retries=1)
+    body = factories.make_job(command=f'echo x >> "{counter}"; exit 2', retries=1,
+                              fault_tolerance=NO_BACKOFF)
 
     job = live_server.wait(live_server.submit(body)["metadata"]["id"])
 
@@ -447,7 +457,8 @@ sys.exit(1 if attempt == "1" else 0)
     )
     (code / "data.txt").write_text("v1")
     (code / "helper.py").write_text("VERSION = 'v1'\n")
-    body = factories.make_job(code_dir=code, retries=1, environments={"STATE": str(state)})
+    body = factories.make_job(code_dir=code, retries=1, environments={"STATE": str(state)},
+                              fault_tolerance=NO_BACKOFF)
     job_id = live_server.submit(body)["metadata"]["id"]
     factories.wait_for((state / "ready-1").exists, what="the first attempt to start")
 
@@ -467,13 +478,13 @@ def test_a_long_code_copy_does_not_hold_up_the_other_jobs(
     """The copy of a job's code_dir (gigabytes take seconds) is held here until released:
     meanwhile another job is stopped and a third runs to its end, with real processes."""
     release = threading.Event()
-    real = storage.snapshot
+    real = runs.snapshot
 
     def held(*args: Any) -> None:
         release.wait(60)
         real(*args)
 
-    monkeypatch.setattr(storage, "snapshot", held)
+    monkeypatch.setattr(runs, "snapshot", held)
     sleeper = live_server.submit(factories.make_job(command="sleep 60"))["metadata"]["id"]
     live_server.wait(sleeper, {"Running"})
     code = factories.write_code(tmp_path, "print('copied at last')\n")
@@ -599,7 +610,7 @@ def test_a_launch_is_recorded_while_its_task_runs(tmp_path: pathlib.Path) -> Non
     """With nothing handed out ahead, the launcher's answer wakes a pass that records the
     task's process, so that the pass that sees it end has less to do. Nothing else would
     record it before the task ends: the timer's pass is a minute away here."""
-    from corral.store import repo
+    from corral.store import job_repo
 
     live = conftest.start_live(tmp_path / "home", tick_interval=60.0)
     try:
@@ -609,7 +620,7 @@ def test_a_launch_is_recorded_while_its_task_runs(tmp_path: pathlib.Path) -> Non
 
         def recorded() -> bool:
             with store.read() as conn:
-                tasks = repo.tasks_of(conn, job_id, None)
+                tasks = job_repo.tasks_of(conn, job_id, None)
             return bool(tasks) and tasks[0].state == "running" and bool(tasks[0].handle)
 
         factories.wait_for(recorded, timeout=10, what="the launch to be recorded")

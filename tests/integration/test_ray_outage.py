@@ -28,7 +28,7 @@ from tests.conftest import Live, start_live, stop_live
 pytest.importorskip("ray")
 
 pytestmark = [pytest.mark.ray, pytest.mark.timeout(180)]
-CLI = "from corral import cli; cli.main()"
+CLI = "from corral.cli import main; main.main()"
 RAY = str(pathlib.Path(sys.executable).parent / "ray")
 
 
@@ -138,7 +138,8 @@ print("second attempt")
         queued = factories.wait_for(
             lambda: (j := live.job(job_id))["status"]["phase"] == "Pending" and j,
             timeout=60, what="the job to be queued again")
-        assert queued["status"]["running_records"][0]["end_reason"] == "node lost"
+        lost = queued["status"]["running_records"][0]
+        assert (lost["end_reason"], lost["failure_class"]) == ("node lost", "node_lost")
         pools = live.http.get(live.path("/training-pools")).json()["pools"]
         assert [p["nodes"] for p in pools] == [[]]
         events = live.http.get(live.path(f"/training-jobs/{job_id}/events")).json()
@@ -148,7 +149,9 @@ print("second attempt")
         done = live.wait(job_id, timeout=90)
         assert done["status"]["phase"] == "Completed", done["status"]
         first, second = done["status"]["running_records"]
-        assert (first["end_reason"], first["end_recover"]) == ("node lost", "job_reschedule")
+        # The node's loss was the infrastructure's: it spent none of the job's 0 retries.
+        assert (first["end_reason"], first["end_recover"], first["failure_class"]) == (
+            "node lost", "job_reschedule", "node_lost")
         assert second["start_type"] == "init_or_rescheduled"
         assert "second attempt" in _log(live, job_id, attempt=2)
     finally:

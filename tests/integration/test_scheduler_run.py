@@ -122,23 +122,3 @@ def test_a_preempted_job_checkpoints_is_requeued_and_resumes(
     assert int((state / "resumed-from").read_text()) == saved
     assert [r["start_type"] for r in done["status"]["running_records"]] == [
         "init_or_rescheduled", "init_or_rescheduled"]
-
-
-def test_a_job_submitted_to_an_idle_scheduler_has_started_when_its_submit_is_answered(
-        tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """With no pass under way and nothing handed out ahead, the submission runs the pass
-    that starts its job itself, before it is answered. The scheduler's thread is never
-    woken here (its timer is an hour away), so only that pass can have started it."""
-    live = conftest.start_live(tmp_path / "home", tick_interval=3600.0)
-    try:
-        platform = live.embedded.platform
-        rec = platform.reconciler
-        factories.wait_for(lambda: rec._swept and not rec._passing.locked(),
-                           what="the first pass of the server")
-        monkeypatch.setattr(platform.wake_event, "set", lambda: None)
-        job_id = live.submit(factories.make_job(command="sleep 1"))["metadata"]["id"]
-        assert live.job(job_id)["status"]["phase"] == "Running"
-        monkeypatch.undo()  # its end wakes the scheduler as usual
-        assert live.wait(job_id)["status"]["phase"] == "Completed"
-    finally:
-        conftest.stop_live(live)

@@ -8,11 +8,10 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-from corral.domain import errors, resources, specs
-from corral.domain import jobs as J
+from corral.domain import errors, jobs, resources, specs
 from corral.scheduler import catalog as catalog_mod
-from corral.scheduler import submit
-from corral.store import db, repo, schema
+from corral.services import submit
+from corral.store import db, identity_repo, job_repo, schema
 from tests import conftest, factories
 
 NOW = 1_700_000_000_000
@@ -27,7 +26,7 @@ def catalog(tmp_path: pathlib.Path) -> catalog_mod.Catalog:
 @pytest.fixture
 def project(store: db.Store) -> str:
     with store.begin() as conn:
-        return repo.ensure_default_project(conn, NOW)
+        return identity_repo.ensure_default_project(conn, NOW)
 
 
 def create(
@@ -40,14 +39,14 @@ def create(
 
 def phase_of(store: db.Store, job_id: str) -> str:
     with store.read() as conn:
-        row = repo.job_by_id(conn, job_id)
+        row = job_repo.job_by_id(conn, job_id)
     assert row is not None
     return str(row.phase)
 
 
 def event_messages(store: db.Store, job_id: str) -> list[str]:
     with store.read() as conn:
-        _total, rows = repo.list_events(conn, job_id, offset=0, limit=1000, order="asc")
+        _total, rows = job_repo.list_events(conn, job_id, offset=0, limit=1000, order="asc")
     return [r.message for r in rows]
 
 
@@ -85,29 +84,29 @@ def test_migrating_again_is_a_no_op(
 
     with store.read() as conn:
         versions = conn.execute(sa.text("SELECT version_num FROM alembic_version")).all()
-        assert repo.get_job(conn, project, job_id).name == "kept"
+        assert job_repo.get_job(conn, project, job_id).name == "kept"
     assert len(versions) == 1
 
 
 def test_a_second_store_on_the_same_database_migrates_cleanly(store: db.Store) -> None:
     with store.begin() as conn:
-        pid = repo.ensure_default_project(conn, NOW)
+        pid = identity_repo.ensure_default_project(conn, NOW)
 
     second = db.Store(store.url)
     try:
         second.migrate()
         with second.begin() as conn:
-            assert repo.ensure_default_project(conn, NOW + 1) == pid
+            assert identity_repo.ensure_default_project(conn, NOW + 1) == pid
     finally:
         second.dispose()
 
 
 def test_default_project_is_created_once(store: db.Store) -> None:
     with store.begin() as conn:
-        first = repo.ensure_default_project(conn, NOW)
+        first = identity_repo.ensure_default_project(conn, NOW)
     with store.begin() as conn:
-        second = repo.ensure_default_project(conn, NOW + 5)
-        repo.require_project(conn, first)
+        second = identity_repo.ensure_default_project(conn, NOW + 5)
+        identity_repo.require_project(conn, first)
 
     assert first == second
     assert len(first) == 32
@@ -119,7 +118,7 @@ def test_default_project_is_created_once(store: db.Store) -> None:
 
 def test_an_unknown_project_is_refused(store: db.Store, project: str) -> None:
     with store.read() as conn, pytest.raises(errors.ProjectNotFound):
-        repo.require_project(conn, "0" * 32)
+        identity_repo.require_project(conn, "0" * 32)
 
 
 # --- jobs -------------------------------------------------------------------------------
@@ -131,11 +130,11 @@ def test_created_job_reads_back(
     job_id = create(store, catalog, project, name="round-trip", retries=2, environments={"A": "1"})
 
     with store.read() as conn:
-        row = repo.get_job(conn, project, job_id)
-        spec = repo.job_spec(row)
+        row = job_repo.get_job(conn, project, job_id)
+        spec = job_repo.job_spec(row)
     assert row.name == "round-trip"
-    assert row.phase == J.Phase.CREATING.value
-    assert row.secondary_phase == J.SecondaryPhase.CREATING.value
+    assert row.phase == jobs.Phase.CREATING.value
+    assert row.secondary_phase == jobs.SecondaryPhase.CREATING.value
     assert row.create_time == NOW
     assert row.flavor_id == "corral.cpu.1u"
     assert (row.cpu, row.node_count, row.retry_limit) == (1.0, 1, 2)
@@ -156,7 +155,7 @@ def test_a_live_name_cannot_be_taken_twice(
         create(store, catalog, project, name="twin")
 
     with store.read() as conn:
-        total, count, _rows = repo.search_jobs(conn, project, specs.Search())
+        total, count, _rows = job_repo.search_jobs(conn, project, specs.Search())
     assert (total, count) == (1, 1)
 
 
@@ -165,16 +164,16 @@ def test_a_deleted_job_frees_its_name(
 ) -> None:
     old = create(store, catalog, project, name="reused")
     with store.begin() as conn:
-        repo.mark_deleted(conn, old, NOW + 1)
+        job_repo.mark_deleted(conn, old, NOW + 1)
 
     new = create(store, catalog, project, name="reused", now=NOW + 2)
 
     assert new != old
     with store.read() as conn:
-        assert repo.get_job(conn, project, new).name == "reused"
+        assert job_repo.get_job(conn, project, new).name == "reused"
         with pytest.raises(errors.NotFound):
-            repo.get_job(conn, project, old)
-        assert [d.id for d in repo.deleted_jobs(conn)] == [old]
+            job_repo.get_job(conn, project, old)
+        assert [d.id for d in job_repo.deleted_jobs(conn)] == [old]
 
 
 def test_a_job_is_invisible_from_another_project(
@@ -187,8 +186,8 @@ def test_a_job_is_invisible_from_another_project(
 
     with store.read() as conn:
         with pytest.raises(errors.NotFound):
-            repo.get_job(conn, other, job_id)
-        total, count, rows = repo.search_jobs(conn, other, specs.Search())
+            job_repo.get_job(conn, other, job_id)
+        total, count, rows = job_repo.search_jobs(conn, other, specs.Search())
     assert (total, count, rows) == (0, 0, [])
 
 
@@ -203,7 +202,7 @@ def test_the_same_name_may_live_in_two_projects(
     job_id = create(store, catalog, other, name="shared")
 
     with store.read() as conn:
-        assert repo.get_job(conn, other, job_id).project_id == other
+        assert job_repo.get_job(conn, other, job_id).project_id == other
 
 
 # --- transitions ------------------------------------------------------------------------
@@ -216,17 +215,17 @@ def test_transition_not_in_the_table_changes_nothing(
     before = event_messages(store, job_id)
 
     with store.begin() as conn:
-        moved = repo.transition(
+        moved = job_repo.transition(
             conn,
             job_id,
-            J.Phase.COMPLETED,
-            J.SecondaryPhase.COMPLETED,
+            jobs.Phase.COMPLETED,
+            jobs.SecondaryPhase.COMPLETED,
             now=NOW + 1,
             message="should not happen",
         )
 
     assert moved is False
-    assert phase_of(store, job_id) == J.Phase.CREATING.value
+    assert phase_of(store, job_id) == jobs.Phase.CREATING.value
     assert event_messages(store, job_id) == before
 
 
@@ -237,11 +236,11 @@ def test_allowed_transition_writes_exactly_one_event(
     before = event_messages(store, job_id)
 
     with store.begin() as conn:
-        moved = repo.transition(
+        moved = job_repo.transition(
             conn,
             job_id,
-            J.Phase.PENDING,
-            J.SecondaryPhase.QUEUING,
+            jobs.Phase.PENDING,
+            jobs.SecondaryPhase.QUEUING,
             now=NOW + 1,
             message="Job queued",
             level="Info",
@@ -250,7 +249,7 @@ def test_allowed_transition_writes_exactly_one_event(
 
     assert moved is True
     with store.read() as conn:
-        row = repo.job_by_id(conn, job_id)
+        row = job_repo.job_by_id(conn, job_id)
     assert row is not None
     assert (row.phase, row.secondary_phase) == ("Pending", "Queuing")
     assert row.wait_reason == "busy"
@@ -263,21 +262,22 @@ def test_a_finished_job_never_moves_again(
 ) -> None:
     job_id = create(store, catalog, project)
     path = [
-        (J.Phase.PENDING, J.SecondaryPhase.QUEUING),
-        (J.Phase.RUNNING, J.SecondaryPhase.RUNNING),
-        (J.Phase.COMPLETED, J.SecondaryPhase.COMPLETED),
+        (jobs.Phase.PENDING, jobs.SecondaryPhase.QUEUING),
+        (jobs.Phase.RUNNING, jobs.SecondaryPhase.RUNNING),
+        (jobs.Phase.COMPLETED, jobs.SecondaryPhase.COMPLETED),
     ]
     with store.begin() as conn:
         for phase, secondary in path:
-            assert repo.transition(conn, job_id, phase, secondary, now=NOW, message=phase)
+            assert job_repo.transition(conn, job_id, phase, secondary, now=NOW, message=phase)
     events = event_messages(store, job_id)
 
     with store.begin() as conn:
+        stop = (jobs.Phase.TERMINATING, jobs.SecondaryPhase.TERMINATING)
         results = [
-            repo.transition(conn, job_id, phase, secondary, now=NOW, message="again")
-            for phase, secondary in [*path, (J.Phase.TERMINATING, J.SecondaryPhase.TERMINATING)]
+            job_repo.transition(conn, job_id, phase, secondary, now=NOW, message="again")
+            for phase, secondary in [*path, stop]
         ]
-        terminated = repo.request_terminate(conn, job_id, NOW, "stop")
+        terminated = job_repo.request_terminate(conn, job_id, NOW, "stop")
 
     assert results == [False] * 4
     assert terminated is False
@@ -292,9 +292,8 @@ def test_a_rolled_back_transition_leaves_no_event(
     before = event_messages(store, job_id)
 
     with pytest.raises(RuntimeError), store.begin() as conn:
-        repo.transition(
-            conn, job_id, J.Phase.PENDING, J.SecondaryPhase.QUEUING, now=NOW, message="Job queued"
-        )
+        job_repo.transition(conn, job_id, jobs.Phase.PENDING, jobs.SecondaryPhase.QUEUING,
+                            now=NOW, message="Job queued")
         raise RuntimeError("caller failed after the transition")
 
     assert phase_of(store, job_id) == "Creating"
@@ -313,11 +312,11 @@ def five_jobs(store: db.Store, catalog: catalog_mod.Catalog, project: str) -> di
     }
     with store.begin() as conn:
         for n in ("alpha-2", "beta-1"):
-            repo.transition(
+            job_repo.transition(
                 conn,
                 ids[n],
-                J.Phase.PENDING,
-                J.SecondaryPhase.QUEUING,
+                jobs.Phase.PENDING,
+                jobs.SecondaryPhase.QUEUING,
                 now=NOW,
                 message="Job queued",
             )
@@ -326,7 +325,7 @@ def five_jobs(store: db.Store, catalog: catalog_mod.Catalog, project: str) -> di
 
 def search(store: db.Store, project: str, **body: Any) -> tuple[int, int, list[str]]:
     with store.read() as conn:
-        total, count, rows = repo.search_jobs(conn, project, specs.Search.model_validate(body))
+        total, count, rows = job_repo.search_jobs(conn, project, specs.Search.model_validate(body))
     return total, count, [r.name for r in rows]
 
 
@@ -436,7 +435,7 @@ def test_search_skips_deleted_jobs(
     store: db.Store, project: str, five_jobs: dict[str, str]
 ) -> None:
     with store.begin() as conn:
-        repo.mark_deleted(conn, five_jobs["alpha-1"], NOW + 9000)
+        job_repo.mark_deleted(conn, five_jobs["alpha-1"], NOW + 9000)
 
     total, count, names = search(store, project)
 
@@ -454,7 +453,7 @@ def noisy_job(store: db.Store, catalog: catalog_mod.Catalog, project: str) -> st
     with store.begin() as conn:
         for i in range(10):
             level = "Warning" if i % 3 == 0 else "Info"
-            repo.add_event(
+            job_repo.add_event(
                 conn, job_id, NOW + i, f"step {i}{' at 50%' if i == 7 else ''}", level=level
             )
     return job_id
@@ -463,7 +462,7 @@ def noisy_job(store: db.Store, catalog: catalog_mod.Catalog, project: str) -> st
 def events(store: db.Store, job_id: str, **kw: Any) -> tuple[int, list[str]]:
     args: dict[str, Any] = {"offset": 0, "limit": 100, "order": "asc", **kw}
     with store.read() as conn:
-        total, rows = repo.list_events(conn, job_id, **args)
+        total, rows = job_repo.list_events(conn, job_id, **args)
     return total, [r.message for r in rows]
 
 
@@ -513,23 +512,9 @@ def test_purge_removes_the_job_and_everything_it_owns(
     kept = create(store, catalog, project, name="kept")
     for job_id in (doomed, kept):
         with store.begin() as conn:
-            repo.open_attempt(conn, job_id, 1, NOW, J.StartType.INIT_OR_RESCHEDULED)
-            repo.insert_tasks(
-                conn,
-                [
-                    {
-                        "job_id": job_id,
-                        "attempt": 1,
-                        "name": "worker-0",
-                        "rank": 0,
-                        "node": "local",
-                        "state": "exited",
-                        "launch_id": "x",
-                        "gpu_ids": "",
-                    }
-                ],
-            )
-            repo.add_metrics(
+            job_repo.open_attempt(conn, job_id, 1, NOW, jobs.StartType.INIT_OR_RESCHEDULED)
+            job_repo.insert_tasks(conn, [factories.make_task(job_id, state="exited")])
+            job_repo.add_samples(
                 conn,
                 [
                     {
@@ -546,17 +531,17 @@ def test_purge_removes_the_job_and_everything_it_owns(
                 ],
             )
     with store.begin() as conn:
-        repo.mark_deleted(conn, doomed, NOW)
+        job_repo.mark_deleted(conn, doomed, NOW)
 
     with store.begin() as conn:
-        repo.purge_job(conn, doomed)
+        job_repo.purge_job(conn, doomed)
 
     tables = (schema.jobs, schema.attempts, schema.tasks, schema.job_events, schema.task_metrics)
     assert [count_rows(store, t, doomed) for t in tables] == [0, 0, 0, 0, 0]
     assert [count_rows(store, t, kept) for t in tables] == [1, 1, 1, 1, 1]
     with store.read() as conn:
-        assert repo.job_by_id(conn, doomed) is None
-        assert repo.deleted_jobs(conn) == []
+        assert job_repo.job_by_id(conn, doomed) is None
+        assert job_repo.deleted_jobs(conn) == []
 
 
 def test_sqlite_writes_take_the_lock_at_begin_and_reads_do_not(tmp_path: pathlib.Path) -> None:
@@ -589,6 +574,5 @@ def test_sqlite_writes_take_the_lock_at_begin_and_reads_do_not(tmp_path: pathlib
             schema.projects.c.id == "p-rollback")).first() is None
         other.execute("BEGIN IMMEDIATE")
         other.execute("ROLLBACK")
-    assert not store.engine._has_events  # no ConnectionEvents listener: see db._sqlite_setup
     other.close()
     store.dispose()

@@ -11,8 +11,8 @@ import sqlalchemy as sa
 
 from corral.domain import resources, scheduling
 from corral.scheduler import catalog as catalog_mod
-from corral.scheduler import pools
-from corral.store import db, repo, schema
+from corral.services import pools
+from corral.store import db, job_repo, queue_repo, rows, schema
 from tests.integration.test_store import NOW, catalog, create, project  # noqa: F401
 
 
@@ -26,7 +26,7 @@ def test_the_queue_window_takes_the_first_jobs_of_each_stream(
     low = [create(store, catalog, project, **prio(1)) for _ in range(4)]
     high = [create(store, catalog, project, **prio(3)) for _ in range(2)]
     with store.read() as conn:
-        window = repo.queued(conn, limit=2)
+        window = queue_repo.queued(conn, limit=2)
     assert [r.id for r in window] == [low[0], low[1], high[0], high[1]]
     assert {r.priority for r in window} == {1, 3}
     assert all(r.pool_id == "default" for r in window)
@@ -38,9 +38,9 @@ def test_positions_follow_priority_the_last_head_fair_share_and_submission(
     with store.begin() as conn:
         conn.execute(schema.projects.insert().values(id="busy", name="busy", created_at=0))
         conn.execute(schema.projects.insert().values(id="idle", name="idle", created_at=0))
-        repo.save_usage(conn, [{"project_id": "busy", "pool_id": "default", "share": 0.5,
-                                "updated_at": NOW}])
-        repo.set_quotas(conn, "idle", [{"pool_id": "default", "cpu": None, "memory_mb": None,
+        queue_repo.save_usage(conn, [rows.Usage(project_id="busy", pool_id="default",
+                                                share=0.5, updated_at=NOW)])
+        queue_repo.set_quotas(conn, "idle", [{"pool_id": "default", "cpu": None, "memory_mb": None,
                                         "gpu": None, "borrowing": False, "weight": 2.0}], NOW)
     busy = [create(store, catalog, "busy", **prio(1)) for _ in range(2)]
     idle = [create(store, catalog, "idle", **prio(1)) for _ in range(2)]
@@ -77,7 +77,7 @@ def _rows(store: db.Store, ids: list[str]) -> list[Any]:
         return list(conn.execute(sa.select(schema.jobs).where(schema.jobs.c.id.in_(ids))))
 
 
-def test_the_window_of_a_single_stream_is_its_first_jobs_without_those_staging(
+def test_the_window_of_a_stream_is_its_first_jobs_without_those_staging(
         store: db.Store, catalog: catalog_mod.Catalog, project: str) -> None:  # noqa: F811
     jobs = [create(store, catalog, project) for _ in range(6)]
     with store.begin() as conn:
@@ -86,28 +86,25 @@ def test_the_window_of_a_single_stream_is_its_first_jobs_without_those_staging(
         # Admitted and new jobs interleave: the window merges them in submission order.
         conn.execute(schema.jobs.update().where(schema.jobs.c.id.in_([jobs[2], jobs[5]]))
                      .values(phase="Pending", secondary_phase="Queuing"))
-        assert repo.single_stream(conn)
-        window = repo.queued(conn, limit=3)
-        told = repo.queued(conn, limit=4, single=True)
+        window = queue_repo.queued(conn, limit=3)
     assert [r.id for r in window] == [jobs[0], jobs[2], jobs[3]]
-    assert [r.id for r in told] == [jobs[0], jobs[2], jobs[3], jobs[4]]
 
 
 def test_quotas_and_usage_round_trip(store: db.Store, project: str) -> None:  # noqa: F811
-    rows = [{"pool_id": "default", "cpu": 2.5, "memory_mb": 4096, "gpu": None,
-             "borrowing": True, "weight": 2.0}]
+    quotas = [{"pool_id": "default", "cpu": 2.5, "memory_mb": 4096, "gpu": None,
+               "borrowing": True, "weight": 2.0}]
     with store.begin() as conn:
-        repo.set_quotas(conn, project, rows, NOW)
-        repo.save_usage(conn, [{"project_id": project, "pool_id": "default", "share": 0.25,
-                                "updated_at": NOW}])
+        queue_repo.set_quotas(conn, project, quotas, NOW)
+        queue_repo.save_usage(conn, [rows.Usage(project_id=project, pool_id="default",
+                                                share=0.25, updated_at=NOW)])
     with store.read() as conn:
-        [q] = repo.quotas(conn, project)
-        [u] = repo.usage(conn)
+        [q] = queue_repo.quotas(conn, project)
+        [u] = queue_repo.usage(conn)
     assert (q.cpu, q.memory_mb, q.gpu, q.borrowing, q.weight) == (2.5, 4096, None, True, 2.0)
     assert (u.share, u.updated_at) == (0.25, NOW)
     with store.begin() as conn:
-        repo.set_quotas(conn, project, [], NOW)
-        assert repo.quotas(conn) == []
+        queue_repo.set_quotas(conn, project, [], NOW)
+        assert queue_repo.quotas(conn) == []
 
 
 def _old_job(conn: sa.Connection, phase: str, secondary: str) -> None:
@@ -188,10 +185,11 @@ def test_migration_0006_indexes_what_would_read_the_whole_history(db_url: str) -
         assert indexes["ix_jobs_project_live"] == ["project_id", "deleted_at", "phase",
                                                    "create_time", "name"]
         with engine.begin() as conn:
-            assert repo.deleted_jobs(conn) == []
-            assert repo.name_taken(conn, "p", "old") and not repo.name_taken(conn, "p", "new")
+            assert job_repo.deleted_jobs(conn) == []
+            assert job_repo.name_taken(conn, "p", "old")
+            assert not job_repo.name_taken(conn, "p", "new")
             conn.execute(schema.jobs.update().values(deleted_at=NOW))
-            assert [(r.id, r.phase) for r in repo.deleted_jobs(conn)] == [("j", "Completed")]
+            assert [(r.id, r.phase) for r in job_repo.deleted_jobs(conn)] == [("j", "Completed")]
             if engine.dialect.name == "sqlite":
                 for sql, index in (
                         ("SELECT id, phase FROM jobs WHERE deleted_at IS NOT NULL",
@@ -217,17 +215,17 @@ def test_the_schedulers_guarded_writes_skip_a_job_that_moved_on(
     (and once): what the reconciler decided from an older snapshot."""
     waits, stopped, runs = (create(store, catalog, project) for _ in range(3))
     with store.begin() as conn:
-        repo.request_terminate(conn, stopped, NOW, "Termination requested")
+        job_repo.request_terminate(conn, stopped, NOW, "Termination requested")
         conn.execute(schema.jobs.update().where(schema.jobs.c.id == runs)
                      .values(phase="Running", secondary_phase="Running"))
     with store.begin() as conn:
-        assert repo.note_wait(conn, waits, now=NOW, reason="no room", code="resources")
-        assert not repo.note_wait(conn, stopped, now=NOW, reason="no room", code="resources")
-        assert not repo.request_preempt(conn, waits, NOW)
-        assert repo.request_preempt(conn, runs, NOW)
-        assert not repo.request_preempt(conn, runs, NOW + 1)
+        assert job_repo.note_wait(conn, waits, now=NOW, reason="no room", code="resources")
+        assert not job_repo.note_wait(conn, stopped, now=NOW, reason="no room", code="resources")
+        assert not job_repo.request_preempt(conn, waits, NOW)
+        assert job_repo.request_preempt(conn, runs, NOW)
+        assert not job_repo.request_preempt(conn, runs, NOW + 1)
     with store.read() as conn:
-        rows = {j: repo.job_by_id(conn, j) for j in (waits, stopped, runs)}
+        rows = {j: job_repo.job_by_id(conn, j) for j in (waits, stopped, runs)}
     assert (rows[waits].wait_code, rows[waits].wait_reason) == ("resources", "no room")
     assert rows[stopped].wait_code is None
     assert rows[runs].preempt_requested_at == NOW

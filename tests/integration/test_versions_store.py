@@ -13,11 +13,9 @@ from alembic.migration import MigrationContext
 
 from corral.domain import errors, specs, versions
 from corral.domain import jobs as J
-from corral.scheduler import collect, finishing, submit
-from corral.storage import local as storage
-from corral.store import db, repo, schema
-from corral.store import models as models_repo
-from corral.store import versions as versions_repo
+from corral.services import collect, finishing, submit
+from corral.storage import runs
+from corral.store import db, job_repo, model_repo, schema, version_repo
 from tests import conftest, factories
 from tests.integration.test_store import NOW, catalog, create, project  # noqa: F401
 
@@ -59,10 +57,10 @@ def test_versions_share_a_name_that_first_versions_keep_unique(
         store: db.Store, catalog: Any, project: str) -> None:  # noqa: F811
     first = create(store, catalog, project, name="fam")
     with store.begin() as conn:
-        job = repo.job_by_id(conn, first)
-        me = versions_repo.ensure_version(conn, job)
+        job = job_repo.job_by_id(conn, first)
+        me = version_repo.ensure_version(conn, job)
         assert (me.family_id, me.number) == (first, 1)
-        assert versions_repo.take_number(conn, first) == 2
+        assert version_repo.take_number(conn, first) == 2
     with store.begin() as conn:
         body = specs.JobCreate.model_validate(factories.make_job(name="fam", command="true"))
         second = submit.create_job(conn, catalog, body, project_id=project, now=NOW,
@@ -70,30 +68,28 @@ def test_versions_share_a_name_that_first_versions_keep_unique(
                                        family_id=first, number=2, parent=me, resume=False,
                                        output_bases={}))
     with store.read() as conn:
-        listed = versions_repo.family_versions(conn, first)
+        listed = version_repo.family_versions(conn, first)
     assert [(v.number, j.id) for v, j in listed] == [(1, first), (2, second)]
     with pytest.raises(errors.DuplicateName):
         create(store, catalog, project, name="fam")
     # A number taken in a transaction that rolled back is taken again; a committed one never.
     with pytest.raises(RuntimeError), store.begin() as conn:
-        versions_repo.take_number(conn, first)
+        version_repo.take_number(conn, first)
         raise RuntimeError
     with store.begin() as conn:
-        repo.mark_deleted(conn, second, NOW)
-        repo.purge_job(conn, second)
+        job_repo.mark_deleted(conn, second, NOW)
+        job_repo.purge_job(conn, second)
     with store.begin() as conn:
-        assert versions_repo.take_number(conn, first) == 3
+        assert version_repo.take_number(conn, first) == 3
 
 
 def test_reported_metrics_are_stored_once_however_often_they_are_read(
         store: db.Store, catalog: Any, project: str, tmp_path: pathlib.Path) -> None:  # noqa: F811
     job_id = create(store, catalog, project)
     with store.begin() as conn:
-        repo.open_attempt(conn, job_id, 1, NOW, J.StartType.INIT_OR_RESCHEDULED)
-        repo.insert_tasks(conn, [{"job_id": job_id, "attempt": 1, "name": "worker-0", "rank": 0,
-                                  "node": "local", "state": "running", "launch_id": "x",
-                                  "gpu_ids": ""}])
-    paths = storage.RunPaths(tmp_path / "runs", job_id)
+        job_repo.open_attempt(conn, job_id, 1, NOW, J.StartType.INIT_OR_RESCHEDULED)
+        job_repo.insert_tasks(conn, [factories.make_task(job_id)])
+    paths = runs.RunPaths(tmp_path / "runs", job_id)
     log = paths.log_path(1, "worker-0")
     log.parent.mkdir(parents=True)
     log.write_text("hello\ncorral:metrics step=1 loss=3\ncorral:metrics step=2 lo")
@@ -104,7 +100,7 @@ def test_reported_metrics_are_stored_once_however_often_they_are_read(
     def read() -> list[tuple[Any, ...]]:
         collect.collect_job(store, tmp_path / "runs", job_id, lambda: NOW)
         with store.read() as conn:
-            return [(p.name, p.step, p.value) for p in versions_repo.points_of(conn, job_id)]
+            return [(p.name, p.step, p.value) for p in version_repo.points_of(conn, job_id)]
 
     assert sorted(read()) == [("acc", 1, 0.5), ("loss", 1, 3.0)]
     assert sorted(read()) == [("acc", 1, 0.5), ("loss", 1, 3.0)]  # nothing twice
@@ -112,35 +108,34 @@ def test_reported_metrics_are_stored_once_however_often_they_are_read(
         fh.write("ss=2\n")
     assert sorted(read()) == [("acc", 1, 0.5), ("loss", 1, 3.0), ("loss", 2, 2.0)]
     with store.read() as conn:
-        assert versions_repo.final_of(conn, job_id) == {"acc": 0.5, "loss": 2.0}
+        assert version_repo.final_of(conn, job_id) == {"acc": 0.5, "loss": 2.0}
 
 
 def test_ended_jobs_finished_together_each_get_their_own_final_metrics(
         store: db.Store, catalog: Any, project: str, tmp_path: pathlib.Path) -> None:  # noqa: F811
     settings = conftest.make_settings(tmp_path / "home")
-    runs = settings.runs_dir
+    runs_dir = settings.runs_dir
     jobs = [create(store, catalog, project, name=n) for n in ("a", "b", "quiet", "gone")]
     for job_id, lines in zip(jobs, (["loss=3", "loss=1 acc=0.9"], ["loss=7"], [], []),
                              strict=True):
         with store.begin() as conn:
-            repo.open_attempt(conn, job_id, 1, NOW, J.StartType.INIT_OR_RESCHEDULED)
-            repo.insert_tasks(conn, [{"job_id": job_id, "attempt": 1, "name": "worker-0",
-                                      "rank": 0, "node": "local", "state": "exited",
-                                      "launch_id": job_id[:8], "gpu_ids": ""}])
-            repo.update_job(conn, job_id, now=NOW, phase="Completed")
-        log = storage.RunPaths(runs, job_id).log_path(1, "worker-0")
+            job_repo.open_attempt(conn, job_id, 1, NOW, J.StartType.INIT_OR_RESCHEDULED)
+            job_repo.insert_tasks(conn, [factories.make_task(job_id, state="exited")])
+            conn.execute(schema.jobs.update().where(schema.jobs.c.id == job_id)
+                         .values(phase="Completed"))
+        log = runs.RunPaths(runs_dir, job_id).log_path(1, "worker-0")
         log.parent.mkdir(parents=True)
         log.write_text("".join(f"corral:metrics step={i} {m}\n" for i, m in enumerate(lines)))
     with store.begin() as conn:
-        repo.mark_deleted(conn, jobs[3], NOW)
-        rows = [repo.job_by_id(conn, j) for j in jobs]
+        job_repo.mark_deleted(conn, jobs[3], NOW)
+        rows = [job_repo.job_by_id(conn, j) for j in jobs]
 
     finishing.finish_plain(store, settings, rows, lambda: NOW + 1)
 
     with store.read() as conn:
-        finals = {j: json.loads(versions_repo.version_of(conn, j).final_metrics or "null")
+        finals = {j: json.loads(version_repo.version_of(conn, j).final_metrics or "null")
                   for j in jobs}
-        assert {j: repo.job_by_id(conn, j).finalized_at for j in jobs} == dict.fromkeys(
+        assert {j: job_repo.job_by_id(conn, j).finalized_at for j in jobs} == dict.fromkeys(
             jobs, NOW + 1)
     assert finals[jobs[0]] == {"acc": 0.9, "loss": 1.0}
     assert finals[jobs[1]] == {"loss": 7.0}
@@ -150,23 +145,23 @@ def test_ended_jobs_finished_together_each_get_their_own_final_metrics(
 
 def test_model_versions_and_aliases(store: db.Store, project: str) -> None:  # noqa: F811
     with store.begin() as conn:
-        model = models_repo.ensure(conn, project, "m", NOW)
+        model = model_repo.ensure(conn, project, "m", NOW)
         for n, job in ((1, "j1"), (2, "j2")):
-            assert models_repo.take_number(conn, model.id, NOW) == n
-            models_repo.add_version(conn, {
+            assert model_repo.take_number(conn, model.id, NOW) == n
+            model_repo.add_version(conn, {
                 "model_id": model.id, "version": n, "created_at": NOW, "location": f"/m/{n}",
                 "size_bytes": 1, "file_count": 1, "source_job_id": job, "source_job_name": "t",
                 "source_channel": "train_url", "source_phase": "Completed",
                 "metrics": {"loss": 0.1}})
-        models_repo.set_alias(conn, model.id, "production", 1, NOW)
-        models_repo.set_alias(conn, model.id, "production", 2, NOW)
+        model_repo.set_alias(conn, model.id, "production", 1, NOW)
+        model_repo.set_alias(conn, model.id, "production", 2, NOW)
     with store.begin() as conn:
-        assert models_repo.resolve(conn, model, alias="production").version == 2
-        assert models_repo.resolve(conn, model).version == 2
-        models_repo.delete_version(conn, model.id, 2)
-        assert models_repo.aliases(conn, model.id) == {}
-        assert models_repo.take_number(conn, model.id, NOW) == 3
+        assert model_repo.resolve(conn, model, alias="production").version == 2
+        assert model_repo.resolve(conn, model).version == 2
+        model_repo.delete_version(conn, model.id, 2, now=NOW)
+        assert model_repo.aliases(conn, model.id) == {}
+        assert model_repo.take_number(conn, model.id, NOW) == 3
         with pytest.raises(errors.NotFound):
-            models_repo.resolve(conn, model, 2)
-        assert models_repo.registered_from(conn, "j1").model_name == "m"
+            model_repo.resolve(conn, model, 2)
+        assert model_repo.registered_from(conn, "j1").model_name == "m"
     assert versions.name(3) == "V0003"

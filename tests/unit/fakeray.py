@@ -1,5 +1,5 @@
 """Ray in this process, for unit tests of the Ray executor: the real `RayExecutor` and the
-real node agents (`rayactor.NodeAgent`), with Ray's driver calls between them replaced.
+real node agents (`actor.NodeAgent`), with Ray's driver calls between them replaced.
 
 An actor call runs the agent's method on a thread of a long-lived pool (a task's death
 signal follows the thread that started it, as it follows an actor's thread on Ray) and

@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import json
+import os
 import socket
+import subprocess
+import sys
 from collections.abc import Callable
 from typing import Any
 
 import httpx
 import pytest
 
-from corral import client
+from corral.sdk import client
 
 Handler = Callable[[httpx.Request], httpx.Response]
 
@@ -210,3 +213,16 @@ def test_follow_watches_the_job_between_polls() -> None:
     # The first read answers at once; each later one once the phase it saw has changed.
     assert asked == [[], [("watch", "Running"), ("timeout", "0.5")],
                      [("watch", "Running"), ("timeout", "0.5")]]
+
+
+def test_the_client_imports_nothing_of_the_server() -> None:
+    code = ("import sys, corral.sdk.client; "
+            "print(' '.join(m for m in sys.modules if m.startswith('corral')))")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+
+    loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            check=True, env=env).stdout.split()
+
+    assert "corral.sdk.client" in loaded
+    assert [m for m in loaded if m not in ("corral", "corral.sdk")
+            and not m.startswith(("corral.sdk.", "corral.domain"))] == []

@@ -100,9 +100,9 @@ def test_what_a_task_reads_is_its_inputs_where_fetched_and_its_model() -> None:
 
 
 def test_an_attempt_gets_its_directories_each_made_once(tmp_path: pathlib.Path) -> None:
-    from corral.storage import local as storage
+    from corral.storage import runs
 
-    paths = storage.RunPaths(tmp_path / "runs", "job-1")  # not even the runs dir exists
+    paths = runs.RunPaths(tmp_path / "runs", "job-1")  # not even the runs dir exists
     alg = specs.Algorithm(command="true")
     for attempt in (1, 1, 2):  # a relaunch of the same attempt finds them made
         code, cwd = launching.prepare_attempt(paths, attempt, alg)

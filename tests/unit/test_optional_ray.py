@@ -10,8 +10,8 @@ from tests.conftest import make_settings
 
 
 def test_the_server_and_the_cli_do_not_import_ray() -> None:
-    code = ("import sys, corral.server, corral.cli, corral.demo, corral.executors.local, "
-            "corral.executors.raybridge, corral.executors.routing; "
+    code = ("import sys, corral.server, corral.cli, corral.cli.demo, corral.executors.local.tasks, "
+            "corral.executors.ray.bridge, corral.executors.routing; "
             "print(sorted(m for m in sys.modules if m == 'ray' or m.startswith('ray.')))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True, timeout=60)

@@ -3,6 +3,7 @@ reconciler driving a local pool and a Ray pool through one routed executor (fake
 
 from __future__ import annotations
 
+import os
 import pathlib
 import subprocess
 import sys
@@ -16,14 +17,14 @@ from corral import settings as settings_mod
 from corral.domain import errors, resources
 from corral.executors import base, routing
 from corral.scheduler import catalog as catalog_mod
-from corral.store import db, repo
+from corral.store import db, identity_repo
 from tests.conftest import make_settings
 from tests.unit import fakes
 from tests.unit.test_reconciler import GRACE, World, make_reconciler
 from tests.unit.test_reconciler_scheduling import policy
 
 RAY = "ray://head:10001"
-CLI = "from corral import cli; cli.main()"
+CLI = "from corral.cli import main; main.main()"
 BOX = resources.Node("box", cpu=4, memory_mb=8192)
 R1 = resources.Node("ray-aaaaaaaaaaaa", cpu=8, memory_mb=16384)
 R2 = resources.Node("ray-bbbbbbbbbbbb", cpu=8, memory_mb=16384)
@@ -64,7 +65,7 @@ def test_a_bad_pool_executor_stops_the_server_with_one_line(tmp_path: pathlib.Pa
     config = tmp_path / "config.toml"
     config.write_text('[[pools]]\npool_id = "gpu"\nexecutor = "slurm"\n')
     env = {"CORRAL_HOME": str(tmp_path / "home"), "CORRAL_CONFIG": str(config),
-           "PATH": "/usr/bin:/bin"}
+           "PATH": "/usr/bin:/bin", "PYTHONPATH": os.environ.get("PYTHONPATH", "")}
     out = subprocess.run([sys.executable, "-c", CLI, "server"], env=env,
                          capture_output=True, text=True, timeout=60)
     assert out.returncode == 1
@@ -183,10 +184,9 @@ def test_jobs_of_a_local_pool_and_a_ray_pool_run_on_their_executors(
     ex = routing.Routed({"local": box, f"ray:{RAY}": ray})
     cat = catalog_mod.Catalog.build(s, ex.nodes(), routing.origin(ex))
     with store.begin() as conn:
-        project_id = repo.ensure_default_project(conn, int(clock() * 1000))
+        project_id = identity_repo.ensure_default_project(conn, int(clock() * 1000))
     w = World(tmp=tmp_path, store=store, fake=box, clock=clock, settings=s, catalog=cat,
-              project_id=project_id, rec=make_reconciler(store, box, cat, s, clock))
-    w.rec.executor = ex
+              project_id=project_id, rec=make_reconciler(store, ex, cat, s, clock))
     try:
         here = w.submit(spec=policy(pool_id="cpu"))
         there = w.submit(spec=policy(pool_id="gpu"))

@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 
 from corral.domain import resources
-from corral.executors import base, raybridge
+from corral.executors import base
+from corral.executors.ray import bridge
 from tests import factories
 
 NODE = resources.Node("ray-aaaaaaaaaaaa", cpu=2, memory_mb=4096)
@@ -24,9 +25,9 @@ class FakeChild:
     refuse = False
     serial = itertools.count()
 
-    def __init__(self, opts: raybridge.Options, wake: Any) -> None:
+    def __init__(self, opts: bridge.Options, wake: Any) -> None:
         if FakeChild.refuse:
-            raise raybridge.Unreachable("connection refused")
+            raise bridge.Unreachable("connection refused")
         self.alive = True
         self.probe = None
         self.calls: list[tuple[str, tuple[Any, ...]]] = []
@@ -35,7 +36,7 @@ class FakeChild:
 
     def call(self, method: str, *args: Any, **kwargs: Any) -> Any:
         if not self.alive:
-            raise raybridge._Down("gone")
+            raise bridge._Down("gone")
         self.calls.append((method, args))
         if method == "nodes":
             return [NODE]
@@ -54,12 +55,12 @@ class FakeChild:
 
 
 @pytest.fixture
-def bridge(monkeypatch: pytest.MonkeyPatch) -> Iterator[raybridge.RayBridge]:
+def ex(monkeypatch: pytest.MonkeyPatch) -> Iterator[bridge.RayBridge]:
     FakeChild.made, FakeChild.refuse = [], False
-    monkeypatch.setattr(raybridge, "_Child", FakeChild)
-    monkeypatch.setattr(raybridge, "PROBE_EVERY", 0.01)
-    monkeypatch.setattr(raybridge, "RETRY_EVERY", 0.01)
-    b = raybridge.RayBridge(raybridge.Options(address="auto", lost_after=0.3))
+    monkeypatch.setattr(bridge, "_Child", FakeChild)
+    monkeypatch.setattr(bridge, "PROBE_EVERY", 0.01)
+    monkeypatch.setattr(bridge, "RETRY_EVERY", 0.01)
+    b = bridge.RayBridge(bridge.Options(address="auto", lost_after=0.3))
     yield b
     b.close()
 
@@ -70,28 +71,28 @@ def handle(launch_id: str = "l1") -> base.Handle:
 
 
 def test_a_lost_cluster_loses_its_nodes_then_its_tasks_and_is_told_later(
-        bridge: raybridge.RayBridge) -> None:
-    assert bridge.nodes() == [NODE]
-    assert bridge.poll(handle()).state is base.State.RUNNING
+        ex: bridge.RayBridge) -> None:
+    assert ex.nodes() == [NODE]
+    assert ex.poll(handle()).state is base.State.RUNNING
     FakeChild.refuse = True
     FakeChild.made[0].alive = False  # the driver process ended (Ray ends it)
 
-    factories.wait_for(lambda: bridge.nodes() == [], timeout=5, what="the nodes to go")
-    assert bridge.poll(handle()).state is base.State.RUNNING  # not known yet
+    factories.wait_for(lambda: ex.nodes() == [], timeout=5, what="the nodes to go")
+    assert ex.poll(handle()).state is base.State.RUNNING  # not known yet
     lost = factories.wait_for(
-        lambda: (s := bridge.poll(handle())).state is base.State.NODE_LOST and s,
+        lambda: (s := ex.poll(handle())).state is base.State.NODE_LOST and s,
         timeout=5, what="the task to count as lost")
     assert "the Ray cluster at auto has been unreachable" in lost.message
-    bridge.release(handle())  # the scheduler is done with it: the cluster hears it later
+    ex.release(handle())  # the scheduler is done with it: the cluster hears it later
     spec = base.LaunchSpec(job_id="j", task="worker-0", attempt=1, launch_id="l2", argv=(),
                            cwd="/", env={}, log_path="/x", control_dir="/x", node=NODE.name)
-    launched = bridge.launch(spec)  # placed just before the nodes went: lost at once
-    assert bridge.poll(launched).state is base.State.NODE_LOST
+    launched = ex.launch(spec)  # placed just before the nodes went: lost at once
+    assert ex.poll(launched).state is base.State.NODE_LOST
     # A launch a restarted server finds unsettled: lost, and retired once it answers.
-    assert bridge.recover(spec).state is base.State.NODE_LOST
+    assert ex.recover(spec).state is base.State.NODE_LOST
 
     FakeChild.refuse = False  # it answers again
-    factories.wait_for(lambda: bridge.nodes() == [NODE], timeout=5, what="the nodes back")
+    factories.wait_for(lambda: ex.nodes() == [NODE], timeout=5, what="the nodes back")
     again = FakeChild.made[-1]
     assert again is not FakeChild.made[0]
 
@@ -101,7 +102,7 @@ def test_a_lost_cluster_loses_its_nodes_then_its_tasks_and_is_told_later(
     # The new driver is in use before the calls deferred meanwhile are replayed to it.
     factories.wait_for(lambda: len(told()) >= 2, timeout=5, what="the deferred calls")
     assert told() == ["release", "forget"]
-    assert bridge.poll(handle("l3")).state is base.State.RUNNING
+    assert ex.poll(handle("l3")).state is base.State.RUNNING
 
 
 @pytest.mark.parametrize(("address", "probe"), [
@@ -110,4 +111,4 @@ def test_a_lost_cluster_loses_its_nodes_then_its_tasks_and_is_told_later(
 ])
 def test_the_address_checked_before_connecting(address: str,
                                                probe: tuple[str, int] | None) -> None:
-    assert raybridge._host_port(address) == probe
+    assert bridge._host_port(address) == probe

@@ -18,12 +18,13 @@ from typing import Any
 import pytest
 
 from corral.domain import errors, resources
-from corral.executors import base, rayactor, raycluster, rayfiles, rayinputs, rayslots
+from corral.executors import base
+from corral.executors.ray import actor, agents, cluster, files, inputs, nodes, slots, tasks
 from tests import factories
 from tests.unit import fakeray
 from tests.unit.fakeray import Cluster
 
-NODE_A = raycluster.node_name("a" * 56)
+NODE_A = nodes.node_name("a" * 56)
 
 #: a task that prints where its inputs are and a digest of every file in them
 READER = """
@@ -40,7 +41,7 @@ for name, path in sorted(args.items()):
 
 
 @pytest.fixture
-def cluster(monkeypatch: pytest.MonkeyPatch) -> Iterator[Cluster]:
+def fake(monkeypatch: pytest.MonkeyPatch) -> Iterator[Cluster]:
     yield from fakeray.running(monkeypatch)
 
 
@@ -54,23 +55,23 @@ def node_tmp(tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> pathlib
 
 
 @pytest.fixture
-def executor(cluster: Cluster, node_tmp: pathlib.Path
-             ) -> Iterator[raycluster.RayExecutor]:
-    ex = raycluster.RayExecutor("127.0.0.1:1")
+def executor(fake: Cluster, node_tmp: pathlib.Path
+             ) -> Iterator[cluster.RayExecutor]:
+    ex = cluster.RayExecutor("127.0.0.1:1")
     yield ex
     ex.close()
 
 
 def spec_for(home: pathlib.Path, launch_id: str, *, task: str = "worker-0",
              argv: tuple[str, ...] = ("true",), gang: tuple[str, ...] = (),
-             inputs: tuple[str, ...] = (), job: str = "job1") -> base.LaunchSpec:
+             input_dirs: tuple[str, ...] = (), job: str = "job1") -> base.LaunchSpec:
     attempt = home / "runs" / job / "attempt-1"
     return base.LaunchSpec(
         job_id=job, task=task, attempt=1, launch_id=launch_id, argv=argv, cwd=str(attempt),
         env={"PATH": os.environ.get("PATH", os.defpath)},
         log_path=str(attempt / "logs" / f"{task}.log"), control_dir=str(attempt / "ctl"),
         node=NODE_A, demand=resources.Resources(cpu=1, memory_mb=256), gang=gang,
-        strategy="pack", input_dirs=inputs)
+        strategy="pack", input_dirs=input_dirs)
 
 
 def bare(spec: base.LaunchSpec) -> base.LaunchSpec:
@@ -81,7 +82,7 @@ def bare(spec: base.LaunchSpec) -> base.LaunchSpec:
                            node=spec.node)
 
 
-def ended(ex: raycluster.RayExecutor, handle: base.Handle, timeout: float = 20) -> base.Status:
+def ended(ex: cluster.RayExecutor, handle: base.Handle, timeout: float = 20) -> base.Status:
     def done() -> base.Status | None:
         status = ex.poll(handle)
         return status if status.state is not base.State.RUNNING else None
@@ -98,20 +99,20 @@ def log_of(spec: base.LaunchSpec) -> str:
 
 
 def test_a_gangs_recovered_task_keeps_the_gangs_group_and_gives_it_back_at_the_end(
-        tmp_path: pathlib.Path, cluster: Cluster, node_tmp: pathlib.Path,
+        tmp_path: pathlib.Path, fake: Cluster, node_tmp: pathlib.Path,
 ) -> None:
     home = tmp_path / "home"
     gate = tmp_path / "gate"
     wait_gate = ("/bin/sh", "-c", f"while [ ! -e {gate} ]; do sleep 0.05; done")
     specs = [spec_for(home, f"l{rank}", task=f"worker-{rank}", argv=wait_gate,
                       gang=(NODE_A, NODE_A)) for rank in (0, 1)]
-    first = raycluster.RayExecutor("127.0.0.1:1")
+    first = cluster.RayExecutor("127.0.0.1:1")
     for spec in specs:
         first.launch(spec)  # ... and the server went before it recorded the handles
     first.close()
-    assert list(cluster.groups) == ["corral-gang-job1-1"]
+    assert list(fake.groups) == ["corral-gang-job1-1"]
 
-    second = raycluster.RayExecutor("127.0.0.1:1")
+    second = cluster.RayExecutor("127.0.0.1:1")
     try:
         statuses = [second.recover(bare(spec)) for spec in specs]
         assert [s.state for s in statuses] == [base.State.RUNNING] * 2
@@ -122,63 +123,63 @@ def test_a_gangs_recovered_task_keeps_the_gangs_group_and_gives_it_back_at_the_e
             assert ended(second, s.handle).exit_code == 0
             second.release(s.handle)
         # The gang's reservation is given back once its last task is released.
-        assert cluster.groups == {} and "corral-gang-job1-1" in cluster.removed
+        assert fake.groups == {} and "corral-gang-job1-1" in fake.removed
     finally:
         second.close()
 
 
 def test_a_reservation_made_for_a_launch_that_never_started_is_removed_by_the_next_server(
-        tmp_path: pathlib.Path, cluster: Cluster, node_tmp: pathlib.Path) -> None:
+        tmp_path: pathlib.Path, fake: Cluster, node_tmp: pathlib.Path) -> None:
     spec = spec_for(tmp_path / "home", "l9")
-    first = raycluster.RayExecutor("127.0.0.1:1")
+    first = cluster.RayExecutor("127.0.0.1:1")
     # The server reserved the task's resources, then went before it asked for the start.
     name, _group = first._groups.reserve(spec, "a" * 56)
     first.close()
-    assert list(cluster.groups) == [name]
+    assert list(fake.groups) == [name]
 
-    second = raycluster.RayExecutor("127.0.0.1:1")
+    second = cluster.RayExecutor("127.0.0.1:1")
     try:
-        assert cluster.groups == {} and name in cluster.removed
+        assert fake.groups == {} and name in fake.removed
         assert second.recover(bare(spec)).state is base.State.NOT_STARTED
     finally:
         second.close()
 
 
 def test_a_gangs_reservation_no_task_reached_is_removed_by_the_next_server(
-        tmp_path: pathlib.Path, cluster: Cluster, node_tmp: pathlib.Path) -> None:
+        tmp_path: pathlib.Path, fake: Cluster, node_tmp: pathlib.Path) -> None:
     specs = [spec_for(tmp_path / "home", f"g{rank}", task=f"worker-{rank}",
                       gang=(NODE_A, NODE_A)) for rank in (0, 1)]
-    first = raycluster.RayExecutor("127.0.0.1:1")
+    first = cluster.RayExecutor("127.0.0.1:1")
     name, _group = first._groups.reserve(specs[0], "a" * 56)  # and the server went
     first.close()
-    assert list(cluster.groups) == [name] == ["corral-gang-job1-1"]
+    assert list(fake.groups) == [name] == ["corral-gang-job1-1"]
 
-    second = raycluster.RayExecutor("127.0.0.1:1")
+    second = cluster.RayExecutor("127.0.0.1:1")
     try:
-        assert cluster.groups == {}
+        assert fake.groups == {}
         assert [second.recover(bare(s)).state for s in specs] == [base.State.NOT_STARTED] * 2
         # Started again, the gang makes its group anew.
         handles = [second.launch(s) for s in specs]
-        assert {h.group for h in handles} == {name} and list(cluster.groups) == [name]
+        assert {h.group for h in handles} == {name} and list(fake.groups) == [name]
         for h in handles:
             assert ended(second, h).exit_code == 0
             second.release(h)
-        assert cluster.groups == {}
+        assert fake.groups == {}
     finally:
         second.close()
 
 
 def test_an_agent_works_in_a_folder_of_its_own_and_removes_those_of_nodes_gone(
-        tmp_path: pathlib.Path, cluster: Cluster, node_tmp: pathlib.Path) -> None:
-    gone = node_tmp / f"corral-corral-{raycluster.agent_name('d' * 56)}"  # a dead node's
-    other = node_tmp / f"corral-corral-{raycluster.agent_name('b' * 56)}"  # alive
-    mine = node_tmp / f"corral-corral-{raycluster.agent_name('a' * 56)}"  # a dead agent's
+        tmp_path: pathlib.Path, fake: Cluster, node_tmp: pathlib.Path) -> None:
+    gone = node_tmp / f"corral-corral-{agents.agent_name('d' * 56)}"  # a dead node's
+    other = node_tmp / f"corral-corral-{agents.agent_name('b' * 56)}"  # alive
+    mine = node_tmp / f"corral-corral-{agents.agent_name('a' * 56)}"  # a dead agent's
     for top in (gone, other, mine):
         (top / "corral-worker-0-old-x").mkdir(parents=True)
         (top / "corral-worker-0-old-x" / "model.bin").write_bytes(b"left behind")
     unrelated = node_tmp / "corral-unrelated"
     unrelated.mkdir()
-    ex = raycluster.RayExecutor("127.0.0.1:1")
+    ex = cluster.RayExecutor("127.0.0.1:1")
     try:
         gate = tmp_path / "gate"
         handle = ex.launch(spec_for(tmp_path / "home", "f1", argv=(
@@ -197,7 +198,7 @@ def test_an_agent_works_in_a_folder_of_its_own_and_removes_those_of_nodes_gone(
 
 
 def test_code_staged_ahead_is_what_the_launch_ships_and_is_not_packed_again(
-        tmp_path: pathlib.Path, executor: raycluster.RayExecutor,
+        tmp_path: pathlib.Path, executor: cluster.RayExecutor,
         monkeypatch: pytest.MonkeyPatch) -> None:
     code = factories.write_code(tmp_path, "print('staged')\n")
     puts: list[int] = []
@@ -208,7 +209,7 @@ def test_code_staged_ahead_is_what_the_launch_ships_and_is_not_packed_again(
         return real_put(value)
 
     monkeypatch.setattr(executor._ray, "put", counted)
-    base.stage_code(executor, NODE_A, str(code))
+    executor.stage_code(NODE_A, str(code))
     assert len(puts) == 1
     spec = dataclasses.replace(
         spec_for(tmp_path / "home", "c1", argv=(sys.executable, f"{code}/train.py")),
@@ -221,29 +222,29 @@ def test_code_staged_ahead_is_what_the_launch_ships_and_is_not_packed_again(
 
 
 def test_code_that_cannot_be_staged_is_a_launch_error(
-        tmp_path: pathlib.Path, executor: raycluster.RayExecutor) -> None:
+        tmp_path: pathlib.Path, executor: cluster.RayExecutor) -> None:
     with pytest.raises(errors.LaunchError, match="cannot ship the code to Ray"):
-        base.stage_code(executor, NODE_A, str(tmp_path / "no-such-code"))
+        executor.stage_code(NODE_A, str(tmp_path / "no-such-code"))
 
 
 def log_of_handle(handle: base.Handle) -> str:
-    path = pathlib.Path(raycluster._log_path(handle))
+    path = pathlib.Path(tasks.log_path(handle))
     return path.read_text() if path.exists() else ""
 
 
 def test_nothing_is_removed_when_an_agent_does_not_say_what_it_holds(
-        tmp_path: pathlib.Path, cluster: Cluster, node_tmp: pathlib.Path,
+        tmp_path: pathlib.Path, fake: Cluster, node_tmp: pathlib.Path,
         monkeypatch: pytest.MonkeyPatch) -> None:
     spec = spec_for(tmp_path / "home", "q1")
-    first = raycluster.RayExecutor("127.0.0.1:1")
+    first = cluster.RayExecutor("127.0.0.1:1")
     name, _group = first._groups.reserve(spec, "a" * 56)
     first.launch(spec_for(tmp_path / "home", "q2", job="job2"))  # (starts node a's agent)
     first.close()
-    monkeypatch.setattr(rayslots, "SWEEP_TIMEOUT", 0.2)
-    monkeypatch.setattr(rayactor.NodeAgent, "groups", lambda self: time.sleep(2) or [])
-    second = raycluster.RayExecutor("127.0.0.1:1")
+    monkeypatch.setattr(slots, "SWEEP_TIMEOUT", 0.2)
+    monkeypatch.setattr(actor.NodeAgent, "groups", lambda self: time.sleep(2) or [])
+    second = cluster.RayExecutor("127.0.0.1:1")
     try:
-        assert name in cluster.groups  # an agent too slow to answer: it may hold it
+        assert name in fake.groups  # an agent too slow to answer: it may hold it
     finally:
         second.close()
 
@@ -253,7 +254,7 @@ def shaped(spec: base.LaunchSpec, cpu: int) -> base.LaunchSpec:
 
 
 def test_an_ended_tasks_reservation_serves_the_next_task_of_its_shape_on_its_node(
-        tmp_path: pathlib.Path, executor: raycluster.RayExecutor, cluster: Cluster) -> None:
+        tmp_path: pathlib.Path, executor: cluster.RayExecutor, fake: Cluster) -> None:
     home = tmp_path / "home"
     made = []
     for i in range(3):
@@ -263,46 +264,46 @@ def test_an_ended_tasks_reservation_serves_the_next_task_of_its_shape_on_its_nod
         made.append(handle.group)
     # One placement group, made once and kept between the tasks (Ray would place a new
     # one on what the last gave back only about a second later).
-    assert len(set(made)) == 1 and made[0].startswith(rayslots.SLOT_PREFIX)
-    assert list(cluster.groups) == [made[0]] and cluster.removed == []
+    assert len(set(made)) == 1 and made[0].startswith(slots.SLOT_PREFIX)
+    assert list(fake.groups) == [made[0]] and fake.removed == []
 
     # Another shape on that node: what the idle one holds goes back to Ray first.
     handle = executor.launch(shaped(spec_for(home, "big", job="jobbig"), cpu=2))
-    assert cluster.removed == [made[0]]
-    assert list(cluster.groups) == [handle.group] and handle.group != made[0]
-    assert cluster.groups[handle.group].bundles == [{"CPU": 2, "memory": 256.0 * 2**20}]
+    assert fake.removed == [made[0]]
+    assert list(fake.groups) == [handle.group] and handle.group != made[0]
+    assert fake.groups[handle.group].bundles == [{"CPU": 2, "memory": 256.0 * 2**20}]
     assert ended(executor, handle).exit_code == 0
     executor.release(handle)
 
 
 def test_a_reservation_is_kept_only_for_a_while_and_only_after_a_clean_end(
-        tmp_path: pathlib.Path, executor: raycluster.RayExecutor, cluster: Cluster,
+        tmp_path: pathlib.Path, executor: cluster.RayExecutor, fake: Cluster,
         monkeypatch: pytest.MonkeyPatch) -> None:
     home = tmp_path / "home"
     handle = executor.launch(spec_for(home, "k1"))
     assert ended(executor, handle).exit_code == 0
     executor.release(handle)
-    assert list(cluster.groups) == [handle.group]
-    monkeypatch.setattr(rayslots, "SLOT_KEEP", 0.1)
-    factories.wait_for(lambda: cluster.groups == {}, timeout=10,
+    assert list(fake.groups) == [handle.group]
+    monkeypatch.setattr(slots, "SLOT_KEEP", 0.1)
+    factories.wait_for(lambda: fake.groups == {}, timeout=10,
                        what="the idle reservation to be given back")
-    assert cluster.removed == [handle.group]
+    assert fake.removed == [handle.group]
 
     # A task released before it ended (stopped, lost): its group goes at once.
-    monkeypatch.setattr(rayslots, "SLOT_KEEP", 60.0)
+    monkeypatch.setattr(slots, "SLOT_KEEP", 60.0)
     gate = tmp_path / "never"
     running = executor.launch(spec_for(home, "k2", argv=(
         "/bin/sh", "-c", f"while [ ! -e {gate} ]; do sleep 0.05; done")))
     executor.release(running)
-    assert running.group not in cluster.groups and running.group in cluster.removed
+    assert running.group not in fake.groups and running.group in fake.removed
 
 
 def test_a_restarted_server_keeps_running_tasks_reservations_and_removes_idle_ones(
-        tmp_path: pathlib.Path, cluster: Cluster, node_tmp: pathlib.Path,
+        tmp_path: pathlib.Path, fake: Cluster, node_tmp: pathlib.Path,
         monkeypatch: pytest.MonkeyPatch) -> None:
     home = tmp_path / "home"
     gate = tmp_path / "gate"
-    first = raycluster.RayExecutor("127.0.0.1:1")
+    first = cluster.RayExecutor("127.0.0.1:1")
     waiting = first.launch(spec_for(home, "r1", argv=(
         "/bin/sh", "-c", f"while [ ! -e {gate} ]; do sleep 0.05; done")))
     done = first.launch(spec_for(home, "r2", job="job2"))
@@ -310,32 +311,32 @@ def test_a_restarted_server_keeps_running_tasks_reservations_and_removes_idle_on
     first.release(done)  # kept idle for the next task ...
     monkeypatch.setattr(first._groups, "expire", lambda keep: None)
     first.close()  # ... when the server was killed
-    assert set(cluster.groups) == {waiting.group, done.group}
+    assert set(fake.groups) == {waiting.group, done.group}
 
-    second = raycluster.RayExecutor("127.0.0.1:1")
+    second = cluster.RayExecutor("127.0.0.1:1")
     try:
-        assert set(cluster.groups) == {waiting.group}  # the running task's stays
+        assert set(fake.groups) == {waiting.group}  # the running task's stays
         assert second.adopt(waiting).state is base.State.RUNNING
         gate.touch()
         assert ended(second, waiting).exit_code == 0
         second.release(waiting)  # not made by this server: removed, not kept
-        assert cluster.groups == {}
+        assert fake.groups == {}
     finally:
         second.close()
 
 
 def test_a_task_retired_while_its_resources_are_awaited_never_starts(
-        tmp_path: pathlib.Path, executor: raycluster.RayExecutor, cluster: Cluster) -> None:
-    cluster.room = False  # its placement group is never placed
+        tmp_path: pathlib.Path, executor: cluster.RayExecutor, fake: Cluster) -> None:
+    fake.room = False  # its placement group is never placed
     marker = tmp_path / "ran"
     spec = spec_for(tmp_path / "home", "w1", argv=("/bin/sh", "-c", f"touch {marker}"))
     handle = executor.launch(spec)
-    [start] = cluster.answers("start")
+    [start] = fake.answers("start")
     time.sleep(0.2)
     assert not start.fut.done()  # waiting for its resources
     executor.release(handle)
     assert start.fut.result(timeout=5) is True  # its agent stopped waiting for it
-    [wait] = cluster.answers("wait")
+    [wait] = fake.answers("wait")
     assert wait.fut.result(timeout=5) == 137  # nor does a call wait for it for ever
     assert not marker.exists()
 
@@ -373,10 +374,10 @@ def listed(log: str) -> dict[str, dict[str, str]]:
 
 def digests(path: pathlib.Path) -> dict[str, str]:
     """{file: sha256} of an input as the server has it (links left out)."""
-    files = [path] if path.is_file() else sorted(
+    paths = [path] if path.is_file() else sorted(
         p for p in path.rglob("*") if p.is_file() and not p.is_symlink())
     return {(p.name if p == path else str(p.relative_to(path))):
-            hashlib.sha256(p.read_bytes()).hexdigest() for p in files}
+            hashlib.sha256(p.read_bytes()).hexdigest() for p in paths}
 
 
 def reader(data: pathlib.Path, lone: pathlib.Path) -> tuple[str, ...]:
@@ -384,12 +385,12 @@ def reader(data: pathlib.Path, lone: pathlib.Path) -> tuple[str, ...]:
 
 
 def test_inputs_reach_the_node_in_bounded_pieces_and_go_with_the_task(
-        tmp_path: pathlib.Path, executor: raycluster.RayExecutor, cluster: Cluster,
+        tmp_path: pathlib.Path, executor: cluster.RayExecutor, fake: Cluster,
         node_tmp: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(rayinputs, "CHUNK", 4096)
+    monkeypatch.setattr(inputs, "CHUNK", 4096)
     data, lone = make_inputs(tmp_path / "server")
     spec = spec_for(tmp_path / "home", "l1", argv=reader(data, lone),
-                    inputs=(str(data), str(lone)))
+                    input_dirs=(str(data), str(lone)))
     handle = executor.launch(spec)
     assert ended(executor, handle).exit_code == 0
     log = log_of(spec)
@@ -404,7 +405,7 @@ def test_inputs_reach_the_node_in_bounded_pieces_and_go_with_the_task(
     assert os.path.isdir(os.path.join(paths["data_url"], "emptydir"))
     assert "corral: inputs copied to this node: 5 file(s), 0.0 MB" in log
     # No call carried more than a piece's worth.
-    writes = cluster.called("input_write")
+    writes = fake.called("input_write")
     assert len(writes) > 25_000 // 4096
     assert max(sum(len(p[5]) for p in args[1]) for args in writes) <= 4096
 
@@ -424,9 +425,9 @@ open(os.path.join(out, "epoch2.txt"), "w").write("trained further")
 
 
 def test_what_an_output_channel_held_reaches_the_node_in_pieces_and_is_not_copied_back(
-        tmp_path: pathlib.Path, executor: raycluster.RayExecutor, cluster: Cluster,
+        tmp_path: pathlib.Path, executor: cluster.RayExecutor, fake: Cluster,
         node_tmp: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(rayinputs, "CHUNK", 4096)
+    monkeypatch.setattr(inputs, "CHUNK", 4096)
     out = tmp_path / "server" / "train"
     (out / "ckpt").mkdir(parents=True)
     blob = os.urandom(30_000)  # a resumed version's checkpoint, of several pieces
@@ -441,30 +442,30 @@ def test_what_an_output_channel_held_reaches_the_node_in_pieces_and_is_not_copie
     there = next(line.split()[1] for line in log.splitlines() if line.startswith("OUT "))
     assert there.startswith(str(node_tmp))  # the task's own copy on its node
     assert f"CKPT {hashlib.sha256(blob).hexdigest()}" in log
-    writes = cluster.called("input_write")
+    writes = fake.called("input_write")
     assert len(writes) > 30_000 // 4096
     assert max(sum(len(p[5]) for p in args[1]) for args in writes) <= 4096
     # What it wrote came back; what it started with and left alone was not sent back.
     assert (out / "epoch2.txt").read_text() == "trained further"
     assert (out / "ckpt" / "model.bin").read_bytes() == blob
-    assert {args[2] for args in cluster.called("read_file")} == {"epoch2.txt"}
+    assert {args[2] for args in fake.called("read_file")} == {"epoch2.txt"}
     executor.release(handle)
 
 
 def test_a_gangs_tasks_on_one_node_share_one_copy(
-        tmp_path: pathlib.Path, executor: raycluster.RayExecutor, cluster: Cluster,
+        tmp_path: pathlib.Path, executor: cluster.RayExecutor, fake: Cluster,
         node_tmp: pathlib.Path) -> None:
     data, lone = make_inputs(tmp_path / "server")
     specs = [spec_for(tmp_path / "home", f"g{rank}", task=f"worker-{rank}",
                       argv=reader(data, lone), gang=(NODE_A, NODE_A),
-                      inputs=(str(data), str(lone))) for rank in (0, 1)]
+                      input_dirs=(str(data), str(lone))) for rank in (0, 1)]
     handles = [executor.launch(s) for s in specs]
     assert [ended(executor, h).exit_code for h in handles] == [0, 0]
     seen = [[ln for ln in log_of(s).splitlines() if ln.startswith("PATH data_url")]
             for s in specs]
     assert seen[0] == seen[1]  # the same folder on the node
-    shipped = {(args[1][0][0], args[1][0][1]) for args in cluster.called("input_write")}
-    assert len(cluster.called("input_done")) == 1 and shipped
+    shipped = {(args[1][0][0], args[1][0][1]) for args in fake.called("input_write")}
+    assert len(fake.called("input_done")) == 1 and shipped
     executor.release(handles[0])
     path = seen[0][0].split()[2]
     assert os.path.isdir(path)  # the other task still has it
@@ -474,28 +475,28 @@ def test_a_gangs_tasks_on_one_node_share_one_copy(
 
 
 def test_a_restarted_server_ships_only_what_the_node_lacks(
-        tmp_path: pathlib.Path, cluster: Cluster, node_tmp: pathlib.Path,
+        tmp_path: pathlib.Path, fake: Cluster, node_tmp: pathlib.Path,
         monkeypatch: pytest.MonkeyPatch) -> None:
     data, lone = make_inputs(tmp_path / "server")
     spec = spec_for(tmp_path / "home", "r1", argv=reader(data, lone),
-                    inputs=(str(data), str(lone)))
-    first = raycluster.RayExecutor("127.0.0.1:1")
+                    input_dirs=(str(data), str(lone)))
+    first = cluster.RayExecutor("127.0.0.1:1")
     with monkeypatch.context() as mp:  # the server goes after shipping one file
         def one_file(self: Any, node_id: str, agent: Any, launch_id: str,
-                     inputs: rayinputs.Inputs) -> None:
-            cluster.get(agent.input_have.remote(launch_id))  # its start is there
+                     shipped: inputs.Inputs) -> None:
+            fake.get(agent.input_have.remote(launch_id))  # its start is there
             piece = (0, "a.txt", 5, 0o644, 0, b"alpha")
-            cluster.get(agent.input_write.remote(launch_id, [piece]))
-        mp.setattr(rayinputs.Shipper, "ship", one_file)
+            fake.get(agent.input_write.remote(launch_id, [piece]))
+        mp.setattr(inputs.Shipper, "ship", one_file)
         handle = first.launch(spec)
     first.close()
-    assert waits_for_inputs(cluster, handle)
+    assert waits_for_inputs(fake, handle)
 
-    second = raycluster.RayExecutor("127.0.0.1:1")
+    second = cluster.RayExecutor("127.0.0.1:1")
     try:
         assert second.adopt(handle).state is base.State.RUNNING
         assert ended(second, handle).exit_code == 0
-        sent = [p[1] for args in cluster.called("input_write")[1:] for p in args[1]]
+        sent = [p[1] for args in fake.called("input_write")[1:] for p in args[1]]
         assert "a.txt" not in sent and "labels.csv" in sent
         assert listed(log_of(spec))["data_url"]["a.txt"] == digests(data)["a.txt"]
     finally:
@@ -509,15 +510,15 @@ def waits_for_inputs(c: Cluster, handle: base.Handle) -> bool:
 
 
 def test_inputs_the_server_cannot_read_fail_the_task_saying_why(
-        tmp_path: pathlib.Path, executor: raycluster.RayExecutor,
+        tmp_path: pathlib.Path, executor: cluster.RayExecutor,
         monkeypatch: pytest.MonkeyPatch) -> None:
     data, lone = make_inputs(tmp_path / "server")
 
     def unreadable(*args: Any) -> Any:
         raise PermissionError(13, "Permission denied", str(data))
 
-    monkeypatch.setattr(rayinputs, "listing", unreadable)
-    spec = spec_for(tmp_path / "home", "f1", argv=reader(data, lone), inputs=(str(data),))
+    monkeypatch.setattr(inputs, "listing", unreadable)
+    spec = spec_for(tmp_path / "home", "f1", argv=reader(data, lone), input_dirs=(str(data),))
     handle = executor.launch(spec)
     assert ended(executor, handle).exit_code == 127
     assert (f"corral: cannot start worker-0: its inputs did not reach this node: [Errno 13] "
@@ -525,18 +526,18 @@ def test_inputs_the_server_cannot_read_fail_the_task_saying_why(
 
 
 def test_on_a_shared_file_system_inputs_are_read_where_they_are(
-        tmp_path: pathlib.Path, cluster: Cluster, node_tmp: pathlib.Path,
+        tmp_path: pathlib.Path, fake: Cluster, node_tmp: pathlib.Path,
 ) -> None:
     data, lone = make_inputs(tmp_path / "server")
-    ex = raycluster.RayExecutor("127.0.0.1:1", shared_fs=True)
+    ex = cluster.RayExecutor("127.0.0.1:1", shared_fs=True)
     try:
         spec = spec_for(tmp_path / "home", "s1", argv=reader(data, lone),
-                        inputs=(str(data), str(lone)))
+                        input_dirs=(str(data), str(lone)))
         handle = ex.launch(spec)
         assert ended(ex, handle).exit_code == 0
         assert f"PATH data_url {data}" in log_of(spec)
-        assert not cluster.called("input_have")
-        assert rayfiles.plan(spec.control_dir, spec.task, spec.launch_id)["inputs"] is None
+        assert not fake.called("input_have")
+        assert files.plan(spec.control_dir, spec.task, spec.launch_id)["inputs"] is None
     finally:
         ex.close()
 
@@ -549,16 +550,16 @@ def test_with_run_as_only_what_that_user_may_read_here_is_shipped() -> None:
     (data / "a.txt").chmod(0o600)  # the server's alone
     (data / "sub").chmod(0o750)  # its group's
     lone.chmod(0o644)
-    them = rayinputs.Reader(uid=os.geteuid() + 4242, gids=frozenset({os.getegid() + 4242}))
+    them = inputs.Reader(uid=os.geteuid() + 4242, gids=frozenset({os.getegid() + 4242}))
     if not them.reaches(str(data)):
         pytest.skip(f"{top} is out of others' reach here")
-    found = rayinputs.listing((str(data), str(lone)), them)
+    found = inputs.listing((str(data), str(lone)), them)
     assert sorted(f.rel for f in found.files) == ["empty", "labels.csv"]
     assert sorted(found.denied) == [str(data / "a.txt"), str(data / "sub")]
     assert found.dirs == [(0, "emptydir")]
-    kin = rayinputs.Reader(uid=os.geteuid() + 4242, gids=frozenset({os.getegid()}))
-    assert {f.rel for f in rayinputs.listing((str(data),), kin).files} == {
+    kin = inputs.Reader(uid=os.geteuid() + 4242, gids=frozenset({os.getegid()}))
+    assert {f.rel for f in inputs.listing((str(data),), kin).files} == {
         "empty", "sub/big.bin", "sub/deeper/c.txt"}
-    assert rayinputs.reader_of(None) is None
-    assert rayinputs.reader_of("no-such-user-here") == rayinputs.Reader(-1)
+    assert inputs.reader_of(None) is None
+    assert inputs.reader_of("no-such-user-here") == inputs.Reader(-1)
     shutil.rmtree(top)

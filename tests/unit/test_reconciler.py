@@ -11,13 +11,15 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+import sqlalchemy as sa
 
 from corral import settings as settings_mod
-from corral.domain import errors, resources, specs
+from corral.domain import errors, faults, faultspec, resources, specs
 from corral.scheduler import catalog as catalog_mod
-from corral.scheduler import reconciler, submit
-from corral.storage import local as storage
-from corral.store import db, repo
+from corral.scheduler import reconciler
+from corral.services import submit
+from corral.storage import runs
+from corral.store import db, identity_repo, job_repo
 from tests import factories
 from tests.conftest import make_settings
 from tests.unit import fakes
@@ -50,7 +52,6 @@ class World:
             job_id = submit.create_job(
                 conn, self.catalog, body, project_id=self.project_id, now=self.now_ms()
             )
-        self.rec.queue_changed()  # as the API does
         self.clock.advance(self.submit_gap)
         return job_id
 
@@ -58,8 +59,18 @@ class World:
         return int(self.clock() * 1000)
 
     def tick(self, times: int = 1) -> None:
+        """`times` wake-ups of the scheduler's thread: each a pass, and more passes at once
+        while one says there is more to do (as reconciler.run_forever runs them)."""
         for _ in range(times):
-            self.rec.tick()
+            for _more in range(10):
+                if not self.rec.tick():
+                    break
+
+    def wait_out_backoff(self, restart: int = 1) -> None:
+        """Let the default backoff before the `restart`th restart in place pass (5 s, 10 s,
+        20 s, ...), then run a pass."""
+        self.clock.advance(faults.delay_ms(faultspec.Backoff(), restart) / 1000)
+        self.tick()
 
     def restart(self) -> None:
         """A new server over the same database and the same processes: nothing in memory."""
@@ -67,7 +78,7 @@ class World:
 
     def job(self, job_id: str) -> Any:
         with self.store.read() as conn:
-            return repo.job_by_id(conn, job_id)
+            return job_repo.job_by_id(conn, job_id)
 
     def phase(self, job_id: str) -> tuple[str, str]:
         row = self.job(job_id)
@@ -75,20 +86,20 @@ class World:
 
     def events(self, job_id: str) -> list[str]:
         with self.store.read() as conn:
-            _, rows = repo.list_events(conn, job_id, offset=0, limit=1000, order="asc")
+            _, rows = job_repo.list_events(conn, job_id, offset=0, limit=1000, order="asc")
         return [r.message for r in rows]
 
     def attempts(self, job_id: str) -> list[Any]:
         with self.store.read() as conn:
-            return repo.attempts_of(conn, job_id)
+            return job_repo.attempts_of(conn, job_id)
 
     def tasks(self, job_id: str, attempt: int | None = None) -> list[Any]:
         with self.store.read() as conn:
-            return repo.tasks_of(conn, job_id, attempt)
+            return job_repo.tasks_of(conn, job_id, attempt)
 
     def terminate(self, job_id: str) -> bool:
         with self.store.begin() as conn:
-            return repo.request_terminate(conn, job_id, self.now_ms(), "Terminate requested")
+            return job_repo.request_terminate(conn, job_id, self.now_ms(), "Terminate requested")
 
 
 ENVIRON = {"PATH": "/usr/bin:/bin", "CORRAL_HOME": "/secret"}
@@ -119,7 +130,7 @@ def world(tmp_path: pathlib.Path) -> Iterator[World]:
     fake = fakes.FakeExecutor(NODE)
     cat = catalog_mod.Catalog.build(settings, [NODE])
     with store.begin() as conn:
-        project_id = repo.ensure_default_project(conn, int(clock() * 1000))
+        project_id = identity_repo.ensure_default_project(conn, int(clock() * 1000))
     rec = make_reconciler(store, fake, cat, settings, clock)
     yield World(
         tmp=tmp_path,
@@ -192,8 +203,8 @@ def test_the_launch_carries_the_command_env_and_paths(world: World) -> None:
     assert spec.env["WORLD_SIZE"] == "1"
     assert spec.env["PATH"] == "/usr/bin:/bin"
     assert "CORRAL_HOME" not in spec.env  # the server's own settings never reach a job
-    runs = world.settings.runs_dir / job_id / "attempt-1"
-    assert spec.log_path == str(runs / "logs" / "worker-0.log")
+    attempt_dir = world.settings.runs_dir / job_id / "attempt-1"
+    assert spec.log_path == str(attempt_dir / "logs" / "worker-0.log")
     assert pathlib.Path(spec.cwd).is_dir()
 
 
@@ -209,7 +220,7 @@ def test_a_failing_job_without_retries_fails_with_its_exit_code(world: World) ->
     assert record.end_reason == "exit with 3"
     assert record.end_related_task == "worker-0"
     assert record.end_recover is None
-    assert "Job failed: worker-0 exit with 3" in world.events(job_id)
+    assert "Job failed: worker-0 exit with 3 (user_exit; no retries)" in world.events(job_id)
 
 
 # --- never over-commit --------------------------------------------------------------------
@@ -244,7 +255,7 @@ def test_jobs_submitted_in_the_same_millisecond_start_in_submission_order(
 ) -> None:
     # Job ids are random: here each new one sorts before the previous one.
     ids = iter(str(uuid.UUID(int=n)) for n in range(1000, 0, -1))
-    monkeypatch.setattr(repo, "new_job_id", lambda: next(ids))
+    monkeypatch.setattr(job_repo, "new_job_id", lambda: next(ids))
     world.submit_gap = 0
     first, second, third = (world.submit() for _ in range(3))
     assert world.job(first).create_time == world.job(second).create_time
@@ -383,6 +394,7 @@ def test_a_failed_gang_with_retries_restarts_both_tasks(world: World) -> None:
     world.tick()
     world.fake.exit(job_id, "worker-0", code=2)
     world.tick(2)  # worker-1 gets SIGTERM and obeys; then the attempt is over
+    world.wait_out_backoff()
     assert world.phase(job_id)[0] == "Running"
     second = [s for s in world.fake.launches(job_id) if s.attempt == 2]
     assert sorted(s.task for s in second) == ["worker-0", "worker-1"]
@@ -399,9 +411,11 @@ def test_a_failing_task_is_restarted_until_it_succeeds(world: World) -> None:
     world.tick()
     world.fake.exit(job_id, code=1)
     world.tick()
+    world.wait_out_backoff(1)
     assert world.phase(job_id) == ("Running", "Running")
     world.fake.exit(job_id, code=1)
     world.tick()
+    world.wait_out_backoff(2)
     world.fake.exit(job_id, code=0)
     world.tick()
 
@@ -415,15 +429,18 @@ def test_a_failing_task_is_restarted_until_it_succeeds(world: World) -> None:
     assert [s.attempt for s in launches] == [1, 2, 3]
     assert len({s.log_path for s in launches}) == 3  # each attempt keeps its own log
     assert len({s.launch_id for s in launches}) == 3
-    assert sum("Restarting after worker-0 exit with 1" in e for e in world.events(job_id)) == 2
+    restarting = [e for e in world.events(job_id) if e.startswith("Restarting")]
+    assert restarting == ["Restarting in 5 s after worker-0 exit with 1 (retry 1 of 2)",
+                          "Restarting in 10 s after worker-0 exit with 1 (retry 2 of 2)"]
 
 
 def test_a_job_fails_when_its_retries_are_spent(world: World) -> None:
     job_id = world.submit(retries=2)
     world.tick()
-    for code in (1, 4, 7):
+    for n, code in enumerate((1, 4, 7), 1):
         world.fake.exit(job_id, code=code)
         world.tick()
+        world.wait_out_backoff(n)
 
     job = world.job(job_id)
     assert (job.phase, job.secondary_phase) == ("Failed", "Failed")
@@ -441,6 +458,8 @@ def test_a_restart_keeps_the_jobs_cores(world: World) -> None:
     world.tick()
     world.fake.exit(job_id, code=1)
     world.tick()
+    assert world.phase(waiting)[0] == "Pending"  # while the failed job waits out its backoff
+    world.wait_out_backoff()
     # The restarted attempt runs; the job behind it did not slip in between.
     assert world.phase(job_id)[0] == "Running"
     assert world.phase(waiting)[0] == "Pending"
@@ -470,7 +489,7 @@ def test_terminate_stops_a_task_that_ignores_sigterm_after_the_grace_period(worl
     assert task.signals == ["SIGTERM", "SIGKILL"]
     job = world.job(job_id)
     assert (job.phase, job.secondary_phase) == ("Terminated", "Terminated")
-    assert job.failure_class == "terminated"
+    assert job.failure_class == "stopped"
     # Retries were left, but a job a user stopped is never restarted.
     world.tick(3)
     assert len(world.fake.launches(job_id)) == 1
@@ -545,7 +564,7 @@ def test_a_job_whose_code_dir_vanished_fails_to_start(world: World) -> None:
     job_id = world.submit(command=None, code_dir=code)
     shutil.rmtree(code)
     copied = threading.Event()
-    world.rec.wake = copied.set
+    world.rec.launches.wake = copied.set
     world.tick()  # starts the job; its code is copied aside
     assert copied.wait(10), "the copy never said it was done"
     world.tick()
@@ -584,76 +603,6 @@ def test_a_gang_with_one_task_that_cannot_start_stops_the_other(world: World) ->
     assert world.phase(job_id) == ("Failed", "CreateFailed")
     [record] = world.attempts(job_id)
     assert record.end_related_task == "worker-1"
-
-
-class _Answer:
-    """A launch under way whose answer comes when the test says (an executor's launcher
-    that has not answered yet)."""
-
-    def __init__(self, launch: Any, spec: Any) -> None:
-        self.launch, self.spec, self.answered = launch, spec, False
-        self.asked: list[bool] = []  #: whether each asking wanted a wake-up
-
-    def ready(self, *, wake: bool) -> bool:
-        self.asked.append(wake)
-        return self.answered
-
-    def __call__(self) -> Any:
-        assert self.answered, "a pass waited for a launch under way"
-        return self.launch(self.spec)
-
-
-def answering_later(world: World) -> list[_Answer]:
-    """Make the fake executor's launches answer when the test says; returns them."""
-    launches: list[_Answer] = []
-
-    def begin_launch(spec: Any) -> _Answer:
-        launches.append(_Answer(world.fake.launch, spec))
-        return launches[-1]
-
-    world.fake.begin_launch = begin_launch  # type: ignore[attr-defined]
-    return launches
-
-
-def test_a_pass_goes_on_while_a_launch_is_under_way_and_records_it_later(
-        world: World) -> None:
-    launches = answering_later(world)
-    job_id = world.submit()
-    world.tick()  # starts the job: its launch is handed over
-    world.tick()  # no answer yet: the pass neither waits nor takes it for one never started
-    [launch] = launches
-    # Each pass asks for a wake-up when the answer comes (nothing is handed out ahead, so
-    # passes are not paced): the launch is recorded while its task runs, not at its exit.
-    assert launch.asked == [True, False, True]
-    [task] = world.tasks(job_id)
-    assert task.state == "launching"
-    assert world.fake.recovered == []
-    assert world.phase(job_id) == ("Running", "Running")
-
-    launch.answered = True
-    world.tick()
-    [task] = world.tasks(job_id)
-    assert (task.state, task.launch_id) == ("running", launch.spec.launch_id)
-    assert len(launches) == 1  # started once
-    world.fake.exit(job_id)
-    world.tick()
-    assert world.phase(job_id) == ("Completed", "Completed")
-
-
-def test_a_job_stopped_while_its_launch_is_under_way_is_signalled_once_it_is_answered(
-        world: World) -> None:
-    launches = answering_later(world)
-    job_id = world.submit()
-    world.tick()
-    assert world.terminate(job_id)
-    world.tick()  # no handle to signal yet: it asks to be woken when the answer comes
-    [launch] = launches
-    assert launch.asked == [True, False, True]
-    assert world.phase(job_id)[0] == "Terminating"
-
-    launch.answered = True
-    world.tick()
-    assert world.fake.task(job_id).signals == ["SIGTERM"]
 
 
 # --- a server restart in the middle -------------------------------------------------------
@@ -724,6 +673,7 @@ def test_a_launch_that_failed_while_the_server_was_down_is_retried(world: World)
     job_id = crash_while_launching(world, "after_start", retries=1)
     world.fake.exit(job_id, code=9)
     world.tick()
+    world.wait_out_backoff()
     assert world.phase(job_id)[0] == "Running"
     assert [s.attempt for s in world.fake.launches(job_id)] == [1, 2]
     assert world.attempts(job_id)[0].end_reason == "exit with 9"
@@ -757,25 +707,48 @@ def test_a_stop_requested_while_the_server_was_down_never_starts_the_launch(worl
     assert world.fake.launches(job_id) == []
 
 
-def test_a_launch_not_yet_recorded_when_the_server_stops_is_recorded_or_recovered(
-        world: World) -> None:
+def left_ahead_by_an_earlier_version(world: World, *, ran: bool) -> tuple[str, str]:
+    """A job still waiting, with a task row `launching` for its first attempt: what corral
+    0.1 left when it stopped while it held a queued job's launch ahead of a running task's
+    end. `ran`: its launcher started it meanwhile. Returns the job and the launch id."""
+    blocker = world.submit(flavor_id="corral.cpu.full")
     job_id = world.submit()
-    world.tick()  # started; its handle is recorded by the next pass
-    [task] = world.tasks(job_id)
-    assert (task.state, task.handle) == ("launching", None)
-    world.rec.close()  # a server that stops records it
-    [task] = world.tasks(job_id)
-    assert task.state == "running" and task.handle is not None
+    world.tick()
+    assert world.phase(job_id)[0] == "Pending"
+    task = factories.make_task(job_id, state="launching")
+    with world.store.begin() as conn:
+        job_repo.insert_tasks(conn, [task])
+    if ran:
+        world.fake.launch(world.rec.launches.bare_spec(task))
+    world.fake.exit(blocker)
+    world.restart()
+    return job_id, task.launch_id
 
-    other = world.submit()
+
+def test_a_launch_an_earlier_version_held_ahead_and_never_ran_is_dropped(world: World) -> None:
+    job_id, launch_id = left_ahead_by_an_earlier_version(world, ran=False)
+    world.tick()  # the old launch goes, and the job starts the ordinary way
+    assert world.phase(job_id)[0] == "Running"
+    assert launch_id in world.fake.never_started
+    [launch] = world.fake.launches(job_id)
+    assert launch.launch_id != launch_id
+    world.fake.exit(job_id)
     world.tick()
-    world.restart()  # one that dies settles it from what the process left
+    assert world.phase(job_id)[0] == "Completed"
+    assert len(world.attempts(job_id)) == 1
+
+
+def test_a_launch_an_earlier_version_held_ahead_that_ran_is_the_jobs_start(world: World) -> None:
+    job_id, launch_id = left_ahead_by_an_earlier_version(world, ran=True)
     world.tick()
-    assert [t.state for t in world.tasks(other)] == ["running"]
-    assert len(world.fake.launches(other)) == 1
-    world.fake.exit(other, code=3)
+    assert world.phase(job_id)[0] == "Running"
+    assert [t.launch_id for t in world.fake.launches(job_id)] == [launch_id]  # not twice
+    [task] = world.tasks(job_id)
+    assert task.state == "running"
+    world.fake.exit(job_id, code=0)
     world.tick()
-    assert [t.exit_code for t in world.tasks(other)] == [3]
+    assert world.phase(job_id) == ("Completed", "Completed")
+    assert [a.end_reason for a in world.attempts(job_id)] == ["job completed"]
 
 
 def test_a_running_task_is_adopted_after_a_restart(world: World) -> None:
@@ -814,6 +787,7 @@ def test_a_lost_task_with_retries_left_is_restarted(world: World) -> None:
     world.fake.lose(job_id)
     world.restart()
     world.tick()
+    world.wait_out_backoff()
     assert world.phase(job_id) == ("Running", "Running")
     first, second = world.attempts(job_id)
     assert (first.end_reason, first.end_recover) == ("lost", "proc_restart")
@@ -846,8 +820,7 @@ def finish_and_delete(world: World) -> tuple[str, pathlib.Path]:
     job_dir = world.settings.runs_dir / job_id
     assert job_dir.is_dir()
     with world.store.begin() as conn:
-        repo.mark_deleted(conn, job_id, world.now_ms())
-    world.rec.queue_changed()  # as the API does
+        job_repo.mark_deleted(conn, job_id, world.now_ms())
     return job_id, job_dir
 
 
@@ -858,40 +831,26 @@ def test_a_deleted_finished_job_is_purged_with_its_files(world: World) -> None:
     factories.wait_for(lambda: not job_dir.exists(), what="the job's files to go")
 
 
-def test_a_job_deleted_without_a_word_is_purged_by_the_next_whole_read(world: World) -> None:
-    job_id = world.submit()
-    world.tick()
-    world.fake.exit(job_id, code=0)
-    world.tick()
-    with world.store.begin() as conn:  # nobody tells the reconciler
-        repo.mark_deleted(conn, job_id, world.now_ms())
-    world.tick()
-    assert world.job(job_id) is not None  # a glance does not look for deleted jobs
-    world.clock.advance(reconciler.FULL_READ_MS / 1000)
-    world.tick()
-    assert world.job(job_id) is None
-
-
 def test_files_of_a_job_purged_just_before_the_server_died_go_on_its_next_start(
         world: World, monkeypatch: pytest.MonkeyPatch) -> None:
     job_id, job_dir = finish_and_delete(world)
     # The server dies once the purge has committed, before its files thread removes them.
-    monkeypatch.setattr(storage, "remove_job_dir", lambda paths: None)
+    monkeypatch.setattr(runs, "remove_job_dir", lambda paths: None)
     world.tick()
     assert world.job(job_id) is None
-    world.rec._files.drain(10)
+    world.rec.files.drain(10)
     assert job_dir.is_dir()
     monkeypatch.undo()
     # Left alone: a job's directory whose purge did not commit (its row is still there), and
     # one the database never knew, which may be another database's.
     kept = world.submit()
     world.tick()
-    storage.mark_purged(storage.RunPaths(world.settings.runs_dir, kept))
+    runs.mark_purged(runs.RunPaths(world.settings.runs_dir, kept))
     stranger = world.settings.runs_dir / "0f1e2d3c-0000-4000-8000-000000000000"
     (stranger / "attempt-1" / "logs").mkdir(parents=True)
     world.restart()
     world.tick()
-    world.rec._files.drain(10)
+    world.rec.files.drain(10)
     assert not job_dir.exists()
     assert (world.settings.runs_dir / kept).is_dir() and stranger.is_dir()
 
@@ -900,14 +859,38 @@ def test_a_deleted_running_job_is_stopped_before_it_is_purged(world: World) -> N
     job_id = world.submit()
     world.tick()
     with world.store.begin() as conn:
-        repo.request_terminate(conn, job_id, world.now_ms(), "deleted")
-        repo.mark_deleted(conn, job_id, world.now_ms())
-    world.rec.queue_changed()  # as the API does
+        job_repo.request_terminate(conn, job_id, world.now_ms(), "deleted")
+        job_repo.mark_deleted(conn, job_id, world.now_ms())
     world.tick()
     assert world.fake.task(job_id).signals == ["SIGTERM"]
     world.tick()
     assert world.job(job_id) is None
     assert world.fake.alive() == []
+
+
+def test_a_pass_whose_scheduling_fails_still_carries_out_what_it_committed(
+        world: World, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The first transaction committed a task's end: it is released (and what it left
+    cleaned up) even when the queue's step then fails, and nothing is launched for a start
+    that never committed."""
+    done = world.submit()
+    world.tick()
+    world.fake.exit(done, code=1)
+    waiting = world.submit()
+
+    def broken(*_args: Any) -> bool:
+        raise sa.exc.OperationalError("SELECT", {}, Exception("database is locked"))
+
+    monkeypatch.setattr(world.rec.admission, "schedule", broken)
+    with pytest.raises(sa.exc.OperationalError):
+        world.tick()
+    assert world.phase(done)[0] == "Failed"
+    [task] = world.fake.launches(done)
+    assert task.launch_id in world.fake.released and task.launch_id in world.fake.cleaned
+    assert world.fake.launches(waiting) == []
+    monkeypatch.undo()
+    world.tick()
+    assert world.phase(waiting)[0] == "Running"
 
 
 # --- telling who waits on a job ----------------------------------------------------------

@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 
 from corral.domain import errors
-from corral.storage import local as storage
-from corral.store import repo
+from corral.storage import runs
+from corral.store import job_repo
 from tests import factories
 from tests.unit import fakes
 from tests.unit.test_reconciler import World, finish_and_delete
@@ -23,7 +23,7 @@ from tests.unit.test_reconciler_scheduling import make_world
 
 
 class Held:
-    """storage.<name>, held until `release` (at most 30 s, so that a scheduler that does
+    """runs.<name>, held until `release` (at most 30 s, so that a scheduler that does
     this work on its own thread fails the test instead of hanging it). `entered` counts
     the calls; `calls` names them in the order they were let through, a list that several
     Held may share."""
@@ -37,7 +37,7 @@ class Held:
         self.finished = threading.Event()
         self.entered = 0
         self.calls = [] if calls is None else calls
-        real = getattr(storage, name)
+        real = getattr(runs, name)
 
         def held(*args: Any) -> None:
             self.entered += 1
@@ -49,7 +49,7 @@ class Held:
             finally:
                 self.finished.set()
 
-        monkeypatch.setattr(storage, name, held)
+        monkeypatch.setattr(runs, name, held)
 
 
 @pytest.fixture
@@ -70,7 +70,7 @@ def held(monkeypatch: pytest.MonkeyPatch) -> Iterator[Held]:
 def woken(world: World) -> threading.Event:
     """Set when the reconciler asks for a pass (as the server's wake-up does)."""
     event = threading.Event()
-    world.rec.wake = event.set
+    world.rec.launches.wake = event.set
     return event
 
 
@@ -142,16 +142,15 @@ def test_a_job_deleted_while_its_code_is_copied_leaves_no_directory_behind(
     world.tick()
     assert held.started.wait(10)
     with world.store.begin() as conn:  # deleted while its copy runs, as the API does it
-        repo.request_terminate(conn, big, world.now_ms(), "deleted")
-        repo.mark_deleted(conn, big, world.now_ms())
-    world.rec.queue_changed()
+        job_repo.request_terminate(conn, big, world.now_ms(), "deleted")
+        job_repo.mark_deleted(conn, big, world.now_ms())
     world.tick(2)  # stopped at once, then purged: its files are to go
     assert world.job(big) is None
     # Not while the copy runs: it would make the attempt's directory again after.
-    assert not world.rec._files.drain(0.5)
+    assert not world.rec.files.drain(0.5)
     held.release.set()  # the copy goes on to its first file, sees it is stopped, and ends
     assert held.finished.wait(10)
-    assert world.rec._files.drain(10)
+    assert world.rec.files.drain(10)
     assert not (world.settings.runs_dir / big).exists()
 
 
@@ -163,7 +162,7 @@ def test_a_server_stopped_while_code_is_copied_prepares_it_again_and_runs_it_onc
     world.rec.close()  # the server stops; its copy is abandoned
     world.restart()
     woken = threading.Event()
-    world.rec.wake = woken.set
+    world.rec.launches.wake = woken.set
     held.release.set()
     world.tick()  # the launch was never sent: settled as not started, prepared again
     assert woken.wait(10)
@@ -212,7 +211,7 @@ def test_a_relaunch_after_a_restart_ships_the_code_off_the_schedulers_thread(
     staged.clear()
     world.restart()  # the snapshot is there; what was shipped went with the server
     woken.clear()
-    world.rec.wake = woken.set
+    world.rec.launches.wake = woken.set
     world.tick()
     assert woken.wait(10)
     world.tick()
@@ -264,9 +263,8 @@ def test_a_deleted_jobs_logs_are_exported_before_its_files_go_and_a_stop_waits_f
     log = world.settings.runs_dir / job / "attempt-1" / "logs" / "worker-0.log"
     log.write_text("the last words\n")
     with world.store.begin() as conn:  # deleted while it runs, as the API does it
-        repo.request_terminate(conn, job, world.now_ms(), "deleted")
-        repo.mark_deleted(conn, job, world.now_ms())
-    world.rec.queue_changed()
+        job_repo.request_terminate(conn, job, world.now_ms(), "deleted")
+        job_repo.mark_deleted(conn, job, world.now_ms())
     world.tick(3)  # stopped, ended, purged: its export and removal are queued, in order
     assert world.job(job) is None and exports.calls == []
     threading.Timer(0.2, exports.release.set).start()

@@ -15,9 +15,10 @@ import sqlalchemy as sa
 from corral import server
 from corral import settings as settings_mod
 from corral.domain import errors, resources, specs
+from corral.scheduler import admission, usage
 from corral.scheduler import catalog as catalog_mod
-from corral.scheduler import pools, reconciler, submit
-from corral.store import db, repo, schema
+from corral.services import pools, submit
+from corral.store import db, identity_repo, queue_repo, schema
 from tests import factories
 from tests.conftest import make_settings
 from tests.unit import fakes
@@ -33,7 +34,7 @@ def make_world(tmp: pathlib.Path, nodes: tuple[resources.Node, ...] = (NODE,),
     fake = fakes.FakeExecutor(nodes[0], nodes[1:])
     cat = catalog_mod.Catalog.build(settings, list(nodes))
     with store.begin() as conn:
-        project_id = repo.ensure_default_project(conn, int(clock() * 1000))
+        project_id = identity_repo.ensure_default_project(conn, int(clock() * 1000))
     return World(tmp=tmp, store=store, fake=fake, clock=clock, settings=settings, catalog=cat,
                  project_id=project_id, rec=make_reconciler(store, fake, cat, settings, clock))
 
@@ -72,7 +73,7 @@ def set_quota(w: World, project_id: str, **quota: Any) -> None:
     row = {"pool_id": "default", "cpu": None, "memory_mb": None, "gpu": None,
            "borrowing": False, "weight": 1.0, **quota}
     with w.store.begin() as conn:
-        repo.set_quotas(conn, project_id, [row], w.now_ms())
+        queue_repo.set_quotas(conn, project_id, [row], w.now_ms())
 
 
 def records(w: World, job_id: str) -> list[tuple[Any, ...]]:
@@ -110,6 +111,24 @@ def test_a_higher_priority_job_preempts_requeues_and_the_victim_keeps_its_place(
                                       ("init_or_rescheduled", None, None)]
 
 
+def test_a_victim_is_signalled_only_once_its_preemption_is_recorded(world: World) -> None:
+    """The pass that decides a preemption records it; the next signals the victim. A
+    server killed in between leaves a victim its successor stops and requeues: its exit
+    is never read as a failure of its own."""
+    victim = world.submit(retries=0, spec=policy(1, True, flavor_id="corral.cpu.full"))
+    world.tick()
+    urgent = world.submit(spec=policy(3))
+    assert world.rec.tick() is True  # decided and recorded; the next pass comes at once
+    assert world.fake.task(victim).signals == []
+    assert world.job(victim).preempt_requested_at is not None
+    world.restart()  # ... but the server died first
+    world.tick()
+    assert world.fake.task(victim).signals == ["SIGTERM"]
+    world.tick()  # it exited on SIGTERM: requeued, not failed
+    assert world.phase(victim) == ("Pending", "Queuing")
+    assert world.phase(urgent)[0] == "Running"
+
+
 def test_preemption_does_not_spend_the_retry_budget(world: World) -> None:
     victim = world.submit(retries=1, spec=policy(1, True, flavor_id="corral.cpu.full"))
     world.tick()
@@ -122,6 +141,7 @@ def test_preemption_does_not_spend_the_retry_budget(world: World) -> None:
         assert world.phase(victim)[0] == "Running"
     world.fake.exit(victim, code=1)  # a real failure: the one retry is still there
     world.tick()
+    world.wait_out_backoff()
     assert world.phase(victim)[0] == "Running"
     assert records(world, victim)[-1] == ("restarted", None, None)
 
@@ -210,7 +230,7 @@ def test_a_queued_jobs_reason_stays_put_while_the_jobs_ahead_start(world: World)
 
 def test_a_pass_looks_past_the_queue_window_at_once_only_while_there_is_room(
         tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(reconciler, "QUEUE_WINDOW", 4)
+    monkeypatch.setattr(admission, "QUEUE_WINDOW", 4)
     (tmp_path / "big").mkdir()
     (tmp_path / "small").mkdir()
     big = make_world(tmp_path / "big", (resources.Node(name="local", cpu=16,
@@ -229,111 +249,30 @@ def test_a_pass_looks_past_the_queue_window_at_once_only_while_there_is_room(
     small.store.dispose()
 
 
-def test_a_pass_after_an_exit_glances_at_the_queue_and_reads_all_when_told_or_due(
-        world: World, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(reconciler, "QUEUE_GLANCE", 2)
-    running = [world.submit(), world.submit()]
-    waiting = [world.submit() for _ in range(3)]
-    world.tick()
-    assert {world.phase(j)[0] for j in waiting} == {"Pending"}
-    # A job that came in without a word to the reconciler is past its glance: a pass for
-    # an exit leaves it as it is (starting the queue's first job is all it can do).
-    unseen = submit_to(world, world.project_id)
-    world.fake.exit(running[0])
-    world.tick()
-    assert world.phase(waiting[0])[0] == "Running"
-    assert world.phase(unseen)[0] == "Creating"
-    # Told that the queue changed, the next pass reads the whole window.
-    world.rec.queue_changed()
-    world.tick()
-    assert world.phase(unseen) == ("Pending", "Queuing")
-    # Untold, it reads it all within FULL_READ_MS.
-    late = submit_to(world, world.project_id)
-    world.tick()
-    assert world.phase(late)[0] == "Creating"
-    world.clock.advance(reconciler.FULL_READ_MS / 1000)
-    world.tick()
-    assert world.phase(late) == ("Pending", "Queuing")
-
-
-def test_a_pass_told_of_new_jobs_admits_them_past_its_glance_without_reading_all(
-        world: World, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(reconciler, "QUEUE_GLANCE", 2)
-    running = [world.submit(), world.submit()]
-    waiting = [world.submit() for _ in range(3)]
-    world.tick()
-    reads: list[str] = []
-    single_stream = repo.single_stream
-    monkeypatch.setattr(repo, "single_stream",
-                        lambda conn: reads.append("whole") or single_stream(conn))
-    new = [submit_to(world, world.project_id) for _ in range(2)]
-    world.rec.jobs_added()  # as the API does for a submission
-    world.tick()
-    assert [world.phase(j) for j in new] == [("Pending", "Queuing")] * 2
-    assert reads == []  # the window was not read again
-    # It waits like the rest: its reason comes with the next whole read.
-    world.clock.advance(reconciler.FULL_READ_MS / 1000)
-    world.tick()
-    assert reads == ["whole"]
-    assert world.job(new[-1]).wait_reason == world.job(waiting[-1]).wait_reason
-    assert world.job(new[-1]).wait_reason
-    assert {world.phase(j)[0] for j in running} == {"Running"}
-
-
-def test_a_new_job_that_opens_a_stream_is_decided_on_at_once(
-        world: World, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A glance at a queue of one stream reads its first jobs only: a job of another
-    priority or project would be missed, so the pass reads the whole window for it."""
-    monkeypatch.setattr(reconciler, "QUEUE_GLANCE", 2)
+def test_a_new_job_that_opens_a_stream_is_decided_on_at_once(world: World) -> None:
     for _ in range(2):
         world.submit(spec=policy(1))
     waiting = [world.submit(spec=policy(1)) for _ in range(3)]
     world.tick()
     assert world.job(waiting[0]).wait_reason.startswith("waiting for resources")
     urgent = submit_to(world, world.project_id, spec=policy(3))
-    world.rec.jobs_added()
     world.tick()
     assert world.job(urgent).wait_reason.startswith("waiting for resources")
     assert world.job(waiting[0]).wait_reason.startswith("waiting behind higher priority")
 
 
-def test_the_server_tells_its_reconciler_of_queue_changes_and_not_of_exits(
-        tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_api_the_storage_thread_and_the_executor_all_wake_the_scheduler(
+        tmp_path: pathlib.Path) -> None:
     platform = server.build(make_settings(tmp_path / "home"))
     try:
-        told: list[str] = []
-        monkeypatch.setattr(platform.reconciler, "queue_changed", lambda: told.append("q"))
-        monkeypatch.setattr(platform.reconciler, "jobs_added", lambda: told.append("new"))
-        platform.context.wake()  # the API: a job stopped, deleted, a quota set
-        platform.syncer.wake()  # a job's inputs fetched: it joins the queue
-        assert told == ["q", "q"] and platform.wake_event.is_set()
-        assert platform.urgent_event.is_set()  # (a pass at once, whatever is handed out)
-        platform.wake_event.clear()
-        platform.urgent_event.clear()
-        with platform.reconciler._passing:  # a pass is under way (on the scheduler's thread)
-            platform.context.submitted()  # the API: a job submitted
-        assert told == ["q", "q", "new"] and platform.wake_event.is_set()
-        assert not platform.urgent_event.is_set()
-        platform.wake_event.clear()
-        platform.nudge()  # what the executor calls when a task ends
-        assert told == ["q", "q", "new"] and platform.wake_event.is_set()
-        assert not platform.urgent_event.is_set()
+        for wake in (platform.context.wake,  # a job submitted, stopped, deleted, a quota
+                     platform.syncer.wake,  # a job's inputs fetched: it joins the queue
+                     platform.reconciler.launches.wake):  # an attempt's code copied
+            platform.wake_event.clear()
+            wake()
+            assert platform.wake_event.is_set()
     finally:
         platform.stop()
-
-
-def test_room_left_after_a_glance_is_filled_from_the_whole_window(
-        tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(reconciler, "QUEUE_GLANCE", 2)
-    w = make_world(tmp_path, (resources.Node(name="local", cpu=4, memory_mb=16384),))
-    whole = w.submit(spec=policy(1, flavor_id="corral.cpu.full"))
-    small = [w.submit() for _ in range(4)]
-    w.tick()
-    assert w.phase(whole)[0] == "Running"
-    w.fake.exit(whole)
-    w.tick()  # a glance starts the first two; two cores are left for the next two
-    assert {w.phase(j)[0] for j in small} == {"Running"}
-    w.store.dispose()
 
 
 def test_a_reason_is_an_event_when_its_kind_changes(world: World) -> None:
@@ -523,7 +462,7 @@ def test_npu_jobs_get_their_own_devices_pinned_and_keep_them_on_restart(
     assert [e["ASCEND_RT_VISIBLE_DEVICES"] for e in env] == ["0,1", "2,3"]
     assert [s.demand.accel for s in w.fake.launches(first)] == [(("npu", 2),)]
     assert w.job(third).wait_code == "no_capacity"
-    assert "1 CPU, 1 GB memory, 2 npu" in w.job(third).wait_reason
+    assert "1 CPU, 1.0 GiB memory, 2 npu" in w.job(third).wait_reason
     with w.store.read() as conn:
         [pool] = pools.pools(conn, w.catalog)
     assert pool["free"]["accelerators"] == {"npu": 0}  # none left is said, not left out
@@ -541,7 +480,7 @@ def test_npu_jobs_get_their_own_devices_pinned_and_keep_them_on_restart(
 def test_an_npu_quota_holds_and_the_reason_names_it(tmp_path: pathlib.Path) -> None:
     w = npu_world(tmp_path)
     with w.store.begin() as conn:
-        repo.set_quotas(conn, w.project_id, [{
+        queue_repo.set_quotas(conn, w.project_id, [{
             "pool_id": "default", "cpu": None, "memory_mb": None, "gpu": None,
             "borrowing": False, "weight": 1.0, "accelerators": '{"npu": 3}'}], w.now_ms())
     first, second = w.submit(flavor_id="n2"), w.submit(flavor_id="n2")
@@ -566,59 +505,41 @@ def test_a_pass_with_nothing_held_and_no_usage_writes_no_usage(
     remembered; an idle server's passes (or those between one job and the next) write
     nothing."""
     saved: list[Any] = []
-    save_usage = repo.save_usage
-    monkeypatch.setattr(repo, "save_usage",
+    save_usage = queue_repo.save_usage
+    monkeypatch.setattr(queue_repo, "save_usage",
                         lambda conn, rows: saved.append(list(rows)) or save_usage(conn, rows))
     world.tick(3)
     assert saved == []
     job = world.submit()
     world.tick(2)
     assert world.phase(job)[0] == "Running"
-    assert [r["project_id"] for r in saved[-1]] == [world.project_id]  # held: remembered
+    assert [r.project_id for r in saved[-1]] == [world.project_id]  # held: remembered
     world.fake.exit(job)
     world.tick()
     world.clock.advance(3600)  # long enough for the share to fade away
     world.tick()
     assert saved[-1] == []
     n = len(saved)
-    world.clock.advance(reconciler.USAGE_EVERY_MS / 1000)
+    world.clock.advance(usage.EVERY_MS / 1000)
     world.tick(3)
     assert len(saved) == n
 
 
-def test_a_queue_found_empty_is_read_again_only_when_told_or_due(
-        world: World, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The pass after a job's end, with nothing queued, reads no queue: nothing can have
-    joined it without the reconciler being told (a submission, a job put back, a change
-    through the API), and the whole-read timer still reads it within FULL_READ_MS."""
-    job = world.submit()
+def test_nothing_starts_while_the_disk_is_below_its_floor(world: World) -> None:
+    """A real disk, a floor above what it has free: the job waits and says why; running
+    jobs go on; once the floor is met again (here: lowered), it starts."""
+    running = world.submit()
     world.tick()
-    world.fake.exit(job)
+    world.settings = world.settings.model_copy(update={"disk_free_floor_gb": 1e9})
+    world.restart()
+    waiting = world.submit()
+    world.tick(2)
+    job = world.job(waiting)
+    assert (job.phase, job.wait_code) == ("Pending", "disk_low")
+    assert job.wait_reason.startswith("waiting for disk space: ")
+    assert "below the floor of" in job.wait_reason and "disk_free_floor_gb" in job.wait_reason
+    assert world.phase(running)[0] == "Running"
+    world.settings = world.settings.model_copy(update={"disk_free_floor_gb": 0})
+    world.restart()
     world.tick()
-    assert world.phase(job)[0] == "Completed"
-    reads: list[int] = []
-    queued = repo.queued
-    monkeypatch.setattr(repo, "queued",
-                        lambda conn, **kw: reads.append(1) or queued(conn, **kw))
-    world.tick(3)
-    assert reads == []
-    untold = submit_to(world, world.project_id)
-    world.tick()
-    assert reads == [] and world.phase(untold)[0] == "Creating"
-    world.rec.jobs_added()  # as the API does for a submission
-    world.tick()
-    assert len(reads) == 1 and world.phase(untold)[0] == "Running"
-    world.fake.exit(untold)
-    world.tick()  # reads it (a job ran): empty again
-    reads.clear()
-    world.tick()
-    assert reads == []
-    world.rec.queue_changed()  # a job put back, a quota or a priority changed...
-    world.tick()
-    assert len(reads) == 1
-    late = submit_to(world, world.project_id)
-    world.tick()
-    assert world.phase(late)[0] == "Creating"
-    world.clock.advance(reconciler.FULL_READ_MS / 1000)
-    world.tick()
-    assert world.phase(late)[0] == "Running"
+    assert world.phase(waiting)[0] == "Running"

@@ -17,7 +17,7 @@ import pytest
 import sqlalchemy as sa
 
 from corral.domain import scheduling
-from corral.store import db, repo, schema
+from corral.store import db, job_repo, schema
 from tests.unit.test_reconciler import World
 from tests.unit.test_reconciler_scheduling import make_world, policy
 
@@ -61,7 +61,7 @@ def after_decide(monkeypatch: pytest.MonkeyPatch, action: Callable[[], None]) ->
 
 def terminate(api: db.Store, w: World, job_id: str) -> None:
     with api.begin() as conn:  # as the API does it
-        assert repo.request_terminate(conn, job_id, w.now_ms(), "Termination requested")
+        assert job_repo.request_terminate(conn, job_id, w.now_ms(), "Termination requested")
 
 
 def test_an_api_write_goes_through_while_the_pass_decides(
@@ -70,7 +70,7 @@ def test_an_api_write_goes_through_while_the_pass_decides(
 
     def write() -> None:
         with api.begin() as conn:
-            repo.add_event(conn, job, world.now_ms(), "written while the scheduler decided")
+            job_repo.add_event(conn, job, world.now_ms(), "written while the scheduler decided")
 
     decisions = after_decide(monkeypatch, write)
     world.tick()

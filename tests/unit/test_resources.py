@@ -8,8 +8,6 @@ from hypothesis import strategies as st
 
 from corral.domain import errors, resources
 
-R = resources.Resources
-
 
 def node(
     cpu: int = 2, memory_gb: int = 8, gpus: int = 0, name: str = "local", gpu_gb: int = 16
@@ -134,20 +132,22 @@ def test_find_flavor_names_the_known_ones_when_it_fails() -> None:
 
 
 def test_a_job_that_fits_passes() -> None:
-    resources.check_fits_somewhere(R(1, 1024), 1, [SMALL])
-    resources.check_fits_somewhere(R(2, 8 * 1024), 1, [SMALL])
-    resources.check_fits_somewhere(R(4, 1024, 1), 4, [BIG])
+    resources.check_fits_somewhere(resources.Resources(1, 1024), 1, [SMALL])
+    resources.check_fits_somewhere(resources.Resources(2, 8 * 1024), 1, [SMALL])
+    resources.check_fits_somewhere(resources.Resources(4, 1024, 1), 4, [BIG])
 
 
 def test_a_task_bigger_than_any_node_never_fits() -> None:
     with pytest.raises(errors.NeverFits) as caught:
-        resources.check_fits_somewhere(R(4, 1024), 1, [SMALL])
+        resources.check_fits_somewhere(resources.Resources(4, 1024), 1, [SMALL])
     assert "2 CPU core(s)" in caught.value.message
     assert caught.value.error_code == "ModelArts.2763"
 
 
 @pytest.mark.parametrize(
-    "demand,short", [(R(1, 16 * 1024), "MiB of memory"), (R(1, 1024, 1), "1 GPU(s)")]
+    "demand,short",
+    [(resources.Resources(1, 16 * 1024), "GiB of memory"),
+     (resources.Resources(1, 1024, 1), "1 GPU(s)")],
 )
 def test_memory_or_gpus_beyond_the_node_never_fit(demand: resources.Resources, short: str) -> None:
     with pytest.raises(errors.NeverFits) as caught:
@@ -156,47 +156,48 @@ def test_memory_or_gpus_beyond_the_node_never_fit(demand: resources.Resources, s
 
 
 def test_a_gang_larger_than_the_machine_never_fits() -> None:
-    resources.check_fits_somewhere(R(1, 1024), 2, [SMALL])
+    resources.check_fits_somewhere(resources.Resources(1, 1024), 2, [SMALL])
     with pytest.raises(errors.NeverFits) as caught:
-        resources.check_fits_somewhere(R(1, 1024), 3, [SMALL])
+        resources.check_fits_somewhere(resources.Resources(1, 1024), 3, [SMALL])
     assert "node_count 3" in caught.value.message
     assert "at most 2" in caught.value.message
 
 
 def test_a_gang_limited_by_memory_never_fits() -> None:
     with pytest.raises(errors.NeverFits):
-        resources.check_fits_somewhere(R(1, 5 * 1024), 2, [SMALL])
+        resources.check_fits_somewhere(resources.Resources(1, 5 * 1024), 2, [SMALL])
 
 
 def test_a_gang_may_spread_over_several_nodes() -> None:
     two = [node(name="a"), node(name="b")]
-    resources.check_fits_somewhere(R(2, 1024), 2, two)
+    resources.check_fits_somewhere(resources.Resources(2, 1024), 2, two)
     with pytest.raises(errors.NeverFits):
-        resources.check_fits_somewhere(R(2, 1024), 3, two)
+        resources.check_fits_somewhere(resources.Resources(2, 1024), 3, two)
 
 
 def test_a_task_is_not_split_across_nodes() -> None:
     # Two 2-core nodes hold 4 cores, but no single one can run a 3-core task.
     with pytest.raises(errors.NeverFits):
-        resources.check_fits_somewhere(R(3, 1024), 1, [node(name="a"), node(name="b")])
+        resources.check_fits_somewhere(resources.Resources(3, 1024), 1,
+                                       [node(name="a"), node(name="b")])
 
 
 def test_no_node_means_nothing_fits() -> None:
     with pytest.raises(errors.NeverFits) as caught:
-        resources.check_fits_somewhere(R(1, 1024), 1, [])
+        resources.check_fits_somewhere(resources.Resources(1, 1024), 1, [])
     assert "no node" in caught.value.message
 
 
 def test_fractional_cores_add_up_exactly() -> None:
-    third = R(1 / 3, 0)
+    third = resources.Resources(1 / 3, 0)
     total = third + third + third
-    assert total.fits_in(R(1.0, 0))
+    assert total.fits_in(resources.Resources(1.0, 0))
     resources.check_fits_somewhere(third, 6, [SMALL])
 
 
 def test_describe_reads_like_a_flavor() -> None:
-    assert resources.describe(R(2, 4096, 1)) == "2 CPU, 4 GB memory, 1 GPU"
-    assert resources.describe(R(0.5, 1500)) == "0.5 CPU, 1500 MiB memory"
+    assert resources.describe(resources.Resources(2, 4096, 1)) == "2 CPU, 4.0 GiB memory, 1 GPU"
+    assert resources.describe(resources.Resources(0.5, 1500)) == "0.5 CPU, 1.5 GiB memory"
 
 
 # --- accelerators other than GPUs, by name ------------------------------------------------
@@ -208,9 +209,9 @@ def npu_node(npus: int = 8, name: str = "ascend") -> resources.Node:
 
 
 def test_named_counts_add_subtract_multiply_and_stay_sorted() -> None:
-    a = R(1, 1024, 0, resources.accels({"tpu-v4": 1, "npu": 2}))
+    a = resources.Resources(1, 1024, 0, resources.accels({"tpu-v4": 1, "npu": 2}))
     assert a.accel == (("npu", 2), ("tpu-v4", 1))
-    b = R(1, 0, 0, resources.accels({"npu": 1}))
+    b = resources.Resources(1, 0, 0, resources.accels({"npu": 1}))
     assert (a + b).accel == (("npu", 3), ("tpu-v4", 1))
     assert (a - b).accel == (("npu", 1), ("tpu-v4", 1))
     assert (a - a).accel == ()  # nothing of a kind left: not kept as a zero
@@ -220,12 +221,13 @@ def test_named_counts_add_subtract_multiply_and_stay_sorted() -> None:
 
 
 def test_named_counts_fit_or_say_what_is_short() -> None:
-    need = R(1, 1024, 0, resources.accels({"npu": 2}))
-    assert need.fits_in(R(2, 2048, 0, resources.accels({"npu": 2})))
-    assert not need.fits_in(R(2, 2048, 0, resources.accels({"npu": 1})))
-    assert not need.fits_in(R(2, 2048, 4))  # GPUs are not NPUs
-    assert need.shortfall(R(2, 2048, 0, resources.accels({"npu": 1}))) == ["1 npu"]
-    assert resources.describe(need) == "1 CPU, 1 GB memory, 2 npu"
+    need = resources.Resources(1, 1024, 0, resources.accels({"npu": 2}))
+    assert need.fits_in(resources.Resources(2, 2048, 0, resources.accels({"npu": 2})))
+    assert not need.fits_in(resources.Resources(2, 2048, 0, resources.accels({"npu": 1})))
+    assert not need.fits_in(resources.Resources(2, 2048, 4))  # GPUs are not NPUs
+    short = need.shortfall(resources.Resources(2, 2048, 0, resources.accels({"npu": 1})))
+    assert short == ["1 npu"]
+    assert resources.describe(need) == "1 CPU, 1.0 GiB memory, 2 npu"
 
 
 @pytest.mark.parametrize("name", ["gpu", "CPU", "memory", "9npu", "", "n p u", "x" * 65])
@@ -258,7 +260,7 @@ def test_a_node_with_npus_gets_npu_flavors_that_fit_it() -> None:
 
 
 def test_a_job_asking_for_an_accelerator_no_node_has_is_refused_by_name() -> None:
-    need = R(1, 1024, 0, resources.accels({"npu": 1}))
+    need = resources.Resources(1, 1024, 0, resources.accels({"npu": 1}))
     resources.check_fits_somewhere(need, 8, [SMALL, npu_node()])
     with pytest.raises(errors.NeverFits) as caught:
         resources.check_fits_somewhere(need, 1, [SMALL, BIG], where="pool 'default'")
@@ -267,5 +269,5 @@ def test_a_job_asking_for_an_accelerator_no_node_has_is_refused_by_name() -> Non
     with pytest.raises(errors.NeverFits, match="holds at most 8 such task"):
         resources.check_fits_somewhere(need, 9, [npu_node()])
     with pytest.raises(errors.NeverFits, match=r"short of 8 npu"):
-        resources.check_fits_somewhere(R(1, 1024, 0, resources.accels({"npu": 16})), 1,
-                                       [npu_node()])
+        sixteen = resources.Resources(1, 1024, 0, resources.accels({"npu": 16}))
+        resources.check_fits_somewhere(sixteen, 1, [npu_node()])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import collections
+import dataclasses
 import random
 import re
 from collections.abc import Sequence
@@ -10,44 +11,43 @@ from collections.abc import Sequence
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from corral.domain import resources
-from corral.domain import scheduling as S
-
-R = resources.Resources
-W = S.WaitCode
+from corral.domain import resources, scheduling
 
 
 def node(name: str = "n0", cpu: float = 4, mem: int = 16384, gpus: int = 0, pool: str = "p",
-         gpu_type: str = "", npu: int = 0) -> S.Node:
-    return S.Node(name, pool, R(cpu, mem, gpus, resources.accels({"npu": npu})),
-                  tuple(range(gpus)), gpu_type)
+         gpu_type: str = "", npu: int = 0) -> scheduling.Node:
+    capacity = resources.Resources(cpu, mem, gpus, resources.accels({"npu": npu}))
+    return scheduling.Node(name, pool, capacity, tuple(range(gpus)), gpu_type)
 
 
 def job(job_id: str, cpu: float = 1, mem: int = 1024, gpu: int = 0, count: int = 1, *,
         project: str = "a", pool: str = "p", priority: int = 1, seq: int | None = None,
-        npu: int = 0, **kw: object) -> S.Queued:
-    return S.Queued(job_id, project, pool, R(cpu, mem, gpu, resources.accels({"npu": npu})),
-                    count, priority,
-                    seq if seq is not None else int(job_id.strip("abcdefghijklmnopqrstuvwxyz")
-                                                    or 0), **kw)  # type: ignore[arg-type]
+        npu: int = 0, **kw: object) -> scheduling.Queued:
+    per_task = resources.Resources(cpu, mem, gpu, resources.accels({"npu": npu}))
+    return scheduling.Queued(job_id, project, pool, per_task, count, priority,
+                             seq if seq is not None
+                             else int(job_id.strip("abcdefghijklmnopqrstuvwxyz") or 0),
+                             **kw)  # type: ignore[arg-type]
 
 
 def running(job_id: str, nodes: Sequence[str], cpu: float = 1, mem: int = 1024, *,
             gpu_ids: Sequence[tuple[int, ...]] | None = None, project: str = "a",
-            pool: str = "p", npu_ids: tuple[int, ...] = (), **kw: object) -> S.Running:
+            pool: str = "p", npu_ids: tuple[int, ...] = (), **kw: object) -> scheduling.Running:
     ids = gpu_ids or [()] * len(nodes)
     gpu = len(ids[0])
     npus = (("npu", npu_ids),) if npu_ids else ()
-    slots = tuple(S.TaskSlot(n, g, npus) for n, g in zip(nodes, ids, strict=True))
-    return S.Running(job_id, project, pool, R(cpu, mem, gpu, resources.accels(npus and {
-        "npu": len(npu_ids)})), slots, **kw)  # type: ignore[arg-type]
+    slots = tuple(scheduling.TaskSlot(n, g, npus) for n, g in zip(nodes, ids, strict=True))
+    per_task = resources.Resources(cpu, mem, gpu,
+                                   resources.accels(npus and {"npu": len(npu_ids)}))
+    return scheduling.Running(job_id, project, pool, per_task, slots,
+                              **kw)  # type: ignore[arg-type]
 
 
-def started(d: S.Decisions) -> list[str]:
+def started(d: scheduling.Decisions) -> list[str]:
     return [s.job_id for s in d.starts]
 
 
-def waits(d: S.Decisions) -> dict[str, S.Wait]:
+def waits(d: scheduling.Decisions) -> dict[str, scheduling.Wait]:
     return {w.job_id: w for w in d.waits}
 
 
@@ -55,19 +55,19 @@ def waits(d: S.Decisions) -> dict[str, S.Wait]:
 
 
 def test_jobs_of_one_project_start_in_submission_order_while_they_fit() -> None:
-    d = S.decide([job("j1", 2), job("j2", 2), job("j3", 2)], [node(cpu=4)])
+    d = scheduling.decide([job("j1", 2), job("j2", 2), job("j3", 2)], [node(cpu=4)])
     assert started(d) == ["j1", "j2"]
-    assert waits(d)["j3"].code is W.NO_CAPACITY
+    assert waits(d)["j3"].code is scheduling.WaitCode.NO_CAPACITY
     assert waits(d)["j3"].message.startswith("waiting for resources: not enough free capacity")
 
 
 def test_higher_priority_goes_first_and_the_rest_say_so() -> None:
-    d = S.decide([job("j1", 4), job("j2", 4, priority=3), job("j3", 4, priority=2)],
-                 [node(cpu=4)])
+    d = scheduling.decide([job("j1", 4), job("j2", 4, priority=3), job("j3", 4, priority=2)],
+                          [node(cpu=4)])
     assert started(d) == ["j2"]
     w = waits(d)
-    assert w["j3"].code is W.NO_CAPACITY and w["j3"].ahead == 0
-    assert w["j1"].code is W.PRIORITY and w["j1"].ahead == 1
+    assert w["j3"].code is scheduling.WaitCode.NO_CAPACITY and w["j3"].ahead == 0
+    assert w["j1"].code is scheduling.WaitCode.PRIORITY and w["j1"].ahead == 1
     assert "waiting behind higher priority: a job of priority 2" in w["j1"].message
 
 
@@ -76,25 +76,25 @@ def test_backfill_uses_gaps_but_never_the_heads_reservation() -> None:
     # still start on what is left of n0, but not on n1.
     nodes = [node("n0", cpu=4), node("n1", cpu=4)]
     run = [running("r0", ["n0"], cpu=2), running("r1", ["n1"], cpu=1)]
-    d = S.decide([job("j1", 4), job("j2", 1), job("j3", 1), job("j4", 1)], nodes, run)
+    d = scheduling.decide([job("j1", 4), job("j2", 1), job("j3", 1), job("j4", 1)], nodes, run)
     assert started(d) == ["j2", "j3"]
     assert {s.slots[0].node for s in d.starts} == {"n0"}
-    assert waits(d)["j1"].code is W.NO_CAPACITY
-    assert waits(d)["j4"].code is W.QUEUED
+    assert waits(d)["j1"].code is scheduling.WaitCode.NO_CAPACITY
+    assert waits(d)["j4"].code is scheduling.WaitCode.QUEUED
 
 
 def test_a_gang_that_fits_in_sum_but_not_per_node_says_so() -> None:
     nodes = [node("n0", cpu=4), node("n1", cpu=4)]
     run = [running("r0", ["n0"], cpu=1), running("r1", ["n1"], cpu=3)]
-    d = S.decide([job("j1", 2, count=2)], nodes, run)
-    assert waits(d)["j1"].code is W.GANG
+    d = scheduling.decide([job("j1", 2, count=2)], nodes, run)
+    assert waits(d)["j1"].code is scheduling.WaitCode.GANG
     assert "gang does not fit" in waits(d)["j1"].message
 
 
 def test_spread_puts_one_task_per_node_and_pack_fills_a_node_first() -> None:
     nodes = [node("n0", cpu=4), node("n1", cpu=4), node("n2", cpu=4)]
-    packed = S.decide([job("j1", 1, count=3)], nodes)
-    spread = S.decide([job("j1", 1, count=3, spread=True)], nodes)
+    packed = scheduling.decide([job("j1", 1, count=3)], nodes)
+    spread = scheduling.decide([job("j1", 1, count=3, spread=True)], nodes)
     assert [s.node for s in packed.starts[0].slots] == ["n0", "n0", "n0"]
     assert sorted(s.node for s in spread.starts[0].slots) == ["n0", "n1", "n2"]
 
@@ -102,64 +102,64 @@ def test_spread_puts_one_task_per_node_and_pack_fills_a_node_first() -> None:
 def test_gpus_by_type_and_distinct_ids() -> None:
     nodes = [node("t4", cpu=8, gpus=2, gpu_type="T4"), node("a100", cpu=8, gpus=2,
                                                              gpu_type="A100")]
-    d = S.decide([job("j1", 1, gpu=1, gpu_type="A100"), job("j2", 1, gpu=1, gpu_type="A100"),
-                  job("j3", 1, gpu=1, gpu_type="A100")], nodes)
+    d = scheduling.decide([job(f"j{i}", 1, gpu=1, gpu_type="A100") for i in (1, 2, 3)], nodes)
     assert [(s.slots[0].node, s.slots[0].gpu_ids) for s in d.starts] == [
         ("a100", (0,)), ("a100", (1,))]
-    assert waits(d)["j3"].code is W.NO_CAPACITY
+    assert waits(d)["j3"].code is scheduling.WaitCode.NO_CAPACITY
 
 
 def test_accelerators_by_name_go_only_where_they_are_with_distinct_devices() -> None:
     nodes = [node("cpu", cpu=8), node("npu", cpu=8, npu=4)]
-    d = S.decide([job("j1", 1, npu=2), job("j2", 1), job("j3", 1, npu=2),
-                  job("j4", 1, npu=1)], nodes)
+    d = scheduling.decide([job("j1", 1, npu=2), job("j2", 1), job("j3", 1, npu=2),
+                           job("j4", 1, npu=1)], nodes)
     # The CPU-only job leaves the NPU node's cores to NPU jobs.
     assert [(s.job_id, s.slots[0].node, s.slots[0].accel_ids) for s in d.starts] == [
         ("j1", "npu", (("npu", (0, 1)),)), ("j2", "cpu", ()), ("j3", "npu", (("npu", (2, 3)),))]
     w = waits(d)["j4"]
-    assert w.code is W.NO_CAPACITY
-    assert w.message.endswith("needs 1 CPU, 1 GB memory, 1 npu; free now cpu: 7 CPU, 15 GB "
-                              "memory; npu: 6 CPU, 14 GB memory")
+    assert w.code is scheduling.WaitCode.NO_CAPACITY
+    assert w.message.endswith("needs 1 CPU, 1.0 GiB memory, 1 npu; free now cpu: 7 CPU, 15.0 GiB "
+                              "memory; npu: 6 CPU, 14.0 GiB memory")
     # Devices a running job holds are not given again.
     run = [running("r1", ["npu"], npu_ids=(1, 2))]
-    d = S.decide([job("j1", 1, npu=2)], nodes, run)
+    d = scheduling.decide([job("j1", 1, npu=2)], nodes, run)
     assert d.starts[0].slots[0].accel_ids == (("npu", (0, 3)),)
 
 
 def test_an_accelerator_quota_holds_and_names_it() -> None:
-    quotas = [S.Quota("a", "p", accel=(("npu", 2),))]
+    quotas = [scheduling.Quota("a", "p", accel=(("npu", 2),))]
     run = [running("r1", ["n0"], npu_ids=(0,))]
-    d = S.decide([job("j1", 1, npu=3)], [node(cpu=8, npu=8)], run, quotas)
+    d = scheduling.decide([job("j1", 1, npu=3)], [node(cpu=8, npu=8)], run, quotas)
     assert waits(d)["j1"].message == (
         "quota exceeded: npu quota of project a in pool p is 2, 1 in use, the job needs 3 "
         "(over by 2)")
 
 
 def test_quota_holds_and_says_which_and_by_how_much() -> None:
-    quotas = [S.Quota("a", "p", gpu=2)]
+    quotas = [scheduling.Quota("a", "p", gpu=2)]
     nodes = [node(cpu=16, gpus=8)]
-    d = S.decide([job("j1", 1, gpu=2), job("j2", 1, gpu=1)], nodes, quotas=quotas)
+    d = scheduling.decide([job("j1", 1, gpu=2), job("j2", 1, gpu=1)], nodes, quotas=quotas)
     assert started(d) == ["j1"]
     w = waits(d)["j2"]
-    assert w.code is W.QUOTA
+    assert w.code is scheduling.WaitCode.QUOTA
     assert w.message == ("quota exceeded: GPU quota of project a in pool p is 2, 2 in use, "
                          "the job needs 1 (over by 1)")
 
 
 def test_borrowing_uses_idle_capacity_and_is_marked() -> None:
-    quotas = [S.Quota("a", "p", cpu=1, borrowing=True)]
-    d = S.decide([job("j1", 1), job("j2", 1)], [node(cpu=4)], quotas=quotas)
+    quotas = [scheduling.Quota("a", "p", cpu=1, borrowing=True)]
+    d = scheduling.decide([job("j1", 1), job("j2", 1)], [node(cpu=4)], quotas=quotas)
     assert [(s.job_id, s.borrowed) for s in d.starts] == [("j1", False), ("j2", True)]
 
 
 def test_borrowed_capacity_is_reclaimed_first() -> None:
     # b borrowed all of the node; a asks for its own quota back.
-    quotas = [S.Quota("a", "p", cpu=2), S.Quota("b", "p", cpu=2, borrowing=True)]
+    quotas = [scheduling.Quota("a", "p", cpu=2),
+              scheduling.Quota("b", "p", cpu=2, borrowing=True)]
     run = [running("r1", ["n0"], cpu=2, project="b", started_at=1),
            running("r2", ["n0"], cpu=2, project="b", borrowed=True, started_at=2)]
-    d = S.decide([job("j1", 2, project="a")], [node(cpu=4)], run, quotas)
-    assert d.preempts == [S.Preempt("r2", "j1", True)]
-    assert waits(d)["j1"].code is W.PREEMPTING
+    d = scheduling.decide([job("j1", 2, project="a")], [node(cpu=4)], run, quotas)
+    assert d.preempts == [scheduling.Preempt("r2", "j1", True)]
+    assert waits(d)["j1"].code is scheduling.WaitCode.PREEMPTING
 
 
 def test_higher_priority_preempts_only_preemptible_lower_priority_jobs() -> None:
@@ -167,49 +167,49 @@ def test_higher_priority_preempts_only_preemptible_lower_priority_jobs() -> None
            running("old", ["n0"], cpu=1, priority=1, preemptible=True, started_at=1),
            running("young", ["n0"], cpu=1, priority=1, preemptible=True, started_at=5),
            running("peer", ["n0"], cpu=0, priority=3, preemptible=True)]
-    d = S.decide([job("j1", 1, priority=3)], [node(cpu=4)], run)
-    assert d.preempts == [S.Preempt("young", "j1", False)]
+    d = scheduling.decide([job("j1", 1, priority=3)], [node(cpu=4)], run)
+    assert d.preempts == [scheduling.Preempt("young", "j1", False)]
     # Next pass, the victim is stopping: nobody else is preempted for the same job.
-    run2 = [r if r.job_id != "young" else S.Running(**{**r.__dict__, "stopping": True})
+    run2 = [r if r.job_id != "young" else scheduling.Running(**{**r.__dict__, "stopping": True})
             for r in run]
-    d2 = S.decide([job("j1", 1, priority=3, was_head=True)], [node(cpu=4)], run2)
-    assert d2.preempts == [] and waits(d2)["j1"].code is W.PREEMPTING
+    d2 = scheduling.decide([job("j1", 1, priority=3, was_head=True)], [node(cpu=4)], run2)
+    assert d2.preempts == [] and waits(d2)["j1"].code is scheduling.WaitCode.PREEMPTING
 
 
 def test_equal_priority_never_preempts() -> None:
     run = [running("r1", ["n0"], cpu=4, priority=2, preemptible=True)]
-    d = S.decide([job("j1", 1, priority=2)], [node(cpu=4)], run)
-    assert d.preempts == [] and waits(d)["j1"].code is W.NO_CAPACITY
+    d = scheduling.decide([job("j1", 1, priority=2)], [node(cpu=4)], run)
+    assert d.preempts == [] and waits(d)["j1"].code is scheduling.WaitCode.NO_CAPACITY
 
 
 def test_fair_share_serves_the_project_that_used_less_first() -> None:
     queue = [job("j1", 4, project="busy"), job("j2", 4, project="idle")]
-    d = S.decide(queue, [node(cpu=4)], usage={("busy", "p"): 0.9})
+    d = scheduling.decide(queue, [node(cpu=4)], usage={("busy", "p"): 0.9})
     assert started(d) == ["j2"]
     # Weight counts: twice the weight halves the usage that counts against it.
-    quotas = [S.Quota("busy", "p", weight=10)]
-    d = S.decide(queue, [node(cpu=4)], quotas=quotas, usage={("busy", "p"): 0.9,
-                                                              ("idle", "p"): 0.2})
+    quotas = [scheduling.Quota("busy", "p", weight=10)]
+    d = scheduling.decide(queue, [node(cpu=4)], quotas=quotas,
+                          usage={("busy", "p"): 0.9, ("idle", "p"): 0.2})
     assert started(d) == ["j1"]
 
 
 def test_the_last_head_keeps_its_place_against_fair_share() -> None:
     queue = [job("j1", 4, project="busy", was_head=True), job("j2", 4, project="idle")]
-    d = S.decide(queue, [node(cpu=4)], usage={("busy", "p"): 0.9})
+    d = scheduling.decide(queue, [node(cpu=4)], usage={("busy", "p"): 0.9})
     assert started(d) == ["j1"]
 
 
 def test_pools_are_separate() -> None:
     nodes = [node("n0", cpu=2, pool="cpu"), node("g0", cpu=8, gpus=1, pool="gpu")]
-    d = S.decide([job("j1", 2, pool="cpu"), job("j2", 2, pool="cpu"), job("j3", 1, gpu=1,
-                                                                           pool="gpu")], nodes)
+    d = scheduling.decide([job("j1", 2, pool="cpu"), job("j2", 2, pool="cpu"),
+                           job("j3", 1, gpu=1, pool="gpu")], nodes)
     assert started(d) == ["j1", "j3"]
     assert waits(d)["j2"].pool == "cpu"
 
 
 def test_a_pool_without_nodes_makes_its_jobs_wait_with_a_reason() -> None:
-    d = S.decide([job("j1", pool="gone")], [node()])
-    assert waits(d)["j1"].code is W.NO_NODE
+    d = scheduling.decide([job("j1", pool="gone")], [node()])
+    assert waits(d)["j1"].code is scheduling.WaitCode.NO_NODE
 
 
 # --- properties ---------------------------------------------------------------------------
@@ -218,7 +218,7 @@ PROJECTS = ["a", "b", "c"]
 
 
 @st.composite
-def clusters(draw: st.DrawFn) -> list[S.Node]:
+def clusters(draw: st.DrawFn) -> list[scheduling.Node]:
     out = []
     for i in range(draw(st.integers(1, 4))):
         gpus = draw(st.integers(0, 4))
@@ -230,7 +230,7 @@ def clusters(draw: st.DrawFn) -> list[S.Node]:
 
 
 @st.composite
-def queues(draw: st.DrawFn, start: int = 0) -> list[S.Queued]:
+def queues(draw: st.DrawFn, start: int = 0) -> list[scheduling.Queued]:
     out = []
     for i in range(draw(st.integers(0, 14))):
         out.append(job(
@@ -243,36 +243,40 @@ def queues(draw: st.DrawFn, start: int = 0) -> list[S.Queued]:
 
 
 @st.composite
-def quota_sets(draw: st.DrawFn) -> list[S.Quota]:
+def quota_sets(draw: st.DrawFn) -> list[scheduling.Quota]:
     out = []
     for p in PROJECTS:
         for pool in ("p", "q"):
             if draw(st.booleans()):
-                out.append(S.Quota(p, pool, cpu=draw(st.sampled_from([None, 1, 2, 4, 8])),
-                                   memory_mb=draw(st.sampled_from([None, 2048, 8192])),
-                                   gpu=draw(st.sampled_from([None, 0, 1, 2])),
-                                   borrowing=draw(st.booleans()),
-                                   weight=draw(st.sampled_from([0.5, 1, 2])),
-                                   accel=draw(st.sampled_from([(), (("npu", 0),),
-                                                               (("npu", 2),)]))))
+                out.append(scheduling.Quota(
+                    p, pool, cpu=draw(st.sampled_from([None, 1, 2, 4, 8])),
+                    memory_mb=draw(st.sampled_from([None, 2048, 8192])),
+                    gpu=draw(st.sampled_from([None, 0, 1, 2])), borrowing=draw(st.booleans()),
+                    weight=draw(st.sampled_from([0.5, 1, 2])),
+                    accel=draw(st.sampled_from([(), (("npu", 0),), (("npu", 2),)]))))
     return out
 
 
+#: a queue, the nodes, what runs on them, the quotas, and the projects' usage
+World = tuple[list[scheduling.Queued], list[scheduling.Node], list[scheduling.Running],
+              list[scheduling.Quota], dict[tuple[str, str], float]]
+
+
 @st.composite
-def worlds(draw: st.DrawFn) -> tuple[list[S.Queued], list[S.Node], list[S.Running],
-                                    list[S.Quota], dict[tuple[str, str], float]]:
+def worlds(draw: st.DrawFn) -> World:
     """A cluster with jobs already running on it (placed by a first pass), and a queue."""
     nodes = draw(clusters())
     first = draw(queues())
-    placed = S.decide(first, nodes)
+    placed = scheduling.decide(first, nodes)
     by_id = {q.job_id: q for q in first}
     run = []
     for s in placed.starts:
         q = by_id[s.job_id]
-        run.append(S.Running(q.job_id, q.project, q.pool, q.per_task, s.slots,
-                             priority=q.priority, seq=q.seq, preemptible=draw(st.booleans()),
-                             borrowed=draw(st.booleans()), started_at=q.seq,
-                             stopping=draw(st.booleans())))
+        run.append(scheduling.Running(q.job_id, q.project, q.pool, q.per_task, s.slots,
+                                      priority=q.priority, seq=q.seq,
+                                      preemptible=draw(st.booleans()),
+                                      borrowed=draw(st.booleans()), started_at=q.seq,
+                                      stopping=draw(st.booleans())))
     usage = {(p, pool): draw(st.sampled_from([0.0, 0.1, 0.5])) for p in PROJECTS
              for pool in ("p", "q")}
     return draw(queues(start=100)), nodes, run, draw(quota_sets()), usage
@@ -281,8 +285,9 @@ def worlds(draw: st.DrawFn) -> tuple[list[S.Queued], list[S.Node], list[S.Runnin
 PROPS = settings(max_examples=120, deadline=None)
 
 
-def _held(nodes: Sequence[S.Node], run: Sequence[S.Running], starts: Sequence[S.Start],
-          per_task: dict[str, resources.Resources]) -> dict[str, resources.Resources]:
+def _held(nodes: Sequence[scheduling.Node], run: Sequence[scheduling.Running],
+          starts: Sequence[scheduling.Start], per_task: dict[str, resources.Resources],
+          ) -> dict[str, resources.Resources]:
     used: dict[str, resources.Resources] = collections.defaultdict(lambda: resources.ZERO)
     for r in run:
         for s in r.slots:
@@ -295,9 +300,9 @@ def _held(nodes: Sequence[S.Node], run: Sequence[S.Running], starts: Sequence[S.
 
 @PROPS
 @given(worlds())
-def test_no_node_is_over_committed_and_no_gpu_given_twice(world: tuple) -> None:  # type: ignore[type-arg]
+def test_no_node_is_over_committed_and_no_gpu_given_twice(world: World) -> None:
     queue, nodes, run, quotas, usage = world
-    d = S.decide(queue, nodes, run, quotas, usage)
+    d = scheduling.decide(queue, nodes, run, quotas, usage)
     per_task = {q.job_id: q.per_task for q in queue}
     used = _held(nodes, run, d.starts, per_task)
     for n in nodes:
@@ -321,9 +326,9 @@ def test_no_node_is_over_committed_and_no_gpu_given_twice(world: tuple) -> None:
 
 @PROPS
 @given(worlds())
-def test_a_gang_is_started_whole_or_not_at_all(world: tuple) -> None:  # type: ignore[type-arg]
+def test_a_gang_is_started_whole_or_not_at_all(world: World) -> None:
     queue, nodes, run, quotas, usage = world
-    d = S.decide(queue, nodes, run, quotas, usage)
+    d = scheduling.decide(queue, nodes, run, quotas, usage)
     counts = {q.job_id: q.count for q in queue}
     assert all(len(s.slots) == counts[s.job_id] for s in d.starts)
     decided = [s.job_id for s in d.starts] + [w.job_id for w in d.waits]
@@ -332,9 +337,9 @@ def test_a_gang_is_started_whole_or_not_at_all(world: tuple) -> None:  # type: i
 
 @PROPS
 @given(worlds())
-def test_no_quota_is_exceeded_without_borrowing(world: tuple) -> None:  # type: ignore[type-arg]
+def test_no_quota_is_exceeded_without_borrowing(world: World) -> None:
     queue, nodes, run, quotas, usage = world
-    d = S.decide(queue, nodes, run, quotas, usage)
+    d = scheduling.decide(queue, nodes, run, quotas, usage)
     by_id = {q.job_id: q for q in queue}
     for quota in quotas:
         before = resources.ZERO
@@ -361,42 +366,43 @@ def test_no_quota_is_exceeded_without_borrowing(world: tuple) -> None:  # type: 
 
 @PROPS
 @given(worlds())
-def test_backfill_never_takes_room_the_head_needs(world: tuple) -> None:  # type: ignore[type-arg]
+def test_backfill_never_takes_room_the_head_needs(world: World) -> None:
     """Once the jobs running before the head have ended, each pool's head fits, whatever
     this pass started in the gaps behind it."""
     queue, nodes, run, quotas, usage = world
-    d = S.decide(queue, nodes, run, quotas, usage)
+    d = scheduling.decide(queue, nodes, run, quotas, usage)
     by_id = {q.job_id: q for q in queue}
     for w in d.waits:
-        if w.code not in S.HEAD_CODES:
+        if w.code not in scheduling.HEAD_CODES:
             continue
         head = by_id[w.job_id]
         pool_nodes = [n for n in nodes if n.pool == head.pool]
         starts = [s for s in d.starts if by_id[s.job_id].pool == head.pool and s.backfill]
-        left = [S.Node(n.name, n.pool, n.capacity, n.gpu_ids, n.gpu_type) for n in pool_nodes]
+        left = [scheduling.Node(n.name, n.pool, n.capacity, n.gpu_ids, n.gpu_type)
+                for n in pool_nodes]
         # Only what this pass started stays: the head must fit beside it.
-        again = S.decide([head], left, [S.Running(s.job_id, "x", head.pool,
-                                                  by_id[s.job_id].per_task, s.slots)
-                                        for s in starts])
+        kept = [scheduling.Running(s.job_id, "x", head.pool, by_id[s.job_id].per_task, s.slots)
+                for s in starts]
+        again = scheduling.decide([head], left, kept)
         assert [s.job_id for s in again.starts] == [head.job_id], (w, starts)
 
 
 @PROPS
 @given(worlds(), st.randoms(use_true_random=False))
-def test_decisions_are_deterministic(world: tuple, rnd: random.Random) -> None:  # type: ignore[type-arg]
+def test_decisions_are_deterministic(world: World, rnd: random.Random) -> None:
     queue, nodes, run, quotas, usage = world
     shuffled_q, shuffled_r, shuffled_quotas = list(queue), list(run), list(quotas)
     for xs in (shuffled_q, shuffled_r, shuffled_quotas):
         rnd.shuffle(xs)
-    assert S.decide(queue, nodes, run, quotas, usage) == S.decide(
+    assert scheduling.decide(queue, nodes, run, quotas, usage) == scheduling.decide(
         shuffled_q, nodes, shuffled_r, shuffled_quotas, dict(usage))
 
 
 @PROPS
 @given(worlds())
-def test_only_allowed_victims_are_preempted(world: tuple) -> None:  # type: ignore[type-arg]
+def test_only_allowed_victims_are_preempted(world: World) -> None:
     queue, nodes, run, quotas, usage = world
-    d = S.decide(queue, nodes, run, quotas, usage)
+    d = scheduling.decide(queue, nodes, run, quotas, usage)
     by_run = {r.job_id: r for r in run}
     by_id = {q.job_id: q for q in queue}
     for p in d.preempts:
@@ -415,12 +421,13 @@ def test_every_job_starts_in_the_end_and_the_oldest_is_never_starved(data: st.Da
     no more time than running the jobs one after the other would take."""
     nodes = [node(f"n{i}", cpu=4, mem=8192, gpus=2) for i in range(data.draw(st.integers(1, 3)))]
     queue = data.draw(queues())
-    queue = [S.Queued(q.job_id, q.project, "p", q.per_task, q.count, q.priority, q.seq,
-                      q.spread) for q in queue]
-    queue = [q for q in queue if S.decide([q], nodes).starts]  # only jobs that can ever fit
+    queue = [scheduling.Queued(q.job_id, q.project, "p", q.per_task, q.count, q.priority,
+                               q.seq, q.spread) for q in queue]
+    # Only jobs that can ever fit.
+    queue = [q for q in queue if scheduling.decide([q], nodes).starts]
     length = {q.job_id: data.draw(st.integers(1, 5)) for q in queue}
     waiting = {q.job_id: q for q in queue}
-    run: dict[str, tuple[S.Running, int]] = {}
+    run: dict[str, tuple[scheduling.Running, int]] = {}
     heads: set[str] = set()
     t = 0
     bound = sum(length.values()) + 1
@@ -429,20 +436,15 @@ def test_every_job_starts_in_the_end_and_the_oldest_is_never_starved(data: st.Da
         for job_id, (_r, end) in list(run.items()):
             if end <= t:
                 del run[job_id]
-        d = S.decide([dataclasses_replace(q, was_head=q.job_id in heads)
-                      for q in waiting.values()], nodes, [r for r, _ in run.values()])
-        heads = {w.job_id for w in d.waits if w.code in S.HEAD_CODES}
+        d = scheduling.decide([dataclasses.replace(q, was_head=q.job_id in heads)
+                               for q in waiting.values()], nodes, [r for r, _ in run.values()])
+        heads = {w.job_id for w in d.waits if w.code in scheduling.HEAD_CODES}
         for s in d.starts:
             q = waiting.pop(s.job_id)
-            run[s.job_id] = (S.Running(q.job_id, q.project, q.pool, q.per_task, s.slots,
-                                       q.priority, q.seq), t + length[q.job_id])
+            run[s.job_id] = (scheduling.Running(q.job_id, q.project, q.pool, q.per_task,
+                                                s.slots, q.priority, q.seq),
+                             t + length[q.job_id])
         t += 1
-
-
-def dataclasses_replace(q: S.Queued, **kw: object) -> S.Queued:
-    import dataclasses
-
-    return dataclasses.replace(q, **kw)  # type: ignore[arg-type]
 
 
 # --- what a project may see of others ------------------------------------------------------
@@ -453,9 +455,9 @@ def test_reasons_name_only_jobs_of_the_same_project() -> None:
     run = [running("r0", ["n0"], cpu=4, project="a", priority=1, preemptible=True)]
     queue = [job("h1", 4, project="b", priority=3), job("a2", 1, project="a"),
              job("b3", 1, project="b")]
-    d = S.decide(queue, [node(cpu=4)], run)
+    d = scheduling.decide(queue, [node(cpu=4)], run)
     w = waits(d)
-    assert w["h1"].code is W.PREEMPTING
+    assert w["h1"].code is scheduling.WaitCode.PREEMPTING
     assert w["h1"].message.endswith("starts once these job(s) have stopped: "
                                     "1 job(s) of other projects")
     assert w["a2"].message == ("waiting behind higher priority: a job of another project "
@@ -468,9 +470,9 @@ def test_reasons_name_only_jobs_of_the_same_project() -> None:
 
 @PROPS
 @given(worlds())
-def test_no_reason_names_a_job_of_another_project(world: tuple) -> None:  # type: ignore[type-arg]
+def test_no_reason_names_a_job_of_another_project(world: World) -> None:
     queue, nodes, run, quotas, usage = world
-    d = S.decide(queue, nodes, run, quotas, usage)
+    d = scheduling.decide(queue, nodes, run, quotas, usage)
     project = {q.job_id: q.project for q in queue} | {r.job_id: r.project for r in run}
     for w in d.waits:
         foreign = [j for j, p in project.items() if p != project[w.job_id]]
@@ -484,24 +486,25 @@ def test_the_place_shown_follows_fair_share_not_submission() -> None:
     queue = [job("j1", 4, project="busy"), job("j2", 4, project="busy"),
              job("j3", 4, project="idle")]
     run = [running("r0", ["n0"], cpu=4, project="busy")]
-    d = S.decide(queue, [node(cpu=4)], run)
-    order = S.queue_order(queue, [node(cpu=4)], {("busy", "p"): R(4, 1024)})
+    d = scheduling.decide(queue, [node(cpu=4)], run)
+    order = scheduling.queue_order(queue, [node(cpu=4)],
+                                   {("busy", "p"): resources.Resources(4, 1024)})
     assert [q.job_id for q in order["p"]] == ["j3", "j1", "j2"]
     assert [(w.job_id, w.ahead) for w in d.waits] == [("j3", 0), ("j1", 1), ("j2", 2)]
 
 
 @PROPS
 @given(worlds())
-def test_the_place_shown_is_the_order_decide_considers_jobs_in(world: tuple) -> None:  # type: ignore[type-arg]
+def test_the_place_shown_is_the_order_decide_considers_jobs_in(world: World) -> None:
     """Where nothing starts, `decide` answers jobs in `queue_order`'s order, and a job's
     `ahead` is its index there."""
     queue, nodes, run, quotas, usage = world
-    d = S.decide(queue, nodes, run, quotas, usage)
+    d = scheduling.decide(queue, nodes, run, quotas, usage)
     held: dict[tuple[str, str], resources.Resources] = collections.defaultdict(
         lambda: resources.ZERO)
     for r in run:
         held[r.project, r.pool] = held[r.project, r.pool] + r.per_task.times(len(r.slots))
-    order = S.queue_order(queue, nodes, held, quotas, usage)
+    order = scheduling.queue_order(queue, nodes, held, quotas, usage)
     pool_of = {q.job_id: q.pool for q in queue}
     busy = {pool_of[s.job_id] for s in d.starts}
     for pool, jobs in order.items():
@@ -509,3 +512,43 @@ def test_the_place_shown_is_the_order_decide_considers_jobs_in(world: tuple) -> 
             continue
         answered = [(w.job_id, w.ahead) for w in d.waits if w.pool == pool]
         assert answered == [(q.job_id, i) for i, q in enumerate(jobs)]
+
+
+# --- nodes a job is kept off (retry elsewhere) --------------------------------------------
+
+
+def slots_of(d: scheduling.Decisions, job_id: str) -> list[str]:
+    return [s.node for a in d.starts if a.job_id == job_id for s in a.slots]
+
+
+def test_a_job_kept_off_a_node_starts_on_another() -> None:
+    nodes = [node("n0", cpu=4), node("n1", cpu=2)]
+    d = scheduling.decide([job("j1", excluded=frozenset({"n0"}))], nodes)
+    assert slots_of(d, "j1") == ["n1"]
+
+
+def test_a_job_kept_off_a_node_waits_for_another_rather_than_take_it() -> None:
+    nodes = [node("n0", cpu=4), node("n1", cpu=2)]
+    d = scheduling.decide([job("j1", 2, excluded=frozenset({"n0"})), job("j2", 2)], nodes,
+                          [running("r", ["n1"], cpu=2)])
+    assert started(d) == ["j2"]  # in n0's room, which j1 may not use
+    assert slots_of(d, "j2") == ["n0"]
+    assert waits(d)["j1"].code is scheduling.WaitCode.NO_CAPACITY
+
+
+def test_a_gang_kept_off_a_node_spreads_over_the_rest() -> None:
+    nodes = [node(f"n{i}", cpu=2) for i in range(3)]
+    d = scheduling.decide([job("j1", 1, count=2, spread=True, excluded=frozenset({"n1"}))],
+                          nodes)
+    assert sorted(slots_of(d, "j1")) == ["n0", "n2"]
+
+
+def test_exclusions_that_leave_no_node_able_to_hold_the_job_are_dropped() -> None:
+    nodes = [node("n0", cpu=4), node("n1", cpu=2)]
+    kept = scheduling.keep_off(job("j1", 2, excluded=frozenset({"n0"})), nodes)
+    assert kept.excluded == {"n0"}  # n1 could hold it once free
+    dropped = scheduling.keep_off(job("j1", 3, excluded=frozenset({"n0"})), nodes)
+    assert dropped.excluded == frozenset()  # only n0 ever could: it waits for n0, not for ever
+    assert slots_of(scheduling.decide([dropped], nodes), "j1") == ["n0"]
+    every = scheduling.keep_off(job("j1", excluded=frozenset({"n0", "n1"})), nodes)
+    assert every.excluded == frozenset()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pydantic
 import pytest
 
 from corral.domain import errors, specs
@@ -391,3 +392,52 @@ def test_sort_and_order_are_checked() -> None:
     assert (s.sort_by, s.order) == ("duration", "asc")
     assert "sort_by" in refusal({"sort_by": "size"}, specs.Search)
     assert "order" in refusal({"order": "up"}, specs.Search)
+
+
+# --- bounds and patterns ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("offset", [specs.MAX_COUNT + 1, 2**62, 10**20])
+def test_a_search_offset_beyond_the_bound_is_refused(offset: int) -> None:
+    """Pages of up to 50 rows: an offset past 2^31 pages would overflow the database."""
+    assert "offset" in refusal({"offset": offset, "limit": 50}, specs.Search)
+    assert search(offset=specs.MAX_COUNT, limit=50).offset == specs.MAX_COUNT
+
+
+@pytest.mark.parametrize("value", [str(specs.MAX_TIME_MS + 1), str(-(2**62)), str(2**63)])
+def test_create_time_values_end_with_the_year_9999(value: str) -> None:
+    msg = refusal({"filters": [a_filter("create_time", "in", [value])]}, specs.Search)
+    assert "timestamps in milliseconds" in msg
+
+
+@pytest.mark.parametrize("version", [0, specs.MAX_COUNT + 1, 10**20])
+def test_a_model_version_beyond_the_bounds_is_refused(version: int) -> None:
+    body = job(kind="inference", model={"name": "m", "version": version})
+    assert "model.version" in refusal(body)
+
+
+@pytest.mark.parametrize("pool", ["", "a b", "pool/1", "p" * 65, "gpu\n"])
+def test_a_pool_id_the_configuration_could_not_define_is_refused(pool: str) -> None:
+    body = job()
+    body["spec"]["resource"]["pool_id"] = pool
+    assert "pool ids are 1-64" in refusal(body)
+
+
+def test_the_schema_states_the_patterns_validation_enforces() -> None:
+    schema = specs.JobCreate.model_json_schema()
+    defs = schema["$defs"]
+    assert defs["Metadata"]["properties"]["name"]["pattern"] == specs.NAME_PATTERN
+    pool = defs["Resource"]["properties"]["pool_id"]["anyOf"][0]
+    assert pool["pattern"] == "^[A-Za-z0-9_.-]{1,64}$"
+    assert defs["Input"]["properties"]["name"]["pattern"].startswith("^[A-Za-z_]")
+    version = defs["ModelRef"]["properties"]["version"]["anyOf"][0]
+    assert (version["minimum"], version["maximum"]) == (1, specs.MAX_COUNT)
+
+
+@pytest.mark.parametrize("text", ["ok", "a-b_c", "x" * 64])
+def test_a_pattern_takes_the_whole_string_and_only_it(text: str) -> None:
+    rule = pydantic.TypeAdapter(specs.Name)
+    assert rule.validate_python(text) == text
+    for bad in (text + "\n", "\n" + text, text + " ", text + "x" * 64):
+        with pytest.raises(pydantic.ValidationError, match="name must be 1-64"):
+            rule.validate_python(bad)

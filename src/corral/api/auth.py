@@ -31,24 +31,21 @@ from __future__ import annotations
 
 import datetime
 import logging
-from collections.abc import Awaitable, Callable, MutableMapping
+from collections.abc import Callable
 from typing import Annotated, Any
 
+import sqlalchemy as sa
 from fastapi import Depends, Request
 from fastapi.dependencies.models import Dependant
 from starlette.concurrency import run_in_threadpool
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from corral import secretbox
-from corral.api import authcache, deps
-from corral.api import errors as api_errors
+from corral.api import authcache, deps, error_bodies
 from corral.domain import errors, identity, signing
-from corral.store import identity as store
+from corral.services import secretbox
+from corral.store import identity_repo, rows
 
 log = logging.getLogger(__name__)
-Scope = MutableMapping[str, Any]
-Message = MutableMapping[str, Any]
-Receive = Callable[[], Awaitable[Message]]
-Send = Callable[[Message], Awaitable[None]]
 
 #: paths anyone may call: liveness and the API's own description
 PUBLIC = frozenset({"/healthz", "/openapi.json", "/docs", "/docs/oauth2-redirect", "/redoc"})
@@ -124,7 +121,7 @@ def authenticate(ctx: deps.Context, scope: Scope, body: bytes, *,
 
 
 def _cached(ctx: deps.Context, key: str, cached_only: bool,
-            load: Callable[[Any], authcache.Entry]) -> authcache.Entry | None:
+            load: Callable[[sa.Connection], authcache.Entry]) -> authcache.Entry | None:
     """The cache's entry for a credential, else `load(conn)`'s (which raises when the
     credential is not valid), remembered; None when only the cache may be asked."""
     entry = ctx.auth_cache.get(key)
@@ -138,12 +135,13 @@ def _cached(ctx: deps.Context, key: str, cached_only: bool,
     return entry
 
 
-def _holder(conn: Any, found: Any, credential: str | None,
+def _holder(conn: sa.Connection, found: rows.LiveToken | rows.LiveKey | None, credential: str,
             refused: str) -> identity.Principal:
     """The live user a credential row (a token, an access key) belongs to, as the principal
     its requests act as; BadCredential(`refused`) when there is no such row or user."""
-    principal = found and store.principal(conn, found.user_id, key_project=found.project_id,
-                                          credential=credential or "")
+    principal = found and identity_repo.principal(conn, found.user_id,
+                                                  key_project=found.project_id,
+                                                  credential=credential)
     if not principal:
         raise errors.BadCredential(refused)
     return principal
@@ -152,10 +150,11 @@ def _holder(conn: Any, found: Any, credential: str | None,
 def _by_token(ctx: deps.Context, token: str, cached_only: bool) -> identity.Principal | None:
     digest = secretbox.hash_token(token)
 
-    def load(conn: Any) -> authcache.Entry:
-        found = store.live_token(conn, digest, ctx.now())
-        principal = _holder(conn, found, f"token:{found.id}" if found else None,
+    def load(conn: sa.Connection) -> authcache.Entry:
+        found = identity_repo.live_token(conn, digest, ctx.now())
+        principal = _holder(conn, found, f"token:{found.id}" if found else "",
                             "the token is unknown, expired or revoked")
+        assert found is not None  # (_holder refused it otherwise)
         return authcache.Entry(principal, expires_at=found.expires_at)
 
     entry = _cached(ctx, "token:" + digest, cached_only, load)
@@ -171,9 +170,9 @@ def _by_signature(ctx: deps.Context, scope: Scope, headers: dict[str, bytes],
                   cached_only: bool) -> identity.Principal | None:
     auth = signing.parse_authorization(authorization)
 
-    def load(conn: Any) -> authcache.Entry:
-        found = store.live_key(conn, auth.access_key)
-        principal = _holder(conn, found, f"key:{found.access_key}" if found else None,
+    def load(conn: sa.Connection) -> authcache.Entry:
+        found = identity_repo.live_key(conn, auth.access_key)
+        principal = _holder(conn, found, f"key:{found.access_key}" if found else "",
                             "the access key is unknown or revoked")
         assert found is not None  # (_holder refused it otherwise)
         return authcache.Entry(principal, secret_sealed=found.secret_sealed)
@@ -228,7 +227,7 @@ async def authorize(request: Request) -> None:
 
 
 class AuthMiddleware:
-    def __init__(self, app: Any, context: deps.Context) -> None:
+    def __init__(self, app: ASGIApp, context: deps.Context) -> None:
         self.app = app
         self.ctx = context
 
@@ -243,14 +242,12 @@ class AuthMiddleware:
             principal = (authenticate(self.ctx, scope, body, cached_only=True)
                          or await run_in_threadpool(authenticate, self.ctx, scope, body))
         except errors.CorralError as exc:
-            await api_errors.body(exc.error_code, exc.message, exc.http_status)(
-                scope, receive, send)
+            await error_bodies.of(exc)(scope, receive, send)
             return
         except Exception:
             log.exception("authenticating a request failed")
             err = errors.CorralError("internal error; see the server log")
-            await api_errors.body(err.error_code, err.message, err.http_status)(
-                scope, receive, send)
+            await error_bodies.of(err)(scope, receive, send)
             return
         scope.setdefault("state", {})["principal"] = principal
         await self.app(scope, replay, send)

@@ -9,7 +9,7 @@ from fastapi import APIRouter
 import corral
 from corral.api import auth, jobs, schemas, views
 from corral.api.deps import Ctx
-from corral.store import repo
+from corral.store import identity_repo
 
 router = APIRouter(tags=["catalog"])
 
@@ -20,7 +20,7 @@ def list_training_job_flavors(project_id: str, ctx: Ctx,
                               flavor_type: Literal["CPU", "GPU", "Ascend"] | None = None
                               ) -> dict[str, Any]:
     with ctx.store.read() as conn:
-        repo.require_project(conn, project_id)
+        identity_repo.require_project(conn, project_id)
     flavors = [views.flavor(f) for f in ctx.catalog.flavors
                if flavor_type is None or f.flavor_type == flavor_type]
     return {"total_count": len(flavors), "flavors": flavors}
@@ -30,7 +30,7 @@ def list_training_job_flavors(project_id: str, ctx: Ctx,
             responses=jobs.ERRORS)
 def list_training_job_engines(project_id: str, ctx: Ctx) -> dict[str, Any]:
     with ctx.store.read() as conn:
-        repo.require_project(conn, project_id)
+        identity_repo.require_project(conn, project_id)
     items = [{"engine_id": e.engine_id, "engine_name": e.engine_name,
               "engine_version": e.engine_version, "v1_compatible": False, "run_user": "",
               # No images here: corral's engines are interpreters. image_version is what
@@ -49,6 +49,7 @@ def info(ctx: Ctx, caller: auth.Caller) -> dict[str, Any]:
     return {
         "version": corral.__version__, "default_project_id": project,
         "database": ctx.store.engine.dialect.name, "home": str(ctx.settings.home),
+        "containment": ctx.containment,
         "nodes": [{"name": n.name, "cpu": n.cpu, "memory_mb": n.memory_mb,
                    "gpus": len(n.gpus), "accelerators": dict(n.capacity.accel)}
                   for n in ctx.catalog.nodes],

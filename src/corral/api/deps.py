@@ -9,20 +9,20 @@ import dataclasses
 import functools
 import time
 from collections.abc import Callable, Iterator
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, ParamSpec, TypeVar
 
 import sqlalchemy as sa
 from fastapi import Depends, Request
 
-from corral import secretbox
 from corral import settings as settings_mod
 from corral.api import authcache, watch
 from corral.scheduler import catalog as catalog_mod
-from corral.scheduler import submit
+from corral.services import secretbox, submit
 from corral.storage import objects, paths
-from corral.store import db, identity
+from corral.store import db, identity_repo
 
 T = TypeVar("T")
+P = ParamSpec("P")
 #: threads of the API's own pool (see Context.blocking), at most
 API_THREADS = 32
 
@@ -37,10 +37,12 @@ class Context:
     box: secretbox.SecretBox | None = None
     #: the object stores s3:// URLs resolve to (versions and models: issue 6)
     stores: objects.Stores | None = None
-    #: asks the scheduler for a pass at once (the queue changed)
+    #: how the executors hold each task's processes together (`corral info`)
+    containment: str = "none"
+    #: asks the scheduler for a pass at once (a job submitted, stopped or deleted, a quota)
     wake: Callable[[], None] = lambda: None
-    #: tells the scheduler of a job submitted (it takes it in with what else comes)
-    submitted: Callable[[], None] = lambda: None
+    #: asks the job kinds' controllers for a pass (a user acted on one of their objects)
+    wake_kinds: Callable[[], None] = lambda: None
     clock: Callable[[], float] = time.time
     #: who waits on which job (GET .../training-jobs/{id}?watch=...), told of changes
     changes: watch.JobChanges = dataclasses.field(default_factory=watch.JobChanges)
@@ -58,13 +60,13 @@ class Context:
     def now(self) -> int:
         return int(self.clock() * 1000)
 
-    async def blocking(self, fn: Callable[..., T], /, *args: Any) -> T:
+    async def blocking(self, fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> T:
         """`fn(*args)` on a thread of the API's own pool, for a handler whose work blocks
         (the database). The handlers every job meets (its submission, reading it, watching
         it) are `async` and hand their work over through this: a plain executor's hop costs
         about a third of what anyio's does, the one FastAPI takes for `def` handlers."""
         loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self.threads, functools.partial(fn, *args))
+        return await loop.run_in_executor(self.threads, functools.partial(fn, *args, **kwargs))
 
     @contextlib.contextmanager
     def credentials_change(self) -> Iterator[sa.Connection]:
@@ -92,7 +94,7 @@ class Context:
         if policy is None:
             policy = self._policies[project_id] = paths.policy_for(
                 self.settings, project_id=project_id,
-                project_name=identity.find_project(conn, project_id).name,
+                project_name=identity_repo.find_project(conn, project_id).name,
                 is_default=project_id == self.default_project_id)
         return policy
 

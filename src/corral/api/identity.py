@@ -7,20 +7,21 @@ tokens, and a project admin every key of the project.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from fastapi import APIRouter
 from pydantic import BaseModel, ConfigDict, Field
 
-from corral import accounts
 from corral.api import auth, schemas
 from corral.api.deps import Ctx
 from corral.domain import errors, identity
-from corral.store import identity as store
+from corral.services import accounts
+from corral.store import identity_repo, rows
 
 router = APIRouter(prefix="/corral", tags=["identity"])
 ERRORS: dict[int | str, dict[str, Any]] = {
-    code: {"model": schemas.ErrorBody} for code in (400, 401, 403, 404)}
+    code: {"model": schemas.ErrorBody} for code in (400, 401, 403, 404, 409)}
 ADMIN_ONLY = [auth.require_platform_admin()]
 
 
@@ -29,7 +30,7 @@ class _In(BaseModel):
 
 
 class ProjectIn(_In):
-    name: str = Field(min_length=1, max_length=64)
+    name: identity.Name
 
 
 class MemberIn(_In):
@@ -37,7 +38,7 @@ class MemberIn(_In):
 
 
 class UserIn(_In):
-    name: str = Field(min_length=1, max_length=64)
+    name: identity.Name
     is_admin: bool = False
     #: project id (or name) -> role
     projects: dict[str, identity.Role] = Field(default_factory=dict)
@@ -122,9 +123,9 @@ class TokensOut(BaseModel):
 
 def _projects(ctx: Ctx, caller: identity.Principal) -> list[dict[str, Any]]:
     with ctx.store.read() as conn:
-        rows = store.list_projects(conn)
+        projects = identity_repo.list_projects(conn)
     out = []
-    for r in rows:
+    for r in projects:
         role = caller.role_in(r.id)
         if role is not None:
             out.append({"project_id": r.id, "name": r.name, "created_at": r.created_at,
@@ -148,7 +149,7 @@ def list_projects(ctx: Ctx, caller: auth.Caller) -> dict[str, Any]:
 def create_project(body: ProjectIn, ctx: Ctx) -> dict[str, Any]:
     now = ctx.now()
     with ctx.store.begin() as conn:
-        pid = store.create_project(conn, body.name, now)
+        pid = identity_repo.create_project(conn, body.name, now)
     return {"project_id": pid, "name": body.name, "created_at": now}
 
 
@@ -157,23 +158,23 @@ def create_project(body: ProjectIn, ctx: Ctx) -> dict[str, Any]:
 def set_member(project_id: str, user_name: str, body: MemberIn, ctx: Ctx) -> dict[str, Any]:
     now = ctx.now()
     with ctx.credentials_change() as conn:
-        project = store.find_project(conn, project_id)
-        user = store.find_user(conn, user_name)
-        store.set_role(conn, user.id, project.id, body.role, now)
-        return _user(user, store.roles_of(conn, user.id))
+        project = identity_repo.find_project(conn, project_id)
+        user = identity_repo.find_user(conn, user_name)
+        identity_repo.set_role(conn, user.id, project.id, body.role, now)
+        return _user(user, identity_repo.roles_of(conn, user.id))
 
 
 @router.delete("/projects/{project_id}/members/{user_name}", response_model=UserOut,
                responses=ERRORS, dependencies=ADMIN_ONLY)
 def remove_member(project_id: str, user_name: str, ctx: Ctx) -> dict[str, Any]:
     with ctx.credentials_change() as conn:
-        project = store.find_project(conn, project_id)
-        user = store.find_user(conn, user_name)
-        store.remove_member(conn, user.id, project.id, ctx.now())
-        return _user(user, store.roles_of(conn, user.id))
+        project = identity_repo.find_project(conn, project_id)
+        user = identity_repo.find_user(conn, user_name)
+        identity_repo.remove_member(conn, user.id, project.id, ctx.now())
+        return _user(user, identity_repo.roles_of(conn, user.id))
 
 
-def _user(row: Any, roles: dict[str, identity.Role]) -> dict[str, Any]:
+def _user(row: rows.User, roles: dict[str, identity.Role]) -> dict[str, Any]:
     return {"name": row.name, "is_admin": row.is_admin, "created_at": row.created_at,
             "projects": {p: r.value for p, r in roles.items()}}
 
@@ -181,9 +182,10 @@ def _user(row: Any, roles: dict[str, identity.Role]) -> dict[str, Any]:
 @router.get("/users", response_model=UsersOut, responses=ERRORS, dependencies=ADMIN_ONLY)
 def list_users(ctx: Ctx) -> dict[str, Any]:
     with ctx.store.read() as conn:
-        members = store.members_of(conn)
+        members = identity_repo.members_of(conn)
+        users = identity_repo.list_users(conn)
         return {"users": [{"name": u.name, "is_admin": u.is_admin, "created_at": u.created_at,
-                           "projects": members.get(u.id, {})} for u in store.list_users(conn)]}
+                           "projects": members.get(u.id, {})} for u in users]}
 
 
 @router.post("/users", status_code=201, response_model=NewUserOut, responses=ERRORS,
@@ -191,13 +193,14 @@ def list_users(ctx: Ctx) -> dict[str, Any]:
 def create_user(body: UserIn, ctx: Ctx) -> dict[str, Any]:
     now = ctx.now()
     with ctx.store.begin() as conn:
-        uid = store.create_user(conn, body.name, is_admin=body.is_admin, now=now)
+        uid = identity_repo.create_user(conn, body.name, is_admin=body.is_admin, now=now)
         for project, role in body.projects.items():
-            store.set_role(conn, uid, store.find_project(conn, project).id, role, now)
+            found = identity_repo.find_project(conn, project)
+            identity_repo.set_role(conn, uid, found.id, role, now)
         _tid, token = accounts.issue_token(conn, user_id=uid, description="first token",
                                            now=now)
-        user = store.find_user(conn, body.name)
-        return {**_user(user, store.roles_of(conn, uid)), "token": token}
+        user = identity_repo.find_user(conn, body.name)
+        return {**_user(user, identity_repo.roles_of(conn, uid)), "token": token}
 
 
 @router.delete("/users/{user_name}", status_code=204, responses=ERRORS,
@@ -207,7 +210,7 @@ def disable_user(user_name: str, ctx: Ctx, caller: auth.Caller) -> None:
     if user_name == caller.user_name:
         raise errors.BadParameter("you cannot disable yourself")
     with ctx.credentials_change() as conn:
-        store.disable_user(conn, store.find_user(conn, user_name).id, ctx.now())
+        identity_repo.disable_user(conn, identity_repo.find_user(conn, user_name).id, ctx.now())
 
 
 # --- access keys: a project's, for signing with the SDKs -----------------------------------
@@ -220,7 +223,7 @@ def create_key(project_id: str, body: KeyIn, ctx: Ctx, caller: auth.Caller) -> d
     now = ctx.now()
     assert ctx.box is not None
     with ctx.store.begin() as conn:
-        store.find_project(conn, project_id)
+        identity_repo.find_project(conn, project_id)
         key = accounts.issue_key(conn, ctx.box, user_id=caller.user_id, project_id=project_id,
                                  description=body.description, now=now)
     return {"access_key": key.access_key, "secret_key": key.secret_key,
@@ -233,8 +236,8 @@ def list_keys(project_id: str, ctx: Ctx, caller: auth.Caller) -> dict[str, Any]:
     """Your keys for this project; a project admin sees everyone's."""
     everyone = caller.role_in(project_id) is identity.Role.ADMIN
     with ctx.store.read() as conn:
-        rows = store.list_keys(conn, project_id, None if everyone else caller.user_id)
-    return {"keys": [dict(r._mapping) for r in rows]}
+        keys = identity_repo.list_keys(conn, project_id, None if everyone else caller.user_id)
+    return {"keys": [dataclasses.asdict(k) for k in keys]}
 
 
 @router.delete("/projects/{project_id}/keys/{access_key}", status_code=204, responses=ERRORS,
@@ -242,10 +245,10 @@ def list_keys(project_id: str, ctx: Ctx, caller: auth.Caller) -> dict[str, Any]:
 def revoke_key(project_id: str, access_key: str, ctx: Ctx, caller: auth.Caller) -> None:
     """Revoke a key at once: yours, or any of the project's for a project admin."""
     with ctx.credentials_change() as conn:
-        row = store.key_row(conn, project_id, access_key)
+        row = identity_repo.key_row(conn, project_id, access_key)
         if row.user_id != caller.user_id and caller.role_in(project_id) is not identity.Role.ADMIN:
             raise errors.NotFound(f"access key '{access_key}' does not exist")
-        store.revoke_key(conn, access_key, ctx.now())
+        identity_repo.revoke_key(conn, access_key, ctx.now())
 
 
 # --- bearer tokens: a user's, for scripts and the CLI --------------------------------------
@@ -267,10 +270,11 @@ def create_token(body: TokenIn, ctx: Ctx, caller: auth.Caller) -> dict[str, Any]
 @router.get("/tokens", response_model=TokensOut, responses=ERRORS)
 def list_tokens(ctx: Ctx, caller: auth.Caller) -> dict[str, Any]:
     with ctx.store.read() as conn:
-        return {"tokens": [dict(r._mapping) for r in store.list_tokens(conn, caller.user_id)]}
+        tokens = identity_repo.list_tokens(conn, caller.user_id)
+    return {"tokens": [dataclasses.asdict(t) for t in tokens]}
 
 
 @router.delete("/tokens/{token_id}", status_code=204, responses=ERRORS)
 def revoke_token(token_id: str, ctx: Ctx, caller: auth.Caller) -> None:
     with ctx.credentials_change() as conn:
-        store.revoke_token(conn, caller.user_id, token_id, ctx.now())
+        identity_repo.revoke_token(conn, caller.user_id, token_id, ctx.now())

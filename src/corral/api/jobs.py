@@ -9,16 +9,12 @@ import sqlalchemy as sa
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import JSONResponse
 
-from corral.api import auth, deps, schemas, views
-from corral.api import versions as versions_api
-from corral.api import watch as watch_mod
+from corral.api import auth, deps, schemas, views, watch
 from corral.api.deps import Ctx
-from corral.domain import errors, specs
-from corral.domain import jobs as J
-from corral.scheduler import pools, submit
-from corral.storage import local as storage
-from corral.store import repo
-from corral.store import versions as versions_repo
+from corral.domain import downsample, errors, jobs, specs
+from corral.services import pools, submit
+from corral.storage import runs
+from corral.store import identity_repo, job_repo, rows, version_repo
 
 router = APIRouter(prefix="/v2/{project_id}", tags=["training jobs"])
 ERRORS: dict[int | str, dict[str, Any]] = {
@@ -41,8 +37,8 @@ def _create(ctx: deps.Context, project_id: str, body: specs.JobCreate,
         job_id = submit.create_job(conn, ctx.catalog, body, project_id=project_id, now=now,
                                    user_name=user_name, policy=ctx.path_policy(conn, project_id),
                                    places=ctx.places)
-        row = repo.get_job(conn, project_id, job_id)
-    ctx.submitted()  # (where the scheduler is idle, its pass starts the job here, first)
+        row = job_repo.get_job(conn, project_id, job_id)
+    ctx.wake()
     return views.job(None, row, ctx.catalog, now, fresh=True)
 
 
@@ -50,19 +46,20 @@ def _create(ctx: deps.Context, project_id: str, body: specs.JobCreate,
             responses=ERRORS)
 async def show_training_job(
     project_id: str, training_job_id: str, ctx: Ctx, request: Request,
-    watch: Annotated[list[J.Phase] | None, Query(
+    watched: Annotated[list[jobs.Phase] | None, Query(
+        alias="watch",
         description="corral extension: answer once the job's phase is none of these (at "
                     "once if it already is not), or when `timeout` has passed; repeat it "
                     "for several phases")] = None,
     timeout: Annotated[float, Query(
-        gt=0, le=watch_mod.MAX_TIMEOUT_S,
-        description="seconds a `watch` waits at most")] = watch_mod.DEFAULT_TIMEOUT_S,
+        gt=0, le=watch.MAX_TIMEOUT_S,
+        description="seconds a `watch` waits at most")] = watch.DEFAULT_TIMEOUT_S,
 ) -> JSONResponse:
     # Job bodies go out as built (the schema documents them; views.job builds them from
     # stored, already validated data), which saves validating them again on every poll.
-    if not watch:
+    if not watched:
         return JSONResponse(await ctx.blocking(_job_body, ctx, project_id, training_job_id))
-    waiting = {phase.value for phase in watch}
+    waiting = {phase.value for phase in watched}
     # Watching: registered before each read, so that a change committed after the read
     # ends the wait at once (see api/watch.py).
     loop = asyncio.get_running_loop()
@@ -82,7 +79,7 @@ async def show_training_job(
 
 def _job_body(ctx: deps.Context, project_id: str, job_id: str) -> dict[str, Any]:
     with ctx.store.read() as conn:
-        return views.job(conn, repo.get_job(conn, project_id, job_id), ctx.catalog, ctx.now())
+        return views.job(conn, job_repo.get_job(conn, project_id, job_id), ctx.catalog, ctx.now())
 
 
 @router.put("/training-jobs/{training_job_id}", responses=ERRORS)
@@ -90,9 +87,9 @@ def update_training_job(project_id: str, training_job_id: str, body: specs.JobUp
                         ctx: Ctx, caller: auth.Caller) -> dict[str, Any]:
     now = ctx.now()
     with ctx.store.begin() as conn:
-        row = repo.get_job(conn, project_id, training_job_id)
+        row = job_repo.get_job(conn, project_id, training_job_id)
         caller.may_change_job(project_id, row.user_name)
-        repo.update_job(conn, training_job_id, now=now, description=body.description)
+        job_repo.set_description(conn, training_job_id, now, body.description)
     return {}
 
 
@@ -102,11 +99,11 @@ def delete_training_job(project_id: str, training_job_id: str, ctx: Ctx,
     """Delete the job and its logs; a running job is stopped first. Outputs are kept."""
     now = ctx.now()
     with ctx.store.begin() as conn:
-        row = repo.get_job(conn, project_id, training_job_id)
+        row = job_repo.get_job(conn, project_id, training_job_id)
         caller.may_change_job(project_id, row.user_name)
-        repo.mark_deleted(conn, training_job_id, now)
-        if J.Phase(row.phase) in J.TERMINABLE:
-            repo.request_terminate(conn, training_job_id, now, "Job deleted: stopping it")
+        job_repo.mark_deleted(conn, training_job_id, now)
+        if jobs.Phase(row.phase) in jobs.TERMINABLE:
+            job_repo.request_terminate(conn, training_job_id, now, "Job deleted: stopping it")
     ctx.changes.changed([training_job_id])
     ctx.wake()
     return {}
@@ -118,16 +115,16 @@ def act_on_training_job(project_id: str, training_job_id: str, body: specs.JobAc
                         ctx: Ctx, caller: auth.Caller) -> dict[str, Any]:
     now = ctx.now()
     with ctx.store.begin() as conn:
-        row = repo.get_job(conn, project_id, training_job_id)
+        row = job_repo.get_job(conn, project_id, training_job_id)
         caller.may_change_job(project_id, row.user_name)
-        phase = J.Phase(row.phase)
-        if phase in J.TERMINABLE:
-            repo.request_terminate(conn, training_job_id, now, "Termination requested")
-        elif phase is not J.Phase.TERMINATING:
+        phase = jobs.Phase(row.phase)
+        if phase in jobs.TERMINABLE:
+            job_repo.request_terminate(conn, training_job_id, now, "Termination requested")
+        elif phase is not jobs.Phase.TERMINATING:
             raise errors.InvalidState(
                 f"training job is {phase.value}: only Creating, Pending or Running jobs "
                 "can be terminated")
-        out = views.job(conn, repo.get_job(conn, project_id, training_job_id), ctx.catalog,
+        out = views.job(conn, job_repo.get_job(conn, project_id, training_job_id), ctx.catalog,
                         now)
     ctx.changes.changed([training_job_id])
     ctx.wake()
@@ -139,47 +136,53 @@ def act_on_training_job(project_id: str, training_job_id: str, body: specs.JobAc
 def search_training_jobs(project_id: str, body: specs.Search, ctx: Ctx) -> dict[str, Any]:
     now = ctx.now()
     with ctx.store.read() as conn:
-        repo.require_project(conn, project_id)
-        total, count, rows = repo.search_jobs(conn, project_id, body)
-        ahead = pools.jobs_ahead(conn, ctx.catalog, [r.id for r in rows
-                                                     if r.phase == J.Phase.PENDING.value])
-        items = [views.job(conn, r, ctx.catalog, now, ahead) for r in rows]
+        identity_repo.require_project(conn, project_id)
+        total, count, found = job_repo.search_jobs(conn, project_id, body)
+        ahead = pools.jobs_ahead(conn, ctx.catalog, [r.id for r in found
+                                                     if r.phase == jobs.Phase.PENDING.value])
+        items = [views.job(conn, r, ctx.catalog, now, ahead) for r in found]
     return {"total": total, "count": count, "limit": body.limit, "offset": body.offset,
             "sort_by": body.sort_by, "order": body.order, "group_by": body.group_by,
             "items": items}
+
+
+_PAIRED = ("events from start_time to end_time (ms since the epoch); give both or "
+           "neither")
 
 
 @router.get("/training-jobs/{training_job_id}/events", response_model=schemas.EventsOut,
             responses=ERRORS)
 def list_training_job_events(
     project_id: str, training_job_id: str, ctx: Ctx,
-    offset: Annotated[int, Query(ge=0)] = 0,
+    offset: specs.Count = 0,
     limit: Annotated[int, Query(ge=1, le=100)] = 50,
     order: Literal["asc", "desc"] = "asc",
     level: Literal["Info", "Warning", "Error"] | None = None,
     pattern: Annotated[str | None, Query(max_length=256)] = None,
-    start_time: int | None = None, end_time: int | None = None,
+    start_time: Annotated[specs.TimeMs | None, Query(description=_PAIRED)] = None,
+    end_time: Annotated[specs.TimeMs | None, Query(description=_PAIRED)] = None,
 ) -> dict[str, Any]:
     if (start_time is None) != (end_time is None):
         raise errors.BadParameter("start_time and end_time go together")
     with ctx.store.read() as conn:
-        repo.get_job(conn, project_id, training_job_id)
-        total, rows = repo.list_events(conn, training_job_id, offset=offset, limit=limit,
-                                       order=order, level=level, pattern=pattern,
-                                       start_time=start_time, end_time=end_time)
+        job_repo.get_job(conn, project_id, training_job_id)
+        total, events = job_repo.list_events(conn, training_job_id, offset=offset,
+                                             limit=limit, order=order, level=level,
+                                             pattern=pattern, start_time=start_time,
+                                             end_time=end_time)
     return {"total": total, "limit": limit, "offset": offset, "order": order,
             "start_time": None if start_time is None else str(start_time),
             "end_time": None if end_time is None else str(end_time),
-            "events": [views.event(e) for e in rows]}
+            "events": [views.event(e) for e in events]}
 
 
 def _task_attempt(conn: sa.Connection, project_id: str, job_id: str, task: str,
-                  attempt: int | None) -> tuple[Any, int, int]:
+                  attempt: int | None) -> tuple[rows.Job, int, int]:
     """(job row, the attempt asked for or else the latest, the latest attempt)."""
-    row = repo.get_job(conn, project_id, job_id)
-    if task not in J.task_names(row.node_count):
+    row = job_repo.get_job(conn, project_id, job_id)
+    if task not in jobs.task_names(row.node_count):
         raise errors.NotFound(f"task '{task}' does not exist in training job '{job_id}'")
-    latest = repo.latest_attempt(conn, job_id)
+    latest = job_repo.latest_attempt(conn, job_id)
     if attempt is not None and not 1 <= attempt <= max(latest, 1):
         raise errors.NotFound(f"attempt {attempt} does not exist (latest is {latest})")
     return row, attempt or latest, latest
@@ -194,8 +197,8 @@ def show_training_job_logs_preview(project_id: str, training_job_id: str, task_i
                                                None)
     if not attempt:
         return {"content": "", "current_size": 0, "full_size": 0}
-    paths = storage.RunPaths(ctx.settings.runs_dir, training_job_id)
-    data, size = storage.tail(paths.log_path(attempt, task_id), ctx.settings.log_preview_bytes)
+    paths = runs.RunPaths(ctx.settings.runs_dir, training_job_id)
+    data, size = runs.tail(paths.log_path(attempt, task_id), ctx.settings.log_preview_bytes)
     return {"content": data.decode("utf-8", "replace"), "current_size": len(data),
             "full_size": size}
 
@@ -204,21 +207,21 @@ def show_training_job_logs_preview(project_id: str, training_job_id: str, task_i
             response_model=schemas.LogChunkOut, responses=ERRORS)
 def read_training_job_log(
     project_id: str, training_job_id: str, task_id: str, ctx: Ctx,
-    offset: Annotated[int, Query(ge=0)] = 0,
-    attempt: Annotated[int | None, Query(ge=1)] = None,
+    offset: specs.ByteOffset = 0,
+    attempt: specs.Ordinal | None = None,
 ) -> dict[str, Any]:
     """corral extension: a task's log from a byte offset, for following it as it grows."""
     with ctx.store.read() as conn:
         row, att, latest = _task_attempt(conn, project_id, training_job_id, task_id, attempt)
-        tasks = {t.name: t for t in repo.tasks_of(conn, training_job_id, att)} if att else {}
+        tasks = {t.name: t for t in job_repo.tasks_of(conn, training_job_id, att)} if att else {}
     task = tasks.get(task_id)
-    finished = (J.Phase(row.phase) in J.TERMINAL or att < latest
-                or (task is not None and J.TaskState(task.state) in J.TASK_DONE))
+    finished = (jobs.Phase(row.phase) in jobs.TERMINAL or att < latest
+                or (task is not None and jobs.TaskState(task.state) in jobs.TASK_DONE))
     if not att:
         return {"content": "", "offset": 0, "next_offset": 0, "full_size": 0, "attempt": 0,
                 "finished": finished}
-    path = storage.RunPaths(ctx.settings.runs_dir, training_job_id).log_path(att, task_id)
-    data, nxt, size = storage.read_from(path, offset, CHUNK_BYTES)
+    path = runs.RunPaths(ctx.settings.runs_dir, training_job_id).log_path(att, task_id)
+    data, nxt, size = runs.read_from(path, offset, CHUNK_BYTES)
     return {"content": data.decode("utf-8", "replace"), "offset": offset, "next_offset": nxt,
             "full_size": size, "attempt": att, "finished": finished and nxt >= size}
 
@@ -226,17 +229,20 @@ def read_training_job_log(
 @router.get("/training-jobs/{training_job_id}/metrics/{task_id}",
             response_model=schemas.MetricsOut, responses=ERRORS)
 def show_training_job_metrics(project_id: str, training_job_id: str, task_id: str,
-                              ctx: Ctx) -> dict[str, Any]:
+                              ctx: Ctx, points: views.Points = None) -> dict[str, Any]:
     with ctx.store.read() as conn:
         _row, att, _latest = _task_attempt(conn, project_id, training_job_id, task_id, None)
-        rows = repo.metrics_of(conn, training_job_id, att, task_id) if att else []
-        reported = versions_repo.points_of(conn, training_job_id, task_id)
+        samples = job_repo.samples_of(conn, training_job_id, att, task_id) if att else []
+        reported = version_repo.points_of(conn, training_job_id, task_id)
     series = {"cpuUsage": "cpu_usage", "memUsage": "mem_usage", "gpuUtil": "gpu_util",
               "gpuMemUsage": "gpu_mem_usage", "memUsedMB": "mem_mb"}
-    out = [{"metric": name, "value": [round(getattr(r, col), 2) for r in rows]}
-           for name, col in series.items()]
+    times = [r.time for r in samples]
+    values = [[round(getattr(r, col), 2) for r in samples] for col in series.values()]
+    if points is not None:
+        times, values = downsample.means(times, values, points)
+    out = [{"metric": name, "value": v} for name, v in zip(series, values, strict=True)]
     # The metrics the job reported follow, one series per name, so that the SDK's metrics
     # call shows them too (a reported name that is also a resource metric is left out).
     out += [{"metric": s["metric"], "value": s["value"]}
-            for s in versions_api.series(reported) if s["metric"] not in series]
-    return {"metrics": out, "times": [r.time for r in rows]}
+            for s in views.metric_series(reported, points) if s["metric"] not in series]
+    return {"metrics": out, "times": times}

@@ -11,7 +11,7 @@ import json
 import logging
 import os
 import tempfile
-from typing import Any
+from typing import Annotated, Any
 
 import sqlalchemy as sa
 from fastapi import APIRouter
@@ -19,16 +19,12 @@ from fastapi.responses import FileResponse, JSONResponse
 from pydantic import Field
 from starlette.background import BackgroundTask
 
-from corral.api import schemas
+from corral.api import auth, schemas
 from corral.api.deps import Ctx
-from corral.domain import errors, specs
-from corral.domain import jobs as J
-from corral.domain import models as models_mod
-from corral.domain import versions as versions_mod
-from corral.scheduler import finishing
+from corral.domain import errors, jobs, models, specs, versions
+from corral.services import finishing
 from corral.storage import objects
-from corral.store import models as models_repo
-from corral.store import repo
+from corral.store import identity_repo, job_repo, model_repo, rows
 
 log = logging.getLogger(__name__)
 router = APIRouter(prefix="/v2/{project_id}", tags=["models"])
@@ -36,8 +32,14 @@ ERRORS: dict[int | str, dict[str, Any]] = {
     code: {"model": schemas.ErrorBody} for code in (400, 404, 409, 500)}
 
 
+#: a version of a model: its number (3, V0003), an alias, or `latest`
+VersionRef = Annotated[str, specs.Pattern(
+    r"^(?:[Vv]?[0-9]{1,9}|[A-Za-z][A-Za-z0-9_-]{0,63})$",
+    "a model version is a number (3, V0003), an alias, or 'latest'")]
+
+
 class AliasBody(specs.Model):
-    version: int = Field(ge=1)
+    version: specs.Ordinal
 
 
 class RegisterBody(specs.Model):
@@ -45,51 +47,50 @@ class RegisterBody(specs.Model):
 
     job_id: str = Field(min_length=1, max_length=64)
     #: the output channel (default: the job's model channel)
-    channel: str | None = None
+    channel: specs.ChannelName | None = None
 
 
 @router.get("/models", response_model=schemas.ModelsOut, responses=ERRORS)
 def list_models(project_id: str, ctx: Ctx) -> dict[str, Any]:
     with ctx.store.read() as conn:
-        repo.require_project(conn, project_id)
+        identity_repo.require_project(conn, project_id)
         items = [_model(conn, m, with_versions=False)
-                 for m in models_repo.list_models(conn, project_id)]
+                 for m in model_repo.list_models(conn, project_id)]
     return {"total": len(items), "models": items}
 
 
 @router.get("/models/{model_name}", response_model=schemas.ModelOut, responses=ERRORS)
-def show_model(project_id: str, model_name: str, ctx: Ctx) -> dict[str, Any]:
+def show_model(project_id: str, model_name: specs.ModelName, ctx: Ctx) -> dict[str, Any]:
     with ctx.store.read() as conn:
-        repo.require_project(conn, project_id)
-        return _model(conn, models_repo.get(conn, project_id, model_name), with_versions=True)
+        identity_repo.require_project(conn, project_id)
+        return _model(conn, model_repo.get(conn, project_id, model_name), with_versions=True)
 
 
 @router.get("/models/{model_name}/versions/{version}", response_model=schemas.ModelVersionOut,
             responses=ERRORS)
-def show_model_version(project_id: str, model_name: str, version: str,
+def show_model_version(project_id: str, model_name: specs.ModelName, version: VersionRef,
                        ctx: Ctx) -> dict[str, Any]:
     """`version` is a number, an alias, or `latest`."""
     with ctx.store.read() as conn:
-        repo.require_project(conn, project_id)
-        model = models_repo.get(conn, project_id, model_name)
+        identity_repo.require_project(conn, project_id)
+        model = model_repo.get(conn, project_id, model_name)
         row = _resolve(conn, model, version)
-        return _version(model, row, models_repo.aliases(conn, model.id))
+        return _version(model, row, model_repo.aliases(conn, model.id))
 
 
 @router.post("/models/{model_name}/versions", status_code=201,
              response_model=schemas.ModelVersionOut, responses=ERRORS)
-def register_model_version(project_id: str, model_name: str, body: RegisterBody,
+def register_model_version(project_id: str, model_name: specs.ModelName, body: RegisterBody,
                            ctx: Ctx) -> JSONResponse:
-    specs.parse(specs.ModelRef, {"name": model_name})  # the name's rules, as a 400
     with ctx.store.read() as conn:
-        job = repo.get_job(conn, project_id, body.job_id)
-    if J.Phase(job.phase) not in J.TERMINAL:
+        job = job_repo.get_job(conn, project_id, body.job_id)
+    if jobs.Phase(job.phase) not in jobs.TERMINAL:
         raise errors.InvalidState(f"training job '{body.job_id}' is {job.phase}: only an "
                                   "ended job's outputs can be registered")
-    spec = repo.job_spec(job)
+    spec = job_repo.job_spec(job)
     channel = body.channel
     if channel is None:
-        reg = models_mod.registration(spec, ctx.settings.model_channel)
+        reg = models.registration(spec, ctx.settings.model_channel)
         outputs = [o.name for o in spec.algorithm.outputs]
         channel = reg.channel if reg else (outputs[0] if outputs else None)
     if channel is None:
@@ -101,70 +102,73 @@ def register_model_version(project_id: str, model_name: str, body: RegisterBody,
         raise errors.DuplicateName(f"training job '{body.job_id}' is already registered as "
                                    f"{row.model_name} version {row.version}")
     with ctx.store.read() as conn:
-        model = models_repo.get(conn, project_id, model_name)
-        out = _version(model, row, models_repo.aliases(conn, model.id))
+        model = model_repo.get(conn, project_id, model_name)
+        out = _version(model, row, model_repo.aliases(conn, model.id))
     return JSONResponse(out, status_code=201)
 
 
 @router.put("/models/{model_name}/aliases/{alias}", response_model=schemas.ModelOut,
             responses=ERRORS)
-def set_model_alias(project_id: str, model_name: str, alias: str, body: AliasBody,
-                    ctx: Ctx) -> dict[str, Any]:
+def set_model_alias(project_id: str, model_name: specs.ModelName, alias: str, body: AliasBody,
+                    ctx: Ctx, caller: auth.Caller) -> dict[str, Any]:
     """Point `alias` at a version (moving it from the one it named before)."""
-    models_mod.check_alias(alias)
+    models.check_alias(alias)
     with ctx.store.begin() as conn:
-        repo.require_project(conn, project_id)
-        model = models_repo.get(conn, project_id, model_name)
-        models_repo.resolve(conn, model, body.version)
-        models_repo.set_alias(conn, model.id, alias, body.version, ctx.now())
+        identity_repo.require_project(conn, project_id)
+        model = model_repo.get(conn, project_id, model_name)
+        model_repo.resolve(conn, model, body.version)
+        model_repo.set_alias(conn, model.id, alias, body.version, ctx.now(),
+                             user_name=caller.user_name)
         return _model(conn, model, with_versions=False)
 
 
 @router.delete("/models/{model_name}/aliases/{alias}", response_model=schemas.ModelOut,
                responses=ERRORS)
-def delete_model_alias(project_id: str, model_name: str, alias: str,
-                       ctx: Ctx) -> dict[str, Any]:
+def delete_model_alias(project_id: str, model_name: specs.ModelName, alias: str,
+                       ctx: Ctx, caller: auth.Caller) -> dict[str, Any]:
     with ctx.store.begin() as conn:
-        repo.require_project(conn, project_id)
-        model = models_repo.get(conn, project_id, model_name)
-        if not models_repo.drop_alias(conn, model.id, alias):
-            raise models_repo.ModelNotFound(f"model '{model_name}' has no alias '{alias}'")
+        identity_repo.require_project(conn, project_id)
+        model = model_repo.get(conn, project_id, model_name)
+        if not model_repo.drop_alias(conn, model.id, alias, now=ctx.now(),
+                                     user_name=caller.user_name):
+            raise model_repo.ModelNotFound(f"model '{model_name}' has no alias '{alias}'")
         return _model(conn, model, with_versions=False)
 
 
 @router.delete("/models/{model_name}/versions/{version}", responses=ERRORS)
-def delete_model_version(project_id: str, model_name: str, version: str,
-                         ctx: Ctx) -> dict[str, Any]:
+def delete_model_version(project_id: str, model_name: specs.ModelName, version: VersionRef,
+                         ctx: Ctx, caller: auth.Caller) -> dict[str, Any]:
     """Delete a version and its files; aliases naming it go too. Its number is not reused."""
     with ctx.store.begin() as conn:
-        repo.require_project(conn, project_id)
-        model = models_repo.get(conn, project_id, model_name)
+        identity_repo.require_project(conn, project_id)
+        model = model_repo.get(conn, project_id, model_name)
         row = _resolve(conn, model, version)
-        models_repo.delete_version(conn, model.id, row.version)
+        model_repo.delete_version(conn, model.id, row.version, now=ctx.now(),
+                                  user_name=caller.user_name)
     _remove_files(ctx, project_id, [row.location])
     return {}
 
 
 @router.delete("/models/{model_name}", responses=ERRORS)
-def delete_model(project_id: str, model_name: str, ctx: Ctx) -> dict[str, Any]:
+def delete_model(project_id: str, model_name: specs.ModelName, ctx: Ctx) -> dict[str, Any]:
     """Delete the model, every version of it and their files."""
     with ctx.store.begin() as conn:
-        repo.require_project(conn, project_id)
-        model = models_repo.get(conn, project_id, model_name)
-        locations = [v.location for v in models_repo.versions(conn, model.id)]
-        models_repo.delete_model(conn, model.id)
+        identity_repo.require_project(conn, project_id)
+        model = model_repo.get(conn, project_id, model_name)
+        locations = [v.location for v in model_repo.versions(conn, model.id)]
+        model_repo.delete_model(conn, model.id)
     _remove_files(ctx, project_id, locations)
     return {}
 
 
 @router.get("/models/{model_name}/versions/{version}/archive",
             responses={200: {"content": {"application/gzip": {}}}, **ERRORS})
-def download_model_version(project_id: str, model_name: str, version: str,
+def download_model_version(project_id: str, model_name: specs.ModelName, version: VersionRef,
                            ctx: Ctx) -> FileResponse:
     """The version's files as one gzipped tar, under a folder `<model>-v<N>/`."""
     with ctx.store.read() as conn:
-        repo.require_project(conn, project_id)
-        model = models_repo.get(conn, project_id, model_name)
+        identity_repo.require_project(conn, project_id)
+        model = model_repo.get(conn, project_id, model_name)
         row = _resolve(conn, model, version)
     assert ctx.stores is not None
     top = f"{model.name}-v{row.version}"
@@ -183,35 +187,36 @@ def download_model_version(project_id: str, model_name: str, version: str,
                         background=BackgroundTask(os.unlink, tmp))
 
 
-def _resolve(conn: sa.Connection, model: Any, ref: str) -> Any:
+def _resolve(conn: sa.Connection, model: rows.Model, ref: str) -> rows.ModelVersion:
+    """A version of the model by number (3, V0003), alias or `latest`."""
     if ref == "latest":
-        return models_repo.resolve(conn, model)
+        return model_repo.resolve(conn, model)
     if ref[:1].isdigit() or (ref[:1] in "vV" and ref[1:].isdigit()):
-        return models_repo.resolve(conn, model, versions_mod.parse(ref))
-    return models_repo.resolve(conn, model, alias=ref)
+        return model_repo.resolve(conn, model, versions.parse(ref))
+    return model_repo.resolve(conn, model, alias=ref)
 
 
-def _model(conn: sa.Connection, m: Any, *, with_versions: bool) -> dict[str, Any]:
-    rows = models_repo.versions(conn, m.id)
-    aliases = models_repo.aliases(conn, m.id)
+def _model(conn: sa.Connection, m: rows.Model, *, with_versions: bool) -> dict[str, Any]:
+    found = model_repo.versions(conn, m.id)
+    aliases = model_repo.aliases(conn, m.id)
     out: dict[str, Any] = {
         "id": m.id, "name": m.name, "create_time": m.created_at, "update_time": m.updated_at,
-        "latest_version": rows[-1].version if rows else None, "version_count": len(rows),
+        "latest_version": found[-1].version if found else None, "version_count": len(found),
         "aliases": aliases,
     }
     if with_versions:
-        out["versions"] = [_version(m, r, aliases) for r in rows]
+        out["versions"] = [_version(m, r, aliases) for r in found]
     return out
 
 
-def _version(m: Any, r: Any, aliases: dict[str, int]) -> dict[str, Any]:
+def _version(m: rows.Model, r: rows.ModelVersion, aliases: dict[str, int]) -> dict[str, Any]:
     return {
         "model_name": m.name, "version": r.version,
         "aliases": sorted(a for a, v in aliases.items() if v == r.version),
         "create_time": r.created_at, "location": r.location, "size_bytes": r.size_bytes,
         "file_count": r.file_count, "source_job_id": r.source_job_id,
         "source_job_name": r.source_job_name,
-        "source_version": versions_mod.name(r.source_version) if r.source_version else None,
+        "source_version": versions.name(r.source_version) if r.source_version else None,
         "source_channel": r.source_channel, "source_phase": r.source_phase,
         "metrics": json.loads(r.metrics), "parameters": json.loads(r.parameters),
         "inputs": json.loads(r.inputs), "code_hash": r.code_hash, "git_commit": r.git_commit,

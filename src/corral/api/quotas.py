@@ -9,16 +9,16 @@ beyond on idle capacity (such jobs are the first to be preempted to give it back
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Any
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from corral.api import auth, jobs
 from corral.api.deps import Ctx
-from corral.domain import errors, resources
-from corral.scheduler import pools
-from corral.store import repo
+from corral.domain import errors, resources, specs
+from corral.services import pools
+from corral.store import identity_repo, queue_repo
 
 router = APIRouter(prefix="/v2/{project_id}", tags=["scheduling"])
 
@@ -26,13 +26,13 @@ router = APIRouter(prefix="/v2/{project_id}", tags=["scheduling"])
 class QuotaIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    pool_id: str
+    pool_id: specs.PoolId
     #: cores; null: no limit
-    cpu: float | None = Field(default=None, ge=0)
-    memory_gb: float | None = Field(default=None, ge=0)
-    gpu: int | None = Field(default=None, ge=0)
+    cpu: specs.Amount | None = None
+    memory_gb: specs.Amount | None = None
+    gpu: specs.Count | None = None
     #: limits per accelerator by name ({"npu": 8}); one left out has no limit
-    accelerators: dict[str, Annotated[int, Field(ge=0)]] | None = None
+    accelerators: dict[str, specs.Count] | None = None
     borrowing: bool = False
     weight: float = Field(default=1.0, gt=0, le=1000)
 
@@ -68,7 +68,7 @@ class QuotasIn(BaseModel):
 def show_training_quotas(project_id: str, ctx: Ctx) -> dict[str, Any]:
     """The project's quota per pool, with what it uses now."""
     with ctx.store.read() as conn:
-        repo.require_project(conn, project_id)
+        identity_repo.require_project(conn, project_id)
         return pools.project_quotas(conn, project_id)
 
 
@@ -86,8 +86,8 @@ def set_training_quotas(project_id: str, body: QuotasIn, ctx: Ctx) -> dict[str, 
                  resources.accels(q.accelerators or {}, keep_zero=True))}
             for q in body.quotas]
     with ctx.store.begin() as conn:
-        repo.require_project(conn, project_id)
-        repo.set_quotas(conn, project_id, rows, ctx.now())
+        identity_repo.require_project(conn, project_id)
+        queue_repo.set_quotas(conn, project_id, rows, ctx.now())
         out = pools.project_quotas(conn, project_id)
     ctx.wake()
     return out
@@ -97,18 +97,18 @@ def set_training_quotas(project_id: str, body: QuotasIn, ctx: Ctx) -> dict[str, 
 def list_training_pools(project_id: str, ctx: Ctx) -> dict[str, Any]:
     """corral: every pool's nodes, capacity, use, and use and quota per project."""
     with ctx.store.read() as conn:
-        repo.require_project(conn, project_id)
+        identity_repo.require_project(conn, project_id)
         items = pools.pools(conn, ctx.catalog)
     return {"total": len(items), "pools": items}
 
 
 @router.get("/training-queue", responses=jobs.ERRORS)
 def show_training_queue(project_id: str, ctx: Ctx,
-                        pool_id: Annotated[str | None, Query(max_length=64)] = None,
+                        pool_id: specs.PoolId | None = None,
                         ) -> dict[str, Any]:
     """corral: the jobs waiting in each pool, in order, with why each waits."""
     if pool_id is not None:
         ctx.catalog.pool(pool_id)
     with ctx.store.read() as conn:
-        repo.require_project(conn, project_id)
+        identity_repo.require_project(conn, project_id)
         return {"pools": pools.queue(conn, ctx.catalog, project_id, pool_id)}

@@ -42,6 +42,9 @@ class RunningRecordOut(Out):
     end_reason: str | None = None
     end_related_task: str | None = None
     end_recover: str | None = None
+    failure_class: str | None = Field(
+        default=None, description="corral: why it ended, when not by completing: user_exit, "
+        "out_of_memory, launch_error, lost, node_lost, hang, preempted, timeout, stopped")
 
 
 class QueueInfoOut(Out):
@@ -68,7 +71,12 @@ class StatusOut(Out):
     task_statuses: list[TaskStatusOut] = Field(default_factory=list)
     running_records: list[RunningRecordOut] = Field(default_factory=list)
     reason: str | None = Field(default=None, description="corral: why the job waits or failed")
-    failure_class: str | None = Field(default=None, description="corral: cause of failure")
+    failure_class: str | None = Field(
+        default=None, description="corral: why it failed or was stopped (user_exit, "
+        "out_of_memory, launch_error, lost, node_lost, hang, timeout, stopped)")
+    restart_at: int | None = Field(
+        default=None, description="corral: when a job restarting after a failure starts its "
+        "next attempt (ms since the epoch); `reason` says after what")
     queue: QueueInfoOut | None = Field(
         default=None, description="corral: where a Pending job stands in its pool's queue")
     borrowed: bool | None = Field(
@@ -245,6 +253,8 @@ class InfoOut(Out):
     default_project_id: str
     database: str
     home: str
+    containment: str = Field(description="corral: how each task's processes are held "
+                                         "together (cgroups, or the keeper's subreaper)")
     nodes: list[NodeOut]
 
 

@@ -15,13 +15,10 @@ from fastapi.responses import JSONResponse
 
 from corral.api import auth, schemas, views
 from corral.api.deps import Ctx
-from corral.domain import errors, specs
-from corral.domain import jobs as J
-from corral.domain import versions as versions_mod
-from corral.scheduler import submit
-from corral.storage import local as storage
-from corral.store import repo
-from corral.store import versions as versions_repo
+from corral.domain import errors, jobs, specs, versions
+from corral.services import submit
+from corral.storage import runs
+from corral.store import job_repo, rows, version_repo
 
 router = APIRouter(prefix="/v2/{project_id}", tags=["versions and training metrics"])
 ERRORS: dict[int | str, dict[str, Any]] = {
@@ -31,45 +28,49 @@ ERRORS: dict[int | str, dict[str, Any]] = {
 @router.post("/training-jobs/{training_job_id}/versions", status_code=201,
              response_model=schemas.JobOut, responses=ERRORS)
 def create_training_job_version(project_id: str, training_job_id: str,
-                                body: versions_mod.VersionCreate, ctx: Ctx,
+                                body: versions.VersionCreate, ctx: Ctx,
                                 caller: auth.Caller) -> JSONResponse:
     """A new version of the job, from the version in the URL (or `from_version`), with the
     changes given. Its outputs go to `<first version's output>/V000N` unless named."""
     now = ctx.now()
     with ctx.store.begin() as conn:
-        row = repo.get_job(conn, project_id, training_job_id)
-        me = versions_repo.ensure_version(conn, row)
+        row = job_repo.get_job(conn, project_id, training_job_id)
+        me = version_repo.ensure_version(conn, row)
+        caller.may_change_job(project_id, submit.family_owner(conn, me))
         parent_v, parent = _pick(conn, me, row, body.from_version)
-        if body.resume and J.Phase(parent.phase) not in J.TERMINAL:
+        if body.resume and jobs.Phase(parent.phase) not in jobs.TERMINAL:
             raise errors.InvalidState(
-                f"{versions_mod.name(parent_v.number)} is {parent.phase}: a version can "
+                f"{versions.name(parent_v.number)} is {parent.phase}: a version can "
                 "resume only from one that has ended")
-        number = versions_repo.take_number(conn, me.family_id)
-        data, bases = versions_mod.derive(json.loads(parent.spec), body, number,
-                                          json.loads(parent_v.output_bases or "{}"),
-                                          parent_number=parent_v.number)
+        number = version_repo.take_number(conn, me.family_id)
+        data, bases = versions.derive(json.loads(parent.spec), body, number,
+                                      json.loads(parent_v.output_bases or "{}"),
+                                      parent_number=parent_v.number)
         new_body = specs.parse(specs.JobCreate, data)
         job_id = submit.create_job(
             conn, ctx.catalog, new_body, project_id=project_id, now=now, places=ctx.places,
             user_name=caller.user_name, policy=ctx.path_policy(conn, project_id),
             version=submit.NewVersion(family_id=me.family_id, number=number, parent=parent_v,
                                       resume=body.resume, output_bases=bases))
-        repo.add_event(conn, job_id, now, f"Version {versions_mod.name(number)} of "
-                       f"{parent.name}, from {versions_mod.name(parent_v.number)}"
-                       + (", resuming from its outputs" if body.resume else ""))
-        out = views.job(conn, repo.get_job(conn, project_id, job_id), ctx.catalog, now)
+        job_repo.add_event(conn, job_id, now, f"Version {versions.name(number)} of "
+                           f"{parent.name}, from {versions.name(parent_v.number)}"
+                           + (", resuming from its outputs" if body.resume else ""))
+        out = views.job(conn, job_repo.get_job(conn, project_id, job_id), ctx.catalog, now)
     ctx.wake()
     return JSONResponse(out, status_code=201)
 
 
-def _pick(conn: sa.Connection, me: Any, row: Any, wanted: str | int | None) -> tuple[Any, Any]:
+def _pick(conn: sa.Connection, me: rows.Version, row: rows.Job,
+          wanted: str | int | None) -> tuple[rows.Version, rows.Job]:
+    """The version `wanted` of the family of `row` (whose version is `me`); `me` itself
+    when None."""
     if wanted is None:
         return me, row
-    number = versions_mod.parse(wanted)
-    for v, job in versions_repo.family_versions(conn, me.family_id):
+    number = versions.parse(wanted)
+    for v, job in version_repo.family_versions(conn, me.family_id):
         if v.number == number:
             return v, job
-    raise errors.NotFound(f"version {versions_mod.name(number)} of training job "
+    raise errors.NotFound(f"version {versions.name(number)} of training job "
                           f"'{row.name}' does not exist")
 
 
@@ -79,9 +80,9 @@ def list_training_job_versions(project_id: str, training_job_id: str,
                                ctx: Ctx) -> dict[str, Any]:
     now = ctx.now()
     with ctx.store.begin() as conn:  # a job from before versions gets its V0001 row here
-        row = repo.get_job(conn, project_id, training_job_id)
-        me = versions_repo.ensure_version(conn, row)
-        found = versions_repo.family_versions(conn, me.family_id)
+        row = job_repo.get_job(conn, project_id, training_job_id)
+        me = version_repo.ensure_version(conn, row)
+        found = version_repo.family_versions(conn, me.family_id)
         items = [_version(conn, ctx, v, job, now) for v, job in found]
     return {"job_id": me.family_id, "job_name": row.name, "job_desc": row.description,
             "version_count": len(items), "versions": items}
@@ -89,32 +90,33 @@ def list_training_job_versions(project_id: str, training_job_id: str,
 
 @router.get("/training-jobs/{training_job_id}/versions/{version}",
             response_model=schemas.VersionOut, responses=ERRORS)
-def show_training_job_version(project_id: str, training_job_id: str, version: str,
-                              ctx: Ctx) -> dict[str, Any]:
+def show_training_job_version(project_id: str, training_job_id: str,
+                              version: versions.VersionRef, ctx: Ctx) -> dict[str, Any]:
     now = ctx.now()
     with ctx.store.begin() as conn:
-        row = repo.get_job(conn, project_id, training_job_id)
-        me = versions_repo.ensure_version(conn, row)
+        row = job_repo.get_job(conn, project_id, training_job_id)
+        me = version_repo.ensure_version(conn, row)
         v, job = _pick(conn, me, row, version)
         return _version(conn, ctx, v, job, now)
 
 
-def _version(conn: sa.Connection, ctx: Ctx, v: Any, job: Any, now: int) -> dict[str, Any]:
+def _version(conn: sa.Connection, ctx: Ctx, v: rows.Version, job: rows.Job,
+             now: int) -> dict[str, Any]:
     spec = json.loads(job.spec)
     alg = spec.get("algorithm", {})
     start, end = job.start_time or 0, job.end_time or now
     code_hash, git = v.code_hash, v.git_commit
     if code_hash is None:  # not finished yet: what its latest attempt runs
-        attempt = repo.latest_attempt(conn, job.id)
-        manifest = storage.read_code_manifest(
-            storage.RunPaths(ctx.settings.runs_dir, job.id).attempt_dir(attempt)) or {}
+        attempt = job_repo.latest_attempt(conn, job.id)
+        manifest = runs.read_code_manifest(
+            runs.RunPaths(ctx.settings.runs_dir, job.id).attempt_dir(attempt)) or {}
         code_hash, git = manifest.get("code_hash"), manifest.get("git_commit")
     final = (json.loads(v.final_metrics) if v.final_metrics is not None
-             else versions_repo.final_of(conn, job.id))
+             else version_repo.final_of(conn, job.id))
     return {
-        "version_id": job.id, "version_name": versions_mod.name(v.number),
+        "version_id": job.id, "version_name": versions.name(v.number),
         "pre_version_id": v.parent_job_id,
-        "pre_version_name": versions_mod.name(v.parent_number) if v.parent_number else None,
+        "pre_version_name": versions.name(v.parent_number) if v.parent_number else None,
         "resume": bool(v.resume), "create_time": job.create_time,
         "phase": job.phase, "secondary_phase": job.secondary_phase,
         "duration": max(0, end - start) if start else 0,
@@ -132,27 +134,15 @@ def _version(conn: sa.Connection, ctx: Ctx, v: Any, job: Any, now: int) -> dict[
             response_model=schemas.TrainingMetricsOut, responses=ERRORS)
 def show_training_metrics(project_id: str, training_job_id: str, ctx: Ctx,
                           task: Annotated[str | None, Query(max_length=64)] = None,
-                          ) -> dict[str, Any]:
+                          points: views.Points = None) -> dict[str, Any]:
     """The metrics the job reported (`corral.job.log_metrics`, `corral:metrics` lines,
     CORRAL_METRICS_FILE), one series per metric, and their last values."""
     with ctx.store.read() as conn:
-        row = repo.get_job(conn, project_id, training_job_id)
-        if task is not None and task not in J.task_names(row.node_count):
+        row = job_repo.get_job(conn, project_id, training_job_id)
+        if task is not None and task not in jobs.task_names(row.node_count):
             raise errors.NotFound(f"task '{task}' does not exist in training job "
                                   f"'{training_job_id}'")
-        points = versions_repo.points_of(conn, training_job_id, task)
-        final = versions_repo.final_of(conn, training_job_id) if task is None else None
-    return {"metrics": series(points), "final_metrics": final if final is not None
-            else {p.name: p.value for p in points}}
-
-
-def series(points: list[Any]) -> list[dict[str, Any]]:
-    by_name: dict[str, dict[str, Any]] = {}
-    for p in points:
-        s = by_name.setdefault(p.name, {"metric": p.name, "value": [], "steps": [],
-                                        "times": [], "tasks": []})
-        s["value"].append(p.value)
-        s["steps"].append(p.step)
-        s["times"].append(p.time)
-        s["tasks"].append(p.task)
-    return list(by_name.values())
+        found = version_repo.points_of(conn, training_job_id, task)
+        final = version_repo.final_of(conn, training_job_id) if task is None else None
+    return {"metrics": views.metric_series(found, points),
+            "final_metrics": final if final is not None else {p.name: p.value for p in found}}

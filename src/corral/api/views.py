@@ -3,33 +3,34 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from collections.abc import Sequence
+from typing import Annotated, Any
 
 import sqlalchemy as sa
+from fastapi import Query
 
-from corral.domain import jobs as J
-from corral.domain import resources
+from corral.domain import downsample, jobs, resources
 from corral.scheduler import catalog as catalog_mod
-from corral.scheduler import pools
-from corral.store import repo
+from corral.services import pools
+from corral.store import job_repo, rows
 
 
-def job(conn: sa.Connection | None, row: Any, cat: catalog_mod.Catalog, now: int,
+def job(conn: sa.Connection | None, row: rows.Job, cat: catalog_mod.Catalog, now: int,
         ahead: dict[str, int] | None = None, *, fresh: bool = False) -> dict[str, Any]:
     """The Job object. `ahead` holds queue positions already looked up (for a list of jobs);
     without it a waiting job's position is looked up here. A `fresh` job (its row read as
     it was created, Creating) has no running records nor place to look up: it needs no
     connection."""
     spec = json.loads(row.spec)
-    attempts: list[Any] = []
-    tasks: list[Any] = []
+    attempts: list[rows.Attempt] = []
+    tasks: list[rows.Task] = []
     if not fresh:
         assert conn is not None
-        if ahead is None and row.phase == J.Phase.PENDING.value:
+        if ahead is None and row.phase == jobs.Phase.PENDING.value:
             ahead = pools.jobs_ahead(conn, cat, [row.id])
-        attempts = repo.attempts_of(conn, row.id)
-        tasks = repo.tasks_of(conn, row.id, attempts[-1].seq) if attempts else []
-    out = {
+        attempts = job_repo.attempts_of(conn, row.id)
+        tasks = job_repo.tasks_of(conn, row.id, attempts[-1].seq) if attempts else []
+    out: dict[str, Any] = {
         "kind": row.kind,
         "metadata": {
             "id": row.id, "name": row.name, "workspace_id": spec["metadata"].get(
@@ -43,13 +44,16 @@ def job(conn: sa.Connection | None, row: Any, cat: catalog_mod.Catalog, now: int
     }
     if row.version:  # corral: which version of its family the job is (V0001, ...)
         out["metadata"].update(version=f"V{row.version:04d}", family_id=row.family_id)
+    if row.owner_kind:  # corral: the object of a job kind that made it (a pipeline, ...)
+        out["metadata"]["owner"] = {"kind": row.owner_kind, "id": row.owner_id,
+                                    "role": row.owner_role}
     if spec.get("model"):  # corral: the registered model an inference job runs
         out["model"] = spec["model"]
     return out
 
 
-def status(row: Any, attempts: list[Any], tasks: list[Any], now: int,
-           ahead: int | None) -> dict[str, Any]:
+def status(row: rows.Job, attempts: Sequence[rows.Attempt], tasks: Sequence[rows.Task],
+           now: int, ahead: int | None) -> dict[str, Any]:
     start = row.start_time or 0
     end = row.end_time or now
     return {
@@ -57,52 +61,56 @@ def status(row: Any, attempts: list[Any], tasks: list[Any], now: int,
         "secondary_phase": row.secondary_phase,
         "duration": max(0, end - start) if start else 0,
         "start_time": start,
-        "tasks": J.task_names(row.node_count),
+        "tasks": jobs.task_names(row.node_count),
         "task_statuses": [
             {k: v for k, v in (("task", t.name), ("exit_code", t.exit_code),
                                ("message", t.message)) if v is not None}
             for t in tasks],
         "running_records": [running_record(a) for a in attempts],
         "node_count_metrics": node_count_metrics(attempts, row.node_count),
-        "reason": reason(row, ahead),
+        "reason": reason(row, ahead, now),
         "failure_class": row.failure_class,
-        **({"queue": queue_info(row, ahead)} if row.phase == J.Phase.PENDING.value else {}),
+        **({"restart_at": row.restart_at} if row.restart_at is not None
+           and row.phase == jobs.Phase.RUNNING.value else {}),
+        **({"queue": queue_info(row, ahead)} if row.phase == jobs.Phase.PENDING.value else {}),
         **({"borrowed": True} if row.borrowed and row.phase in ACTIVE else {}),
         **({"preempting": True} if row.preempt_requested_at is not None
            and row.phase in ACTIVE else {}),
     }
 
 
-ACTIVE = frozenset(p.value for p in J.ACTIVE)
-#: wait codes that say no more than the job's place in the queue
-PLAIN_WAIT = (None, "queued")
+ACTIVE = frozenset(p.value for p in jobs.ACTIVE)
 
 
-def reason(row: Any, ahead: int | None) -> str | None:
-    """Why the job waits (its place in the queue, or what it lacks) or why it failed."""
-    if (ahead is not None and row.phase == J.Phase.PENDING.value
-            and row.wait_code in PLAIN_WAIT):
-        return f"queued: {ahead} job(s) ahead" if ahead else "queued: next to start"
+def reason(row: rows.Job, ahead: int | None, now: int | None = None) -> str | None:
+    """Why the job waits (its place in the queue, or what it lacks; when it restarts after
+    a failure, counted from `now`) or why it failed."""
+    if (ahead is not None and row.phase == jobs.Phase.PENDING.value
+            and row.wait_code in pools.PLAIN_WAIT):
+        return pools.queued_reason(ahead)
+    if row.restart_at is not None and row.phase == jobs.Phase.RUNNING.value:
+        left = "" if now is None else f" in {max(0, -(-(row.restart_at - now) // 1000))} s"
+        return f"restarting{left} {row.wait_reason or ''}".rstrip()
     return row.wait_reason or row.failure_message
 
 
-def queue_info(row: Any, ahead: int | None) -> dict[str, Any]:
+def queue_info(row: rows.Job, ahead: int | None) -> dict[str, Any]:
     """corral: where a waiting job stands (`wait_code` is a domain.scheduling.WaitCode)."""
     return {"pool_id": row.pool_id, "priority": row.priority, "jobs_ahead": ahead or 0,
             "wait_code": row.wait_code or "queued"}
 
 
-def running_record(a: Any) -> dict[str, Any]:
+def running_record(a: rows.Attempt) -> dict[str, Any]:
     rec = {"start_at": a.start_at // 1000, "start_type": a.start_type}
     if a.end_at is not None:
         rec["end_at"] = a.end_at // 1000
-    for key in ("end_reason", "end_related_task", "end_recover"):
+    for key in ("end_reason", "end_related_task", "end_recover", "failure_class"):
         if getattr(a, key):
             rec[key] = getattr(a, key)
     return rec
 
 
-def node_count_metrics(attempts: list[Any], node_count: int) -> list[list[int]]:
+def node_count_metrics(attempts: Sequence[rows.Attempt], node_count: int) -> list[list[int]]:
     """[time ms, nodes running] at each change, derived from the running records."""
     points: list[list[int]] = []
     for a in attempts:
@@ -119,7 +127,7 @@ def algorithm(alg: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def job_spec(spec: dict[str, Any], row: Any, cat: catalog_mod.Catalog) -> dict[str, Any]:
+def job_spec(spec: dict[str, Any], row: rows.Job, cat: catalog_mod.Catalog) -> dict[str, Any]:
     out = dict(spec)
     res = dict(spec.get("resource", {}))
     res.setdefault("policy", "regular")
@@ -133,7 +141,7 @@ def job_spec(spec: dict[str, Any], row: Any, cat: catalog_mod.Catalog) -> dict[s
     return out
 
 
-def _flavor_or_row(cat: catalog_mod.Catalog, row: Any) -> resources.Flavor:
+def _flavor_or_row(cat: catalog_mod.Catalog, row: rows.Job) -> resources.Flavor:
     for f in cat.flavors:
         if f.flavor_id == row.flavor_id:
             return f
@@ -177,5 +185,34 @@ def flavor(f: resources.Flavor) -> dict[str, Any]:
             **flavor_detail(f), "attributes": {}}
 
 
-def event(e: Any) -> dict[str, Any]:
+def event(e: rows.Event) -> dict[str, Any]:
     return {"message": e.message, "level": e.level, "time": str(e.time), "source": e.source}
+
+
+#: `?points=N`: long series are downsampled on the server to about N points
+Points = Annotated[int | None, Query(
+    ge=10, le=100_000, description="downsample each series to at most this many points: "
+    "reported metrics keep each bucket's lowest and highest value, resource samples "
+    "its mean")]
+
+
+def metric_series(points: Sequence[rows.MetricPoint],
+                  most: int | None = None) -> list[dict[str, Any]]:
+    """Reported training metrics, one series per metric name, in the order reported;
+    each at most `most` points long (domain.downsample.extremes), if given."""
+    by_name: dict[str, dict[str, Any]] = {}
+    for p in points:
+        s = by_name.setdefault(p.name, {"metric": p.name, "value": [], "steps": [],
+                                        "times": [], "tasks": []})
+        s["value"].append(p.value)
+        s["steps"].append(p.step)
+        s["times"].append(p.time)
+        s["tasks"].append(p.task)
+    out = list(by_name.values())
+    if most is not None:
+        for s in out:
+            keep = downsample.extremes(s["value"], most)
+            if len(keep) < len(s["value"]):
+                for key in ("value", "steps", "times", "tasks"):
+                    s[key] = [s[key][i] for i in keep]
+    return out

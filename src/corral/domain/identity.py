@@ -11,11 +11,15 @@ import dataclasses
 import enum
 import re
 from collections.abc import Mapping
+from typing import Annotated
 
-from corral.domain import errors
+from corral.domain import errors, specs
 
 #: names of users and projects: what fits in a path segment and a shell word
 NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
+NAME_RULE = "1-64 letters, digits, '_', '.' or '-', starting with a letter or digit"
+#: a user's or a project's name in a request
+Name = Annotated[str, specs.Pattern(f"^{NAME_RE.pattern}$", f"names are {NAME_RULE}")]
 
 
 class Role(enum.Enum):
@@ -87,7 +91,13 @@ class Principal:
 
 def check_name(what: str, name: str) -> str:
     if not NAME_RE.fullmatch(name):
-        raise errors.BadParameter(
-            f"{what} name '{name}' must be 1-64 letters, digits, '_', '.' or '-', "
-            "starting with a letter or digit")
+        raise errors.BadParameter(f"{what} name '{name}' must be {NAME_RULE}")
     return name
+
+
+class DuplicateName(errors.DuplicateName):
+    """A project or a user with this name already exists."""
+
+    # Conflict, as the reference's status codes have it for a resource that exists
+    # already (a training job's name keeps the 400 that ModelArts answers)
+    http_status = 409

@@ -66,10 +66,33 @@ def allowed_from(target: Phase) -> frozenset[Phase]:
 
 
 class FailureClass(enum.StrEnum):
+    """Why an attempt ended other than by completing, and so why a job failed (the job's
+    `failure_class`, each running record's). The policy that decides what follows each one
+    is domain/faults.py; docs/fault-tolerance.md lists them for users."""
+
     USER_EXIT = "user_exit"  #: a task of the job exited with a non-zero code
+    #: a task was killed for using more memory than its flavor gives (the kernel's OOM
+    #: killer, in the task's cgroup), or its log says CUDA ran out of memory
+    OUT_OF_MEMORY = "out_of_memory"
     LAUNCH_ERROR = "launch_error"  #: a task could not be started (missing code, interpreter)
     LOST = "lost"  #: a task disappeared and its exit code cannot be known
-    TERMINATED = "terminated"  #: stopped on a user's request
+    NODE_LOST = "node_lost"  #: a task's node left the cluster (an infrastructure fault)
+    #: the job's tasks wrote no log and used no CPU or GPU for its hang timeout
+    HANG = "hang"
+    PREEMPTED = "preempted"  #: stopped to make room for another job, and queued again
+    TIMEOUT = "timeout"  #: it ran past its max_run_time
+    STOPPED = "stopped"  #: stopped on a user's request
+
+    @classmethod
+    def _missing_(cls, value: object) -> FailureClass | None:
+        # Jobs stopped before the class had its name were stored as "terminated".
+        return cls.STOPPED if value == "terminated" else None
+
+
+#: classes whose fault is the infrastructure's, not the job's: they never spend the job's
+#: retry count (only a budget of their own, when the job sets one)
+INFRASTRUCTURE: frozenset[FailureClass] = frozenset(
+    {FailureClass.NODE_LOST, FailureClass.PREEMPTED})
 
 
 class StartType(enum.StrEnum):
@@ -80,6 +103,8 @@ class StartType(enum.StrEnum):
 class EndRecover(enum.StrEnum):
     PROC_RESTART = "proc_restart"  #: processes restarted in place
     JOB_RESCHEDULE = "job_reschedule"  #: job returned to the queue and placed again
+    #: job returned to the queue, the node it failed on kept out of its next placement
+    JOB_RESCHEDULE_WITH_TAINT = "job_reschedule_with_taint"
 
 
 class TaskState(enum.StrEnum):
@@ -96,6 +121,10 @@ TASK_DONE: frozenset[TaskState] = frozenset(
 )
 
 RETRY_ANNOTATION = "fault-tolerance/job-retry-num"
+#: "true": restart after any failure within the retry count, whatever the rules say
+UNCONDITIONAL_ANNOTATION = "fault-tolerance/job-unconditional-retry"
+#: "true": a hung job is restarted (within the retry count); else it fails, `hanged`
+HANG_RETRY_ANNOTATION = "fault-tolerance/hang-retry"
 MAX_RETRIES = 100
 
 

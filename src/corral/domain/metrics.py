@@ -94,10 +94,3 @@ def _int(v: Any) -> int | None:
     n = _number(v)
     return int(n) if n is not None and n.is_integer() and abs(n) < 2**62 else None
 
-
-def final(rows: list[Any]) -> dict[str, float]:
-    """The last value reported of each metric (rows oldest first, with .name and .value)."""
-    last: dict[str, float] = {}
-    for r in rows:
-        last[r.name] = r.value
-    return last

@@ -15,8 +15,7 @@ from __future__ import annotations
 import dataclasses
 import re
 
-from corral.domain import errors, specs
-from corral.domain import jobs as jobs_mod
+from corral.domain import errors, jobs, specs
 
 NAME_ANNOTATION = "corral/model-name"
 CHANNEL_ANNOTATION = "corral/model-channel"
@@ -36,7 +35,7 @@ class Registration:
     def wanted(self, phase: str) -> bool:
         if self.when == "never":
             return False
-        return self.when == "always" or phase == jobs_mod.Phase.COMPLETED.value
+        return self.when == "always" or phase == jobs.Phase.COMPLETED.value
 
 
 def registration(spec: specs.JobCreate, default_channel: str) -> Registration | None:

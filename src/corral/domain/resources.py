@@ -65,7 +65,7 @@ class Resources:
         if self.cpu > free.cpu + 1e-9:
             out.append(f"{self.cpu - free.cpu:g} CPU core(s)")
         if self.memory_mb > free.memory_mb:
-            out.append(f"{self.memory_mb - free.memory_mb} MiB of memory")
+            out.append(f"{gib(self.memory_mb - free.memory_mb)} of memory")
         if self.gpu > free.gpu:
             out.append(f"{self.gpu - free.gpu} GPU(s)")
         out += [f"{v - free.count(k)} {k}" for k, v in self.accel if v > free.count(k)]
@@ -255,7 +255,7 @@ def _cpu_flavors(node: Node, total_gb: int) -> list[Flavor]:
         # Capped: on a machine with more cores than GiB, cores * 1 GiB would not fit.
         mem = min(per_core_gb * cores, total_gb)
         out.append(_sized(node, flavor_id=f"corral.cpu.{cores}u",
-                          flavor_name=f"CPU {cores} core{'s' if cores > 1 else ''}, {mem} GB",
+                          flavor_name=f"CPU {cores} core{'s' if cores > 1 else ''}, {mem} GiB",
                           cpu=float(cores), memory_gb=mem))
         cores *= 2
     return out
@@ -351,9 +351,13 @@ def _how_many(demand: Resources, cap: Resources) -> int:
     return min(counts) if counts else 1_000_000
 
 
+def gib(memory_mb: float) -> str:
+    """An amount of memory as corral shows it everywhere: GiB, one decimal."""
+    return f"{memory_mb / 1024:.1f} GiB"
+
+
 def describe(r: Resources) -> str:
-    parts = [f"{r.cpu:g} CPU", f"{r.memory_mb // 1024 if r.memory_mb % 1024 == 0 else r.memory_mb}"
-             f"{' GB' if r.memory_mb % 1024 == 0 else ' MiB'} memory"]
+    parts = [f"{r.cpu:g} CPU", f"{gib(r.memory_mb)} memory"]
     if r.gpu:
         parts.append(f"{r.gpu} GPU")
     parts += [f"{v} {k}" for k, v in r.accel]

@@ -8,23 +8,100 @@ cannot honour are refused with a clear message rather than silently ignored.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    GetCoreSchemaHandler,
+    GetJsonSchemaHandler,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+from pydantic.json_schema import JsonSchemaValue
+from pydantic_core import core_schema
 
-from corral.domain import errors
-from corral.domain import jobs as jobs_mod
+from corral.domain import errors, faultspec, jobs
 
+#: a job's or a model's name, as JSON Schema writes patterns (see `Pattern`)
+NAME_PATTERN = r"^[A-Za-z0-9_-]{1,64}$"
 # \Z, not $: `$` also matches before a trailing newline, which would let "name\n" through.
-NAME_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}\Z")
-CHANNEL_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]{0,63}\Z")
+NAME_RE = re.compile(NAME_PATTERN.removesuffix("$") + r"\Z")
 ENV_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\Z")
-PARAM_RE = re.compile(r"^[^\s=]{1,128}\Z")
+#: an input or output channel's name, and a parameter's (as JSON Schema writes them)
+CHANNEL_PATTERN = r"^[A-Za-z_][A-Za-z0-9_-]{0,63}$"
+PARAM_PATTERN = r"^[^\s=]{1,128}$"
+CHANNEL_RE = re.compile(CHANNEL_PATTERN.removesuffix("$") + r"\Z")
+PARAM_RE = re.compile(PARAM_PATTERN.removesuffix("$") + r"\Z")
 #: an integer in ASCII digits (str.isdigit also takes '²', which int() refuses)
 INT_RE = re.compile(r"^-?[0-9]+\Z")
 
-Scalar = str | int | float | bool
+# --- bounds and patterns -------------------------------------------------------------------
+# Every number a request carries has both bounds, said in /openapi.json (`minimum`,
+# `maximum`) and checked on the way in: an unbounded one reaches the database, which cannot
+# hold it (SQLite raises beyond 64 bits, PostgreSQL beyond its column's type), and the
+# request answers 500 instead of 400. The API's fields and parameters take these types.
+
+#: counts, amounts and offsets: what a 32-bit INTEGER column holds (an offset in pages
+#: times a page size stays far inside 64 bits)
+MAX_COUNT = 2**31 - 1
+#: times in milliseconds since the epoch, up to 9999-12-31T23:59:59.999Z
+MAX_TIME_MS = 253_402_300_799_999
+#: byte offsets into a file: what every JSON client reads exactly
+MAX_BYTES = 2**53 - 1
+
+Count = Annotated[int, Field(ge=0, le=MAX_COUNT)]
+#: a number counted from 1 (a version, an attempt)
+Ordinal = Annotated[int, Field(ge=1, le=MAX_COUNT)]
+TimeMs = Annotated[int, Field(ge=0, le=MAX_TIME_MS)]
+ByteOffset = Annotated[int, Field(ge=0, le=MAX_BYTES)]
+#: an amount given as a decimal (cores, GB); never infinite nor NaN
+Amount = Annotated[float, Field(ge=0, le=MAX_COUNT)]
+
+
+@dataclasses.dataclass(frozen=True)
+class Pattern:
+    """`Annotated[str, Pattern(regex, message)]`: the whole string must match `regex`,
+    written as JSON Schema has it (`^...$`), else `message`. The schema says the pattern,
+    so that what /openapi.json shows is what is enforced; the message says it in words."""
+
+    regex: str
+    message: str
+
+    def __get_pydantic_core_schema__(self, source: Any,
+                                     handler: GetCoreSchemaHandler) -> core_schema.CoreSchema:
+        # fullmatch: `$` alone would also let a trailing newline through
+        compiled = re.compile(self.regex)
+
+        def check(value: str) -> str:
+            if not compiled.fullmatch(value):
+                raise ValueError(self.message)
+            return value
+
+        return core_schema.no_info_after_validator_function(check, handler(source))
+
+    def __get_pydantic_json_schema__(self, schema: core_schema.CoreSchema,
+                                     handler: GetJsonSchemaHandler) -> JsonSchemaValue:
+        out = handler(schema)
+        out["pattern"] = self.regex
+        return out
+
+
+Name = Annotated[str, Pattern(NAME_PATTERN, "name must be 1-64 letters, digits, '_' or '-'")]
+ModelName = Annotated[str, Pattern(NAME_PATTERN,
+                                   "model names are 1-64 letters, digits, '_' or '-'")]
+#: a resource pool's id, as the configuration defines them
+PoolId = Annotated[str, Pattern(r"^[A-Za-z0-9_.-]{1,64}$",
+                                "pool ids are 1-64 letters, digits, '_', '.' or '-'")]
+ChannelName = Annotated[str, Pattern(
+    CHANNEL_PATTERN,
+    "channel names start with a letter or '_' and hold letters, digits, '_' or '-'")]
+ParameterName = Annotated[str, Pattern(
+    PARAM_PATTERN, "parameter names are 1-128 characters without spaces or '='")]
 
 
 class Model(BaseModel):
@@ -33,7 +110,7 @@ class Model(BaseModel):
 
 
 class Parameter(Model):
-    name: str
+    name: ParameterName
     value: str = ""
     description: str | None = None
     constraint: dict[str, Any] | None = None
@@ -47,13 +124,6 @@ class Parameter(Model):
         if isinstance(v, int | float):
             return str(v)
         return "" if v is None else v
-
-    @field_validator("name")
-    @classmethod
-    def _name(cls, v: str) -> str:
-        if not PARAM_RE.match(v):
-            raise ValueError("parameter names are 1-128 characters without spaces or '='")
-        return v
 
 
 class ObsRef(Model):
@@ -76,16 +146,11 @@ class OutputRemote(Model):
 
 
 class Input(Model):
-    name: str
+    name: ChannelName
     description: str | None = None
     local_dir: str | None = None
     remote: InputRemote
     remote_constraint: list[dict[str, Any]] | None = None
-
-    @field_validator("name")
-    @classmethod
-    def _name(cls, v: str) -> str:
-        return _channel_name(v)
 
     @model_validator(mode="after")
     def _obs_only(self) -> Input:
@@ -100,29 +165,16 @@ class Input(Model):
 
 
 class Output(Model):
-    name: str
+    name: ChannelName
     description: str | None = None
     local_dir: str | None = None
     remote: OutputRemote
     mode: str | None = None
     period: str | None = None
 
-    @field_validator("name")
-    @classmethod
-    def _name(cls, v: str) -> str:
-        return _channel_name(v)
-
     @property
     def url(self) -> str:
         return self.remote.obs.obs_url
-
-
-def _channel_name(v: str) -> str:
-    if not CHANNEL_RE.match(v):
-        raise ValueError(
-            "channel names start with a letter or '_' and hold letters, digits, '_' or '-'"
-        )
-    return v
 
 
 class Engine(Model):
@@ -161,7 +213,7 @@ class Algorithm(Model):
                 merged.update(item)
             v = merged
         if isinstance(v, dict):
-            return {k: _scalar_str(val) for k, val in v.items()}
+            return {k: scalar_str(val) for k, val in v.items()}
         return v
 
     @model_validator(mode="after")
@@ -192,7 +244,9 @@ class Algorithm(Model):
         return self
 
 
-def _scalar_str(v: Any) -> Any:
+def scalar_str(v: Any) -> Any:
+    """A number or boolean as the string a job's environment or annotation holds (JSON and
+    TOML bodies give them unquoted); anything else as it is, for validation to judge."""
     if isinstance(v, bool):
         return "true" if v else "false"
     if isinstance(v, int | float):
@@ -201,17 +255,10 @@ def _scalar_str(v: Any) -> Any:
 
 
 class Metadata(Model):
-    name: str
+    name: Name
     workspace_id: str = "0"
     description: str = Field(default="", max_length=256)
     annotations: dict[str, str] = Field(default_factory=dict)
-
-    @field_validator("name")
-    @classmethod
-    def _name(cls, v: str) -> str:
-        if not NAME_RE.match(v):
-            raise ValueError("name must be 1-64 letters, digits, '_' or '-'")
-        return v
 
     @field_validator("description", mode="before")
     @classmethod
@@ -222,28 +269,18 @@ class Metadata(Model):
     @classmethod
     def _ann(cls, v: Any) -> Any:
         if isinstance(v, dict):
-            return {k: _scalar_str(val) for k, val in v.items()}
+            return {k: scalar_str(val) for k, val in v.items()}
         return v
 
     @field_validator("annotations")
     @classmethod
-    def _retry(cls, v: dict[str, str]) -> dict[str, str]:
-        raw = v.get(jobs_mod.RETRY_ANNOTATION)
-        if raw is not None:
-            try:
-                n = int(raw)
-            except ValueError:
-                raise ValueError(f"{jobs_mod.RETRY_ANNOTATION} must be an integer") from None
-            if not 0 <= n <= jobs_mod.MAX_RETRIES:
-                raise ValueError(
-                    f"{jobs_mod.RETRY_ANNOTATION} must be between 0 and {jobs_mod.MAX_RETRIES}"
-                )
+    def _fault_tolerance(cls, v: dict[str, str]) -> dict[str, str]:
+        faultspec.check_annotations(v)
         return v
 
     @property
     def retry_limit(self) -> int:
-        return int(self.annotations.get(jobs_mod.RETRY_ANNOTATION, "0"))
-
+        return int(self.annotations.get(jobs.RETRY_ANNOTATION, "0"))
 
 
 class Resource(Model):
@@ -251,7 +288,7 @@ class Resource(Model):
     flavor_id: str | None = None
     flavor_name: str | None = None
     node_count: int = Field(default=1, ge=1, le=1024)
-    pool_id: str | None = None
+    pool_id: PoolId | None = None
 
 
 class LogExportPath(Model):
@@ -278,6 +315,8 @@ class Spec(Model):
     log_export_path: LogExportPath | None = None
     schedule_policy: SchedulePolicy | None = None
     volumes: list[dict[str, Any]] | None = None
+    #: corral: rules, budgets, backoff, hang timeout, run time limit, checkpoint channel
+    fault_tolerance: faultspec.FaultTolerance | None = None
 
 
 #: the description of the `model_url` parameter corral adds for a job's model
@@ -293,18 +332,11 @@ class ModelRef(Model):
     never changes what a job used.
     """
 
-    name: str
-    version: int | None = Field(default=None, ge=1)
+    name: ModelName
+    version: Ordinal | None = None
     alias: str | None = None
     #: where the version's files are; filled in at submit (anything given is replaced)
     location: str | None = None
-
-    @field_validator("name")
-    @classmethod
-    def _name(cls, v: str) -> str:
-        if not NAME_RE.match(v):
-            raise ValueError("model names are 1-64 letters, digits, '_' or '-'")
-        return v
 
     @model_validator(mode="after")
     def _one(self) -> ModelRef:
@@ -334,6 +366,11 @@ class JobCreate(Model):
                                               MODEL_PARAMETER_NOTE)
                                           for p in self.algorithm.parameters):
             raise ValueError("parameter 'model_url' is set by corral from `model`")
+        ft = self.spec.fault_tolerance
+        if ft is not None and ft.checkpoint is not None and ft.checkpoint not in {
+                o.name for o in self.algorithm.outputs}:
+            raise ValueError(f"spec.fault_tolerance.checkpoint: '{ft.checkpoint}' is not an "
+                             "output channel of the job")
         return self
 
 
@@ -345,7 +382,10 @@ class JobAction(Model):
     action_type: Literal["terminate"]
 
 
-FilterKey = Literal["name", "phase", "secondary_phase", "create_time", "description"]
+#: corral adds `user_name`, `pool_id`, `kind` (job, inference, evaluation) and `owner_kind`
+#: (what made the job: pipeline, incremental_learning, ...; "" for none)
+FilterKey = Literal["name", "phase", "secondary_phase", "create_time", "description",
+                    "user_name", "pool_id", "kind", "owner_kind"]
 FilterOp = Literal["like", "in", "between", "not"]
 SortKey = Literal["create_time", "name", "phase", "duration", "start_time"]
 
@@ -372,12 +412,12 @@ class Filter(Model):
             if self.operator == "like":
                 raise ValueError("'like' does not apply to create_time")
             for item in self.value:
-                # Beyond 64 bits no database column can hold it (SQLite raises on it).
-                if not INT_RE.match(item) or abs(int(item)) >= 2**63:
-                    raise ValueError("create_time values are timestamps in milliseconds")
+                if not INT_RE.match(item) or abs(int(item)) > MAX_TIME_MS:
+                    raise ValueError("create_time values are timestamps in milliseconds, "
+                                     f"at most {MAX_TIME_MS} (the end of year 9999)")
         if self.key in ("phase", "secondary_phase") and self.operator != "like":
-            enum = jobs_mod.Phase if self.key == "phase" else jobs_mod.SecondaryPhase
-            known = {p.value for p in enum}
+            phases = jobs.Phase if self.key == "phase" else jobs.SecondaryPhase
+            known = {p.value for p in phases}
             bad = [x for x in self.value if x not in known]
             if bad:
                 raise ValueError(f"unknown {self.key} {bad[0]!r}; one of {sorted(known)}")
@@ -390,7 +430,8 @@ class Search(Model):
     `offset` counts pages, as the reference says: rows skipped are offset * limit.
     """
 
-    offset: int = Field(default=0, ge=0)
+    offset: Count = Field(default=0, description="a page index: rows skipped are offset "
+                          "* limit")
     limit: int = Field(default=10, ge=1, le=50)
     sort_by: SortKey = "create_time"
     order: Literal["asc", "desc"] = "desc"
@@ -400,8 +441,6 @@ class Search(Model):
 
 def parse(model: type[BaseModel], data: Any) -> Any:
     """Validate `data` against `model`, raising BadParameter with a readable message."""
-    from pydantic import ValidationError
-
     try:
         return model.model_validate(data)
     except ValidationError as exc:

@@ -10,15 +10,21 @@ URL itself.
 
 from __future__ import annotations
 
+import copy
 import os
 import re
-from typing import Any
+from typing import Annotated, Any
 
 from pydantic import Field, field_validator
 
 from corral.domain import errors, specs
 
+#: a version by name or number: V0003, v3, 3 (as JSON Schema writes patterns)
+VERSION_PATTERN = r"^[Vv]?0*[1-9][0-9]{0,8}$"
 VERSION_RE = re.compile(r"^[Vv]?0*([1-9][0-9]{0,8})\Z")
+#: a version named in a request (a path, a body), checked as `parse` reads it
+VersionRef = Annotated[str, specs.Pattern(VERSION_PATTERN,
+                                          "a version is V0001, V0002, ... or its number")]
 #: set in a version that resumes from an earlier one: the earlier version's name
 RESUME_ENV = "CORRAL_RESUME_FROM"
 
@@ -29,7 +35,7 @@ def name(number: int) -> str:
 
 def parse(value: str | int) -> int:
     """A version number from `V0003`, `v3`, `3` or 3."""
-    if isinstance(value, int) and not isinstance(value, bool) and value >= 1:
+    if isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= specs.MAX_COUNT:
         return value
     m = VERSION_RE.match(str(value).strip())
     if not m:
@@ -64,14 +70,14 @@ class AlgorithmChanges(specs.Model):
     @field_validator("environments", mode="before")
     @classmethod
     def _env(cls, v: Any) -> Any:
-        return {k: specs._scalar_str(x) for k, x in v.items()} if isinstance(v, dict) else v
+        return {k: specs.scalar_str(x) for k, x in v.items()} if isinstance(v, dict) else v
 
 
 class VersionCreate(specs.Model):
     """The body of `POST /v2/{project_id}/training-jobs/{id}/versions`."""
 
     #: the version to start from (V0002, 2); by default the one whose id is in the URL
-    from_version: str | int | None = None
+    from_version: VersionRef | specs.Ordinal | None = None
     description: str | None = Field(default=None, max_length=256)
     #: start from the earlier version's outputs and checkpoints (copied into this one's)
     resume: bool = False
@@ -85,7 +91,7 @@ class VersionCreate(specs.Model):
     @field_validator("annotations", mode="before")
     @classmethod
     def _ann(cls, v: Any) -> Any:
-        return {k: specs._scalar_str(x) for k, x in v.items()} if isinstance(v, dict) else v
+        return {k: specs.scalar_str(x) for k, x in v.items()} if isinstance(v, dict) else v
 
 
 def derive(parent: dict[str, Any], changes: VersionCreate, number: int,
@@ -95,6 +101,25 @@ def derive(parent: dict[str, Any], changes: VersionCreate, number: int,
     output folders its own later versions build on."""
     body = _fresh(parent)
     alg, ch = body["algorithm"], changes.algorithm
+    _change_code(alg, ch)
+    alg["parameters"] = _parameters(alg.get("parameters", []), ch.parameters,
+                                    changes.remove_parameters)
+    alg["inputs"] = _merge(alg.get("inputs", []), ch.inputs)
+    env = {k: v for k, v in alg.get("environments", {}).items() if k != RESUME_ENV}
+    alg["environments"] = {**env, **ch.environments}
+    if changes.resume:
+        alg["environments"][RESUME_ENV] = name(parent_number)
+    alg["outputs"], new_bases = _outputs(alg.get("outputs", []), ch.outputs, bases, number)
+    _change_spec(body["spec"], changes.spec)
+    meta = body["metadata"]
+    meta["annotations"] = {**meta.get("annotations", {}), **changes.annotations}
+    if changes.description is not None:
+        meta["description"] = changes.description
+    return body, new_bases
+
+
+def _change_code(alg: dict[str, Any], ch: AlgorithmChanges) -> None:
+    """The code, command and engine changes (an empty string clears a field)."""
     old_code = alg.get("code_dir")
     for key in ("code_dir", "boot_file", "command", "working_dir"):
         value = getattr(ch, key)
@@ -104,45 +129,48 @@ def derive(parent: dict[str, Any], changes: VersionCreate, number: int,
         alg["boot_file"] = _rebase(alg["boot_file"], old_code, ch.code_dir)
     if ch.engine is not None:
         alg["engine"] = ch.engine.model_dump(exclude_none=True)
-    params = {p["name"]: p for p in alg.get("parameters", [])
-              if p["name"] not in changes.remove_parameters}
-    unknown = set(changes.remove_parameters) - {p["name"] for p in alg.get("parameters", [])}
+
+
+def _parameters(old: list[dict[str, Any]], new: list[specs.Parameter],
+                remove: list[str]) -> list[dict[str, Any]]:
+    """The earlier version's parameters less `remove`, with `new` merged in by name."""
+    unknown = set(remove) - {p["name"] for p in old}
     if unknown:
         raise errors.BadParameter(f"remove_parameters: no parameter {sorted(unknown)[0]!r}")
-    for p in ch.parameters:
+    params = {p["name"]: p for p in old if p["name"] not in remove}
+    for p in new:
         params[p.name] = p.model_dump(exclude_none=True)
-    alg["parameters"] = list(params.values())
-    alg["inputs"] = _merge(alg.get("inputs", []), ch.inputs)
-    env = {k: v for k, v in alg.get("environments", {}).items() if k != RESUME_ENV}
-    alg["environments"] = {**env, **ch.environments}
-    if changes.resume:
-        alg["environments"][RESUME_ENV] = name(parent_number)
-    given = {o.name: o for o in ch.outputs}
+    return list(params.values())
+
+
+def _outputs(old: list[dict[str, Any]], new: list[specs.Output], bases: dict[str, str],
+             number: int) -> tuple[list[dict[str, Any]], dict[str, str]]:
+    """The output channels of version `number`, and the folder each one's versions go
+    under: a channel kept from the earlier version writes to its folder's `V000N`, one
+    given anew writes where it says."""
+    given = {o.name for o in new}
     outputs, new_bases = [], {}
-    for out in alg.get("outputs", []):
+    for out in old:
         if out["name"] in given:
             continue
         base = bases.get(out["name"]) or out["remote"]["obs"]["obs_url"]
         out["remote"] = {"obs": {"obs_url": version_url(base, number)}}
         outputs.append(out)
         new_bases[out["name"]] = base
-    for o in ch.outputs:
+    for o in new:
         outputs.append(o.model_dump(exclude_none=True))
         new_bases[o.name] = o.url
-    alg["outputs"] = outputs
-    res = body["spec"].setdefault("resource", {})
-    if changes.spec.resource.flavor_id is not None:
-        res["flavor_id"] = changes.spec.resource.flavor_id
-    if changes.spec.resource.node_count is not None:
-        res["node_count"] = changes.spec.resource.node_count
-    if changes.spec.log_export_path is not None:
-        body["spec"]["log_export_path"] = changes.spec.log_export_path.model_dump(
-            exclude_none=True)
-    meta = body["metadata"]
-    meta["annotations"] = {**meta.get("annotations", {}), **changes.annotations}
-    if changes.description is not None:
-        meta["description"] = changes.description
-    return body, new_bases
+    return outputs, new_bases
+
+
+def _change_spec(spec: dict[str, Any], changes: SpecChanges) -> None:
+    res = spec.setdefault("resource", {})
+    if changes.resource.flavor_id is not None:
+        res["flavor_id"] = changes.resource.flavor_id
+    if changes.resource.node_count is not None:
+        res["node_count"] = changes.resource.node_count
+    if changes.log_export_path is not None:
+        spec["log_export_path"] = changes.log_export_path.model_dump(exclude_none=True)
 
 
 def version_url(base: str, number: int) -> str:
@@ -151,8 +179,6 @@ def version_url(base: str, number: int) -> str:
 
 def _fresh(parent: dict[str, Any]) -> dict[str, Any]:
     """The stored (normalized) spec as a create body again: what submit filled in goes."""
-    import copy
-
     body = copy.deepcopy(parent)
     alg = body["algorithm"]
     alg.pop("local_code_dir", None)

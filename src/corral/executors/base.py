@@ -11,7 +11,7 @@ import dataclasses
 import enum
 import json
 from collections.abc import Callable
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from corral.domain import resources
 
@@ -94,7 +94,12 @@ class Status:
     state: State
     exit_code: int | None = None
     handle: Handle | None = None
+    #: why it is lost; for a task killed for its memory, the limit it went over
     message: str = ""
+    #: (exited) the kernel killed its processes for using more memory than it was given
+    out_of_memory: bool = False
+    #: (exited) bytes of its log dropped to keep the log within its cap
+    log_dropped: int = 0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -117,7 +122,8 @@ class Executor(Protocol):
         ...
 
     def launch(self, spec: LaunchSpec) -> Handle:
-        """Start the task; raises errors.LaunchError if it cannot be started."""
+        """Start the task and return once it runs; raises errors.LaunchError if it
+        cannot be started."""
         ...
 
     def poll(self, handle: Handle) -> Status:
@@ -154,55 +160,32 @@ class Executor(Protocol):
         ...
 
 
-class Started(Protocol):
-    """A launch under way."""
+@runtime_checkable
+class ShipsCode(Protocol):
+    """An executor whose tasks run where an attempt's code snapshot is not (a Ray cluster
+    without a shared file system): the snapshot is shipped ahead of the launch."""
 
-    def __call__(self) -> Handle:
-        """The task's handle, waiting for it if need be; raises errors.LaunchError for a
-        launch that failed. The same outcome however often it is asked."""
+    def stage_code(self, node: str, code_dir: str) -> None:
+        """Ship an attempt's code snapshot to where `node`'s tasks read it. Called off the
+        scheduler's thread, so that a big snapshot holds up nobody; raises
+        errors.LaunchError."""
         ...
 
-    def ready(self, *, wake: bool) -> bool:
-        """Whether calling it would not wait. `wake`: if not, have the executor's waker
-        called when it is (the scheduler need not ask again meanwhile)."""
+
+@runtime_checkable
+class Contains(Protocol):
+    """An executor that holds each task's processes together (cgroups, a subreaper), so
+    that none outlives its task: it says how, for the server's log and `corral info`."""
+
+    def containment(self) -> str:
+        """How tasks are contained here, in a line."""
         ...
 
 
-@dataclasses.dataclass(frozen=True)
-class Done:
-    """A launch whose handle is already known (executors that launch synchronously)."""
+@runtime_checkable
+class Routes(Protocol):
+    """Several executors behind one (routing.Routed), each running some of the nodes."""
 
-    handle: Handle
-
-    def __call__(self) -> Handle:
-        return self.handle
-
-    def ready(self, *, wake: bool) -> bool:
-        return True
-
-
-def ships_code(executor: Executor) -> bool:
-    """Whether the executor ships an attempt's code to where its tasks run (`stage_code`)
-    rather than its tasks reading the snapshot where it is."""
-    return getattr(executor, "stage_code", None) is not None
-
-
-def stage_code(executor: Executor, node: str, code_dir: str) -> None:
-    """Ship an attempt's code snapshot to where `node`'s tasks read it, ahead of their
-    launch, where the executor ships code at all (`stage_code`: a Ray cluster puts it in
-    its object store; the local executor's tasks read the snapshot where it is). Called off
-    the scheduler's thread, so that a big snapshot holds up nobody; raises
-    errors.LaunchError."""
-    stage: Callable[[str, str], None] | None = getattr(executor, "stage_code", None)
-    if stage is not None:
-        stage(node, code_dir)
-
-
-def start(executor: Executor, spec: LaunchSpec) -> Started:
-    """Launch without waiting for the handle where the executor can (`begin_launch`): the
-    local one hands the request to its launcher and reads the answer later, so that the
-    scheduler goes on meanwhile. Raises errors.LaunchError for a launch refused at once."""
-    begin: Callable[[LaunchSpec], Started] | None = getattr(executor, "begin_launch", None)
-    if begin is not None:
-        return begin(spec)
-    return Done(executor.launch(spec))
+    def origin(self) -> dict[str, str]:
+        """Each node's executor key (settings.LOCAL or "ray:<address>")."""
+        ...

@@ -58,23 +58,26 @@ class Routed:
                 out.append(node)
         return out
 
+    def containment(self) -> str:
+        """Each member's containment, by member."""
+        return "; ".join(f"{key}: {m.containment()}" for key, m in self._members.items()
+                         if isinstance(m, base.Contains)) or "none"
+
     def set_waker(self, wake: Callable[[], None]) -> None:
         for member in self._members.values():
             member.set_waker(wake)
 
     def launch(self, spec: base.LaunchSpec) -> base.Handle:
-        return self.begin_launch(spec)()
-
-    def begin_launch(self, spec: base.LaunchSpec) -> base.Started:
         key = self._key_of_node(spec.node)
         if key is None:
             raise errors.LaunchError(f"node {spec.node} belongs to no executor")
-        return _Stamping(base.start(self._members[key], spec), key)
+        return _stamped(self._members[key].launch(spec), key)
 
     def stage_code(self, node: str, code_dir: str) -> None:
         key = self._key_of_node(node)
-        if key is not None:  # (a node of no executor fails at its launch)
-            base.stage_code(self._members[key], node, code_dir)
+        member = self._members[key] if key is not None else None
+        if isinstance(member, base.ShipsCode):  # (a node of no executor fails at its launch)
+            member.stage_code(node, code_dir)
 
     def poll(self, handle: base.Handle) -> base.Status:
         return self._status(handle, lambda m: m.poll(handle))
@@ -152,21 +155,7 @@ class Routed:
 
 def origin(executor: base.Executor) -> dict[str, str] | None:
     """Which executor each node comes from, when several run the pools."""
-    return executor.origin() if isinstance(executor, Routed) else None
-
-
-@dataclasses.dataclass(frozen=True)
-class _Stamping:
-    """A member's launch under way, its handle stamped with the member's key."""
-
-    started: base.Started
-    key: str
-
-    def __call__(self) -> base.Handle:
-        return _stamped(self.started(), self.key)
-
-    def ready(self, *, wake: bool) -> bool:
-        return self.started.ready(wake=wake)
+    return executor.origin() if isinstance(executor, base.Routes) else None
 
 
 def _stamped(handle: base.Handle, key: str) -> base.Handle:

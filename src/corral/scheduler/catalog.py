@@ -15,8 +15,7 @@ import fnmatch
 from collections.abc import Mapping
 
 from corral import settings as settings_mod
-from corral.domain import errors, resources, scheduling
-from corral.domain import specs as specs_mod
+from corral.domain import errors, resources, scheduling, specs
 
 
 @dataclasses.dataclass(frozen=True)
@@ -95,7 +94,7 @@ class Catalog:
     def flavor(self, flavor_id: str | None) -> resources.Flavor:
         return resources.find_flavor(self.flavors, flavor_id or self.default_flavor)
 
-    def engine(self, want: specs_mod.Engine | None) -> settings_mod.EngineConfig:
+    def engine(self, want: specs.Engine | None) -> settings_mod.EngineConfig:
         if want is None or not (want.engine_id or want.engine_name or want.engine_version):
             return self.engines[0]
         for e in self.engines:

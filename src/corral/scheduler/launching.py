@@ -19,10 +19,12 @@ import socket
 from collections.abc import Callable, Mapping, Sequence
 
 from corral import settings as settings_mod
-from corral.domain import errors, metrics, resources, specs
+from corral.domain import errors, faultspec, metrics, resources, specs
 from corral.executors import base
 from corral.scheduler import catalog as catalog_mod
-from corral.storage import local as storage
+from corral.storage import nofollow, objects, runs
+from corral.storage import paths as storage_paths  # `paths` names a job's RunPaths here
+from corral.store import db, identity_repo
 
 log = logging.getLogger(__name__)
 #: variables of the server's own environment that never reach a job: corral's own settings
@@ -57,7 +59,7 @@ def argv_for(alg: specs.Algorithm, code: pathlib.Path | None,
         # The parameters follow the command, as they do for custom images on ModelArts.
         return (alg.command, *args)
     assert code is not None and alg.boot_file is not None
-    boot = storage.resolve_boot_file(code, _relative_boot(alg))
+    boot = runs.resolve_boot_file(code, _relative_boot(alg))
     return (engine.python, str(boot), *args)
 
 
@@ -118,8 +120,8 @@ def input_paths(spec: specs.JobCreate) -> tuple[str, ...]:
 def _relative_boot(alg: specs.Algorithm) -> str:
     """boot_file relative to code_dir, so it resolves inside the snapshot."""
     assert alg.code_dir and alg.boot_file
-    code = storage.local_path(alg.local_code_dir or alg.code_dir, "code_dir")
-    boot = storage.resolve_boot_file(code, alg.boot_file)
+    code = runs.local_path(alg.local_code_dir or alg.code_dir, "code_dir")
+    boot = runs.resolve_boot_file(code, alg.boot_file)
     return str(boot.relative_to(code))
 
 
@@ -172,13 +174,15 @@ def devices_env(cat: catalog_mod.Catalog, node: str,
             for name in sorted(names | set(given))}
 
 
-def task_user(settings: settings_mod.Settings) -> tuple[int, int] | None:
+def task_user(settings: settings_mod.Settings, *, quiet: bool = False,
+              ) -> tuple[int, int] | None:
     """(uid, gid) tasks run as: `run_as` when the server runs as root, else None (its own).
 
-    A root server without `run_as` runs tasks as root, and says so once in its log.
+    A root server without `run_as` runs tasks as root, and says so once in its log
+    (unless `quiet`: it was said already).
     """
     if settings.run_as is None:
-        if os.geteuid() == 0:
+        if os.geteuid() == 0 and not quiet:
             log.warning("corral runs as root and no run_as user is set: jobs run as root")
         return None
     try:
@@ -193,60 +197,107 @@ def task_user(settings: settings_mod.Settings) -> tuple[int, int] | None:
     return pw.pw_uid, pw.pw_gid
 
 
-def _give(path: pathlib.Path, owner: tuple[int, int], *, tree: bool = False) -> None:
-    os.lchown(path, *owner)
-    if tree:
-        for root, dirs, files in os.walk(path):
-            for name in (*dirs, *files):
-                os.lchown(os.path.join(root, name), *owner)
-
-
-def needs_snapshot(paths: storage.RunPaths, attempt: int, alg: specs.Algorithm) -> bool:
+def needs_snapshot(paths: runs.RunPaths, attempt: int, alg: specs.Algorithm) -> bool:
     """Whether preparing the attempt copies its code, which takes as long as the code is
     big, or only makes directories (the snapshot exists already, or the job runs a
     command)."""
-    return bool(alg.code_dir) and not paths.code_dir(attempt).exists()
+    return bool(alg.code_dir) and not runs.is_real_dir(paths.code_dir(attempt))
 
 
-def prepare_attempt(paths: storage.RunPaths, attempt: int, alg: specs.Algorithm,
+class Policies:
+    """Each project's storage roots (storage/paths.py), to check the paths a job named
+    again when they are used: a job may have put a link in one since it was submitted.
+
+    Kept per project: a policy depends only on the settings and the project's name, and a
+    project is never renamed or removed.
+    """
+
+    def __init__(self, store: db.Store, settings: settings_mod.Settings) -> None:
+        self.store = store
+        self.settings = settings
+        self._known: dict[str, storage_paths.Policy] = {}
+
+    def of(self, project_id: str) -> storage_paths.Policy:
+        policy = self._known.get(project_id)
+        if policy is None:
+            with self.store.read() as conn:
+                name = identity_repo.find_project(conn, project_id).name
+                default = identity_repo.default_project(conn)
+            policy = self._known[project_id] = storage_paths.policy_for(
+                self.settings, project_id=project_id, project_name=name,
+                is_default=project_id == default)
+        return policy
+
+
+def named(policy: storage_paths.Policy | None, path: str | os.PathLike[str],
+          what: str) -> pathlib.Path:
+    """The real path of a local path a job named, checked against its project's roots
+    (`policy`) now, as it is used; what is done with it then must not follow a link."""
+    if policy is None:
+        return pathlib.Path(os.path.realpath(path))
+    return storage_paths.confine(policy, path, what)
+
+
+def prepare_attempt(paths: runs.RunPaths, attempt: int, alg: specs.Algorithm,
                     owner: tuple[int, int] | None = None,
                     cancelled: Callable[[], bool] | None = None,
-                    ready: storage.ReadyDirs | None = None,
+                    policy: storage_paths.Policy | None = None,
                     ) -> tuple[pathlib.Path | None, pathlib.Path]:
     """Snapshot the code and create output dirs; returns (code snapshot, working dir).
 
     With an `owner` (the user tasks run as) the attempt's directory, its `metrics/`, the
-    snapshot and the output directories made here become theirs. `cancelled`: asked while
-    copying the code, which stops (LaunchError) once it says yes. `ready`: run directories
-    made ahead, one of which a first attempt takes (see storage.ReadyDirs).
+    snapshot and the output directories made here become theirs, and the code is copied
+    with their rights. `cancelled`: asked while copying the code, which stops
+    (LaunchError) once it says yes. `policy`: the job's project's storage roots, which
+    every local path the job named must still lie in (BadParameter).
     """
-    paths.make_attempt_dirs(attempt, ready)
+    paths.make_attempt_dirs(attempt, owner)
     code: pathlib.Path | None = None
     if alg.code_dir:
         code = paths.code_dir(attempt)
         # A remote code_dir was fetched to local_code_dir before the job was admitted.
-        storage.snapshot(storage.local_path(alg.local_code_dir or alg.code_dir, "code_dir"),
-                         code, cancelled)
+        src = (own(paths, alg.local_code_dir) if alg.local_code_dir
+               else named(policy, runs.local_path(alg.code_dir, "code_dir"),
+                          "algorithm.code_dir"))
+        runs.snapshot(src, code, cancelled, owner)
     for out in alg.outputs:
-        made = pathlib.Path(out.local_dir or out.url)
-        if not made.exists():
-            made.mkdir(parents=True)
-            if owner is not None:
-                _give(made, owner)
+        # One in object storage is written to a folder of the job's run directory first.
+        made = (own(paths, out.local_dir or out.url) if objects.is_remote(out.url)
+                else named(policy, out.local_dir or out.url, f"output '{out.name}'"))
+        nofollow.make_dirs(made, owner)
+    if policy is not None:
+        for ch in alg.inputs:
+            if not objects.is_remote(ch.url):
+                named(policy, ch.local_dir or ch.url, f"input '{ch.name}'")
     cwd = code or paths.attempt_dir(attempt)  # both exist by now
-    if owner is not None:
-        _give(paths.attempt_dir(attempt), owner)
-        _give(paths.metrics_path(attempt, "").parent, owner)  # tasks append their metrics
-        if code is not None:
-            _give(code, owner, tree=True)
     if alg.working_dir:
-        wd = pathlib.Path(alg.working_dir)
-        cwd = wd if wd.is_absolute() else (cwd / wd)
+        wd = pathlib.Path(os.path.normpath(cwd / alg.working_dir))
+        inside = not os.path.isabs(alg.working_dir) and wd.is_relative_to(cwd)
+        cwd = wd if inside or policy is None else named(policy, wd, "algorithm.working_dir")
     return code, cwd
 
 
+def own(paths: runs.RunPaths, path: str) -> pathlib.Path:
+    """The real path of a folder corral made for the job in its run directory (where a
+    remote code_dir, input or output is kept), which no job can have replaced by a link:
+    only the runs directory may be one (the administrator's)."""
+    real = pathlib.Path(os.path.realpath(path))
+    if not real.is_relative_to(paths.job_dir):
+        raise errors.LaunchError(f"'{path}' is not in the job's run directory")
+    return real
+
+
+def checkpoint_dir(spec: specs.JobCreate) -> str | None:
+    """The folder of the job's checkpoint channel, if it names one: where its attempts
+    write checkpoints, and those after the first (CORRAL_ATTEMPT > 1) resume from."""
+    ft = spec.spec.fault_tolerance
+    name = ft.checkpoint if ft is not None else None
+    return next((out.local_dir or out.url for out in spec.algorithm.outputs
+                 if name is not None and out.name == name), None)
+
+
 def launch_spec(
-    *, paths: storage.RunPaths, cat: catalog_mod.Catalog, spec: specs.JobCreate, job_id: str,
+    *, paths: runs.RunPaths, cat: catalog_mod.Catalog, spec: specs.JobCreate, job_id: str,
     attempt: int, task: str, rank: int, launch_id: str, node: str, gpu_ids: Sequence[int],
     master_port: int, code: pathlib.Path | None, cwd: pathlib.Path,
     inherited: Mapping[str, str],
@@ -263,6 +314,9 @@ def launch_spec(
                    attempt=attempt, master_port=master_port, gpu_ids=gpu_ids,
                    devices=devices_env(cat, node, accel_ids))
     env[metrics.FILE_ENV] = str(paths.metrics_path(attempt, task))
+    checkpoint = checkpoint_dir(spec)
+    if checkpoint is not None:  # every attempt: the first must know where to write them
+        env[faultspec.CHECKPOINT_ENV] = checkpoint
     argv = argv_for(alg, code, engine)
     shell = bool(alg.command)
     if alg.command:

@@ -4,6 +4,11 @@ Channels, code, log exports and the model store may be local paths or `s3://buck
 URLs (`obs://` is the same thing by another name). Which endpoint and credentials an
 `s3://` URL of a project uses comes from the server's settings (`s3`, `project_s3`), never
 from a job; one filesystem object is made per configured store and reused.
+
+A local folder is read and written without following a link below it (`trees`,
+`nofollow`): a folder a job can write is given by its real path, checked against the job's
+storage roots just before (`local`), and a link or a file of the wrong kind inside it is
+left out (`Location.skipped`) rather than followed.
 """
 
 from __future__ import annotations
@@ -13,13 +18,15 @@ import os
 import pathlib
 import re
 import shutil
+import stat
 import tarfile
 import threading
-from collections.abc import Callable, Iterator
-from typing import Any
+from collections.abc import Callable
+from typing import Any, BinaryIO
 
 from corral import settings as settings_mod
 from corral.domain import errors
+from corral.storage import nofollow, trees
 
 REMOTE_SCHEMES = ("s3://", "obs://")
 #: names of the folders versions 2, 3, ... of a job write into, under the first's output
@@ -28,6 +35,8 @@ VERSION_DIR = re.compile(r"^V\d{4,}\Z")
 Progress = Callable[[int, int, int, int], None]
 #: a file's (size, mtime in ns), to tell which files changed since the last upload
 Seen = dict[str, tuple[int, int]]
+#: bytes per read and write of a copy
+CHUNK = 1024 * 1024
 
 
 def is_remote(url: str | None) -> bool:
@@ -96,12 +105,22 @@ class Stores:
             return fs
 
     def open(self, url: str, project_id: str) -> Location:
-        """Where `url` is: a filesystem and a path in it."""
+        """Where `url` is: a filesystem and a path in it. A local `url` is a place of the
+        server's (the model store): its own links are followed, none below it. A folder a
+        job can write is a `local` one instead."""
         if is_remote(url):
             return Location(url, self.fs(project_id), bucket_key(url), remote=True)
-        import fsspec
+        return dataclasses.replace(local(os.path.realpath(_local(url))), url=url)
 
-        return Location(url, fsspec.filesystem("file"), str(_local(url)), remote=False)
+
+def local(path: str | os.PathLike[str], reader: trees.Reader | None = None) -> Location:
+    """A local folder (or file) a job can write, by its real path, checked against the
+    job's storage roots just before: a link anywhere on it is refused. `reader`: the user
+    tasks run as, when it is read on a job's behalf (what they may not read is left out)."""
+    import fsspec
+
+    return Location(os.fspath(path), fsspec.filesystem("file"), os.fspath(path),
+                    remote=False, reader=reader)
 
 
 def _s3fs(cfg: settings_mod.S3Config) -> Any:
@@ -130,14 +149,29 @@ class Location:
     fs: Any
     path: str
     remote: bool
+    #: (local) whose rights bound what is read here (a folder read on a job's behalf)
+    reader: trees.Reader | None = None
+    #: (local) what the last listing left out, and why: links, files of another kind or
+    #: with a second name, what the reader may not read
+    skipped: dict[str, str] = dataclasses.field(default_factory=dict)
 
     def child(self, rel: str) -> str:
         return f"{self.path.rstrip('/')}/{rel}" if rel else self.path
 
+    def is_dir(self) -> bool:
+        """Whether this is a folder (locally: one itself, not a link to one)."""
+        if self.remote:
+            return bool(self.fs.isdir(self.path))
+        try:
+            return stat.S_ISDIR(os.lstat(self.path).st_mode)
+        except FileNotFoundError:
+            return False
+
     def files(self, *, skip_versions: bool = False) -> dict[str, int]:
         """relative path -> size of every file under this folder (or this one file)."""
-        if self.remote:
-            self.fs.invalidate_cache()
+        if not self.remote:
+            return {rel: size for rel, (size, _t) in self.listing(skip_versions).items()}
+        self.fs.invalidate_cache()
         if not self.fs.exists(self.path):
             raise FileNotFoundError(f"{self.url} does not exist")
         if not self.fs.isdir(self.path):
@@ -146,7 +180,6 @@ class Location:
         base = self.path.rstrip("/") + "/"
         out = {}
         for full, info in sorted(found.items()):
-            full = full if self.remote else str(full)
             rel = full[len(base):] if full.startswith(base) else full.lstrip("/")
             if info.get("type") == "directory" or not rel:
                 continue
@@ -155,48 +188,91 @@ class Location:
             out[rel] = int(info.get("size") or 0)
         return out
 
+    def listing(self, skip_versions: bool = False) -> dict[str, tuple[int, int]]:
+        """(local) relative path -> (size, mtime in ns) of every regular file with a single
+        name under this folder (or of this one file), links not followed (`skipped`)."""
+        if not os.path.lexists(self.path):
+            raise FileNotFoundError(f"{self.url} does not exist")
+        if not self.is_dir():
+            fd = trees.open_single(self.path, self.reader)
+            try:
+                st = os.fstat(fd)
+            finally:
+                os.close(fd)
+            self.skipped = {}
+            return {pathlib.PurePosixPath(self.path).name: (st.st_size, st.st_mtime_ns)}
+        tree = trees.list_tree(self.path, self.reader, _is_version if skip_versions else None)
+        self.skipped = tree.skipped
+        return tree.files
+
+    def open_read(self, rel: str) -> BinaryIO:
+        """File `rel` of this folder ("": this file itself) for reading."""
+        if self.remote:
+            return self.fs.open(self.child(rel), "rb")
+        fd = (trees.open_file(self.path, rel, self.reader) if rel
+              else trees.open_single(self.path, self.reader))
+        return os.fdopen(fd, "rb")
+
+    def write(self, rel: str, src: BinaryIO) -> None:
+        """File `rel` of this folder written anew from `src`. Locally its folders are made
+        and opened without following a link, and it is written beside its name and
+        renamed into it, never through what had the name."""
+        if self.remote:
+            with self.fs.open(self.child(rel), "wb") as out:
+                shutil.copyfileobj(src, out, CHUNK)
+            return
+        parent, name = os.path.split(self.child(rel))
+        nofollow.make_dirs(parent)
+        fd = nofollow.open_dir(parent)
+        try:
+            nofollow.replace(fd, name, lambda out: _fill(src, out))
+        finally:
+            os.close(fd)
+
+
+def _is_version(name: str) -> bool:
+    return bool(VERSION_DIR.match(name))
+
+
+def _fill(src: BinaryIO, out: int) -> None:
+    while chunk := src.read(CHUNK):
+        nofollow.write_all(out, chunk)
+
 
 def copy_tree(src: Location, dst: Location, *, progress: Progress | None = None,
               skip_versions: bool = False) -> tuple[int, int]:
-    """Copy every file of `src` into the folder `dst`; returns (files, bytes)."""
+    """Copy every file of `src` into the folder `dst`; returns (files, bytes). What a local
+    `src` left out is in `src.skipped`."""
     files = src.files(skip_versions=skip_versions)
-    single = not src.fs.isdir(src.path)
+    single = not src.is_dir()
     total = sum(files.values())
     done_bytes = 0
     for i, (rel, size) in enumerate(files.items(), 1):
-        _copy_file(src.path if single else src.child(rel), src, dst.child(rel), dst)
+        with src.open_read("" if single else rel) as fh:
+            dst.write(rel, fh)
         done_bytes += size
         if progress:
             progress(i, len(files), done_bytes, total)
     return len(files), total
 
 
-def _copy_file(src_path: str, src: Location, dst_path: str, dst: Location) -> None:
-    if not src.remote and not dst.remote:
-        pathlib.Path(dst_path).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(src_path, dst_path)
-    elif not src.remote:
-        dst.fs.put_file(src_path, dst_path)
-    elif not dst.remote:
-        pathlib.Path(dst_path).parent.mkdir(parents=True, exist_ok=True)
-        src.fs.get_file(src_path, dst_path)
-    else:
-        with src.fs.open(src_path, "rb") as r, dst.fs.open(dst_path, "wb") as w:
-            shutil.copyfileobj(r, w, 1024 * 1024)
-
-
-def upload_changed(local_dir: pathlib.Path, dst: Location, seen: Seen) -> int:
-    """Upload the files of `local_dir` that changed since `seen` (updated in place)."""
+def upload_changed(src: Location, dst: Location, seen: Seen) -> int:
+    """Upload the files of local folder `src` that changed since `seen` (updated in place);
+    what it left out is in `src.skipped`."""
     count = 0
-    if not local_dir.is_dir():
+    if not src.is_dir():
         return 0
-    for path in sorted(p for p in local_dir.rglob("*") if p.is_file()):
-        st = path.stat()
-        rel = path.relative_to(local_dir).as_posix()
-        mark = (st.st_size, st.st_mtime_ns)
+    for rel, mark in src.listing().items():
         if seen.get(rel) == mark:
             continue
-        dst.fs.put_file(str(path), dst.child(rel))
+        try:
+            with src.open_read(rel) as fh:
+                dst.write(rel, fh)
+        except FileNotFoundError:  # removed since it was listed
+            continue
+        except nofollow.Refused as exc:  # made a link since it was listed
+            src.skipped[rel] = exc.strerror or str(exc)
+            continue
         seen[rel] = mark
         count += 1
     return count
@@ -211,18 +287,12 @@ def remove_tree(loc: Location) -> None:
         shutil.rmtree(loc.path, ignore_errors=True)
 
 
-def write_archive(src: Location, out: Any, top: str) -> None:
+def write_archive(src: Location, out: BinaryIO, top: str) -> None:
     """A gzipped tar of every file of `src`, under the folder name `top`, into `out`."""
     with tarfile.open(fileobj=out, mode="w|gz") as tar:
         for rel, size in src.files().items():
             info = tarfile.TarInfo(f"{top}/{rel}")
             info.size = size
             info.mode = 0o644
-            with src.fs.open(src.child(rel), "rb") as fh:
+            with src.open_read(rel) as fh:
                 tar.addfile(info, fh)
-
-
-def iter_file(path: pathlib.Path, chunk: int = 1024 * 1024) -> Iterator[bytes]:
-    with path.open("rb") as fh:
-        while data := fh.read(chunk):
-            yield data

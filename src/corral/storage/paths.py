@@ -1,4 +1,5 @@
-"""Where a project's jobs may read and write on this machine: the one check, at submit.
+"""Where a project's jobs may read and write on this machine: the one check, made at
+submit and again where the server uses a path (a job may have put a link in it since).
 
 Every local path a job names (code_dir, inputs, outputs, working_dir, log_export_path) is
 resolved (symlinks followed, `..` collapsed) and must then lie under a root the project
@@ -23,8 +24,6 @@ import pathlib
 
 from corral import settings as settings_mod
 from corral.domain import errors
-
-REMOTE_SCHEMES = ("s3://", "obs://", "http://", "https://", "gs://")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -68,10 +67,6 @@ def policy_for(settings: settings_mod.Settings, *, project_id: str, project_name
     return Policy(home=_real(settings.home), roots=tuple(_real(r) for r in roots),
                   open=is_default and not own and cfg.open_default_project,
                   forbidden=tuple(_real(f) for f in forbidden))
-
-
-def is_remote(url: str) -> bool:
-    return url.startswith(REMOTE_SCHEMES)
 
 
 def confine(policy: Policy, path: str | os.PathLike[str], what: str) -> pathlib.Path:

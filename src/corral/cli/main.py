@@ -1,0 +1,125 @@
+"""The `corral` command: the click group every command hangs off, and what they share.
+
+Everything except `corral server` and `corral demo` talks to a running server over HTTP
+through `corral.sdk.client`, found at the `url` setting (`CORRAL_URL`, `--url`) or else at
+the server of the current `corral login`. The commands live in modules by noun (`jobs`,
+`catalog`, `scheduling`, `access`, `models`, `serve`); each gets the `State` below as
+click's context object. A usage error exits with 2 (click's own); any other expected
+failure (an error answer, an unreachable server, a bad job file) prints one red line and
+exits with 1; a traceback means a bug. docs/cli.md is the reference.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import click
+import pydantic
+import rich.console
+
+import corral
+from corral import settings as settings_mod
+from corral.cli import (
+    access,
+    catalog,
+    credentials,
+    datasets,
+    gc,
+    il,
+    jobs,
+    lookup,
+    models,
+    notebooks,
+    pipelines,
+    render,
+    scheduling,
+    serve,
+)
+from corral.sdk import client
+
+
+@dataclasses.dataclass
+class State:
+    """What every command gets: the settings, and a client made on first use."""
+
+    settings: settings_mod.Settings
+    api: client.Client | None = None
+    out: rich.console.Console = dataclasses.field(default_factory=render.console)
+
+    def connect(self) -> client.Client:
+        """A client for the server, with the credential of the current login if any."""
+        if self.api is None:
+            login = self.login()
+            if login is None:
+                self.api = client.Client(self.settings.url)
+            else:
+                self.api = client.Client(self.url(login), login.project_id, token=login.token,
+                                         access_key=login.access_key,
+                                         secret_key=login.secret_key)
+        return self.api
+
+    def login(self) -> credentials.Login | None:
+        return credentials.read(self.settings.credentials_file)
+
+    def url(self, login: credentials.Login | None) -> str:
+        """--url or CORRAL_URL when given, else the login's server, else the default."""
+        if "url" in self.settings.model_fields_set or login is None or not login.url:
+            return self.settings.url
+        return login.url
+
+    def job_id(self, ref: str, *, family: bool = False) -> str:
+        """The id of the job that `ref` (an id or a name) stands for; see `lookup`."""
+        return lookup.job_id(self.connect(), ref, family=family)
+
+
+class _Group(click.Group):
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except client.ClientError as exc:
+            raise render.Failure(str(exc)) from None
+
+
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--url", help="server to talk to (default: CORRAL_URL, else the login's)")
+@click.version_option(corral.__version__, prog_name="corral")
+@click.pass_context
+def cli(ctx: click.Context, url: str | None) -> None:
+    """corral: a self-hosted AI training platform with a ModelArts-compatible API.
+
+    A JOB argument is a job's id, or its name where one live job of the project has it.
+    Exit status: 0 done, 1 an error (or, for `logs -f`, a job that did not complete),
+    2 a usage error.
+    """
+    if ctx.obj is None:
+        # `main()` normally builds the settings; this serves callers that invoke `cli` directly.
+        ctx.obj = State(settings_mod.load())
+    state = ctx.find_object(State)
+    assert state is not None
+    if url:
+        state.settings = state.settings.model_copy(update={"url": url})
+        state.api = None
+
+
+for _module in (serve, jobs, catalog, scheduling, access, models, gc, datasets, il, pipelines,
+                notebooks):
+    for _command in _module.COMMANDS:
+        cli.add_command(_command)
+
+
+def main() -> None:
+    try:
+        settings = settings_mod.load()
+    except (OSError, ValueError) as exc:  # pydantic's ValidationError is a ValueError
+        render.Failure(f"bad corral settings: {_settings_problem(exc)}").show()
+        raise SystemExit(1) from None
+    cli.main(prog_name="corral", obj=State(settings))
+
+
+def _settings_problem(exc: Exception) -> str:
+    if isinstance(exc, pydantic.ValidationError):
+        return "; ".join(
+            f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors(include_url=False)
+        )
+    return render.one_line(exc)

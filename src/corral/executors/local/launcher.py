@@ -1,0 +1,159 @@
+"""The local executor's launcher: starts tasks, each under a keeper, and tells their ends.
+
+One launcher runs beside each server, started with the server's first task in a session of
+its own, so that it outlives a server that is killed. For each launch it forks a keeper
+(`keeper`), which claims the launch, starts the task as its child and records how it ended
+in the launch's claim file.
+
+It reads launch requests on stdin, one JSON object a line (`id`, `prefix`, `argv`, `shell`:
+argv[0] is a command line for /bin/sh and the rest its arguments, `cwd`, `env`, `log`,
+`user`, `task`, `cgroup`: where the task's cgroup goes and its memory limit, `log_max`: the
+log's cap in bytes, 0 for none), and answers each on stdout once its keeper has started the
+task, one JSON line: `{"id", "pid", "ticks", "keeper"}` or `{"id", "error"}`. When a keeper
+exits it writes `<id> <code>` to the exit pipe (the file descriptor given as its argument),
+the code the keeper recorded, or `<id> -` when it recorded none (it was killed).
+
+It is a child subreaper: a keeper that is killed leaves its task and whatever the task
+started to the launcher, which kills them (its only children of its own are keepers).
+
+When stdin closes (its server stopped or died) it takes no more requests, goes on telling
+ends, and exits once its last keeper has.
+
+Only the standard library: it runs as `python -I -S` and starts in a few milliseconds.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import select
+import signal
+import sys
+from typing import Any
+
+if __package__:  # corral's module, as the server imports it
+    from corral.executors.local import keeper
+else:  # run as a script: its siblings are beside it, and corral is not on the path
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import keeper  # type: ignore[no-redef]
+
+
+class Launcher:
+    def __init__(self, exit_fd: int, answer_fd: int = 1) -> None:
+        self.exit_fd: int | None = exit_fd
+        self.answer_fd = answer_fd
+        self.pid = os.getpid()
+        #: keeper pid -> (its claim file, its launch id, whether it started its task)
+        self.keepers: dict[int, tuple[str, str, bool]] = {}
+
+    def request(self, req: dict[str, Any]) -> None:
+        """Carry out a launch request and answer it."""
+        self.answer({"id": req["id"], **self.launch(req)})
+
+    def answer(self, reply: dict[str, Any]) -> None:
+        # A server that died after asking cannot read it: the claim says it all.
+        with contextlib.suppress(OSError):
+            os.write(self.answer_fd, json.dumps(reply).encode() + b"\n")
+
+    def launch(self, req: dict[str, Any]) -> dict[str, Any]:
+        """Fork the launch's keeper and wait for it to say how the start went."""
+        answer_r, answer_w = os.pipe()
+        try:
+            pid = os.fork()
+        except OSError as exc:
+            os.close(answer_r)
+            os.close(answer_w)
+            return {"error": f"cannot fork its keeper: {exc}"}
+        if pid == 0:
+            keeper.run(req, answer_w, self.pid)  # never returns
+        os.close(answer_w)
+        claim = req["prefix"] + ".claim"
+        self.keepers[pid] = (claim, req["id"], False)
+        raw = b""
+        try:
+            while chunk := os.read(answer_r, 1 << 16):
+                raw += chunk
+        finally:
+            os.close(answer_r)
+        try:
+            reply: dict[str, Any] = json.loads(raw)
+        except ValueError:
+            return {"error": "its keeper died before starting it"}
+        if "pid" in reply:
+            self.keepers[pid] = (claim, req["id"], True)
+        return reply
+
+    def reap(self) -> None:
+        while True:
+            try:
+                pid, _status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                break
+            if pid == 0:
+                break
+            entry = self.keepers.pop(pid, None)
+            if entry is None or not entry[2]:
+                continue  # an orphan killed below, or a keeper whose task never started
+            claim, launch_id, _started = entry
+            code = keeper.recorded_code(claim)
+            self._tell(f"{launch_id} {'-' if code is None else code}\n".encode())
+        self.kill_strays()
+
+    def kill_strays(self) -> None:
+        """SIGKILL every child that is no keeper: orphaned by a keeper that was killed (a
+        child not yet reaped keeps its pid, so none is mistaken)."""
+        for pid in keeper.children():
+            if pid not in self.keepers:
+                with contextlib.suppress(OSError):
+                    os.kill(pid, signal.SIGKILL)
+
+    def _tell(self, line: bytes) -> None:
+        if self.exit_fd is None:
+            return
+        try:
+            os.write(self.exit_fd, line)
+        except OSError:  # the server is gone; the claim files keep the codes
+            os.close(self.exit_fd)
+            self.exit_fd = None
+
+
+def main(exit_fd: int) -> int:
+    keeper.prctl(keeper.PR_SET_CHILD_SUBREAPER, 1)
+    launcher = Launcher(exit_fd)
+    wake_r, wake_w = os.pipe()
+    for fd in (wake_r, wake_w):
+        os.set_blocking(fd, False)
+    signal.set_wakeup_fd(wake_w)
+    # A handler (not SIG_IGN, which tasks would inherit) so that poll() wakes up.
+    signal.signal(signal.SIGCHLD, lambda *_: None)
+    poller = select.poll()
+    poller.register(0, select.POLLIN)
+    poller.register(wake_r, select.POLLIN)
+    requests_open = True
+    pending = b""
+    while requests_open or launcher.keepers:
+        for fd, _ev in poller.poll():
+            if fd == wake_r:
+                while True:
+                    try:
+                        if not os.read(wake_r, 512):
+                            break
+                    except BlockingIOError:
+                        break
+                continue
+            data = os.read(0, 1 << 16)
+            if not data:
+                requests_open = False
+                poller.unregister(0)
+                continue
+            pending += data
+            *lines, pending = pending.split(b"\n")
+            for line in lines:
+                launcher.request(json.loads(line))
+        launcher.reap()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(int(sys.argv[1])))

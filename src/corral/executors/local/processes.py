@@ -1,0 +1,116 @@
+"""A local task's processes, found again and stopped.
+
+A task is its process (found by pid and start time, so that a reused pid is never taken
+for it), the process group it leads, and every process that carries its launch's marker
+(`LAUNCH_ENV`) in its environment: the marker finds those that left the group or were
+re-parented away by daemonising, when the task has no cgroup (`cgroups`) that holds them
+all; only a process that replaced its own environment escapes it (and is left to the
+task's keeper, which is its subreaper).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+
+from corral.executors import base
+from corral.executors.local import keeper
+
+#: set in every task's environment, so its processes can be found wherever they moved
+LAUNCH_ENV = "CORRAL_LAUNCH_ID"
+
+
+def start_ticks(pid: int) -> float | None:
+    """The process's start time in clock ticks since boot, or None if it is gone/a zombie."""
+    try:
+        fields = keeper.stat_fields(pid)
+    except (FileNotFoundError, ProcessLookupError):
+        return None
+    if fields[0] in (b"Z", b"X"):
+        return None
+    return float(fields[19])
+
+
+def owned(pid: int, prefix: str, launch_id: str) -> bool:
+    """Whether the live process `pid` is this launch's task (it carries the launch's
+    marker) or, started by an earlier version, its wrapper (its argv holds the prefix).
+
+    An empty launch id or prefix owns nothing: a command line ends with a NUL, so the
+    empty string is among its fields whatever the process."""
+    try:
+        if launch_id:
+            with open(f"/proc/{pid}/environ", "rb") as fh:
+                if _marker(launch_id) in fh.read().split(b"\0"):
+                    return True
+        if not prefix:
+            return False
+        with open(f"/proc/{pid}/cmdline", "rb") as fh:
+            return prefix.encode() in fh.read().split(b"\0")
+    except OSError:
+        return False
+
+
+def find_marked(launch_id: str) -> int | None:
+    """The leader of the process group of a task carrying the launch's marker, if any."""
+    for pid in marked(launch_id):
+        with contextlib.suppress(OSError):
+            if os.getpgid(pid) == pid:
+                return pid
+    return None
+
+
+def marked(launch_id: str) -> list[int]:
+    """Every process carrying the launch's marker in its environment."""
+    marker = _marker(launch_id)
+    found = []
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/environ", "rb") as fh:
+                env = fh.read()
+        except OSError:
+            continue
+        if marker in env.split(b"\0"):
+            found.append(int(entry.name))
+    return found
+
+
+def kill_group(handle: base.Handle, sig: signal.Signals) -> None:
+    """Signal the task's process group, unless its id now belongs to someone else's group.
+
+    A group id cannot be reused while any member lives; it can once the group is empty,
+    so a live leader with the same pid but another start time is not ours.
+    """
+    start = start_ticks(handle.pid)
+    if start is not None and handle.start_time and start != handle.start_time:
+        return
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(handle.pid, sig)
+
+
+def kill_marked(launch_id: str) -> None:
+    """SIGKILL every process carrying the launch's marker."""
+    for pid in marked(launch_id):
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
+
+
+def gpu_ids(handle: base.Handle) -> list[int]:
+    """The GPUs the task was given, as its environment says."""
+    try:
+        with open(f"/proc/{handle.pid}/environ", "rb") as fh:
+            env = fh.read().split(b"\0")
+    except OSError:
+        return []
+    for item in env:
+        if item.startswith(b"CUDA_VISIBLE_DEVICES="):
+            raw = item.split(b"=", 1)[1].decode()
+            return [int(x) for x in raw.split(",") if x.strip().isdigit()]
+    return []
+
+
+def _marker(launch_id: str) -> bytes:
+    """The launch's marker, as an entry of /proc/PID/environ."""
+    return f"{LAUNCH_ENV}={launch_id}".encode()

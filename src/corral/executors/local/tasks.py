@@ -1,0 +1,391 @@
+"""The local executor: tasks run as processes on this machine, and are found again.
+
+Tasks are started by a launcher process (`launcher`) that runs beside the server in a
+session of its own, so that it outlives a server that is killed; it forks a keeper for each
+task (`keeper`), the task's parent, which knows its true exit code and records it in the
+launch's claim file (`claims`); the launcher tells the server of each end at once through a
+pipe, read by the exit watcher (`watcher`), and answers a launch request on another pipe
+once the task has started (or could not be). Each task runs in a cgroup of its own where the
+machine allows it (`cgroups`), which finds, kills and counts all of it; its keeper, a child
+subreaper, holds what it orphans in any case; and each leads a process group of its own and
+carries its launch's marker in its environment, by which a task without a cgroup is found
+and stopped (`processes`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import select
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from corral.domain import errors, resources
+from corral.executors import base
+from corral.executors.local import cgroups, claims, launcher, processes, usage, watcher
+
+log = logging.getLogger(__name__)
+#: how long a launch request may take before the launcher is given up on
+LAUNCH_TIMEOUT_S = 30.0
+#: a task's log is kept within this many MB unless told otherwise (task_log_max_mb)
+LOG_MAX_MB = 100
+
+
+class _Launcher:
+    """The server's end of one launcher process: one request at a time, each answered
+    before the next is sent."""
+
+    def __init__(self) -> None:
+        exit_r, exit_w = os.pipe()
+        out_r, out_w = os.pipe()
+        try:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-I", "-S", launcher.__file__, str(exit_w)],
+                stdin=subprocess.PIPE, stdout=out_w, pass_fds=(exit_w,),
+                # Not the server's stderr: a launcher outliving its server must not keep
+                # open a pipe someone reads the server's output from until it ends.
+                stderr=subprocess.DEVNULL, start_new_session=True, close_fds=True)
+        except BaseException:
+            os.close(exit_r)
+            os.close(out_r)
+            raise
+        finally:
+            os.close(exit_w)
+            os.close(out_w)
+        self.exits, self._answers = exit_r, out_r
+        os.set_blocking(exit_r, False)
+        self._poll = select.poll()
+        self._poll.register(out_r, select.POLLIN)
+        self.alive = True
+        self.closed = False  #: told to exit once its tasks have ended
+        self._lock = threading.Lock()  #: one request and its answer at a time
+        self._unread = b""  #: what was read of the answer pipe beyond the last answer
+
+    def request(self, req: dict[str, Any], timeout: float) -> dict[str, Any]:
+        """Send a launch request and wait for its answer. OSError, and the launcher is
+        given up on, when it has stopped or does not answer in time."""
+        with self._lock:
+            if self._answers < 0:
+                raise OSError("the launcher was given up on")
+            assert self.proc.stdin is not None
+            try:
+                self.proc.stdin.write(json.dumps(req).encode() + b"\n")
+                self.proc.stdin.flush()
+                answer: dict[str, Any] = json.loads(self._answer(time.monotonic() + timeout))
+            except OSError:
+                self._give_up()
+                raise
+            return answer
+
+    def _answer(self, deadline: float) -> bytes:
+        while b"\n" not in self._unread:
+            left = deadline - time.monotonic()
+            if left <= 0 or not self._poll.poll(left * 1000):
+                raise OSError("the launcher did not answer")
+            data = os.read(self._answers, 1 << 16)
+            if not data:
+                raise OSError("the launcher has stopped")
+            self._unread += data
+        line, self._unread = self._unread.split(b"\n", 1)
+        return line
+
+    def close(self) -> None:
+        """No more requests: the launcher exits once its last task has ended."""
+        with self._lock:  # (after the answer to a request under way)
+            self.closed = True
+            self._stop()
+
+    def _give_up(self) -> None:
+        """(a request failed) No more requests; a new launcher takes the next launch."""
+        self.alive = False
+        self._stop()
+
+    def _stop(self) -> None:
+        with contextlib.suppress(OSError):
+            if self.proc.stdin is not None:
+                self.proc.stdin.close()
+        if self._answers >= 0:
+            os.close(self._answers)
+            self._answers = -1
+
+
+class LocalExecutor:
+    """The embedded default: tasks are processes on this machine.
+
+    `cgroups_mode` is the `task_cgroups` setting (cgroups.MODES): a version named that
+    this machine does not offer stops the start; `log_max_mb` is `task_log_max_mb`, the
+    cap of each task's log (0: none).
+    """
+
+    def __init__(self, node: resources.Node, *, cgroups_mode: str = "auto",
+                 log_max_mb: int = LOG_MAX_MB) -> None:
+        self._node = node
+        self._layout, why = cgroups.detect(cgroups_mode)
+        if self._layout is None and cgroups_mode in ("v1", "v2"):
+            raise errors.CorralError(f"task_cgroups = {cgroups_mode}, but {why}")
+        self._containment = (self._layout.describe() if self._layout is not None
+                             else f"no cgroups ({why}): each task's keeper, a child "
+                                  "subreaper, kills what it leaves")
+        log.info("task containment: %s", self._containment)
+        self._log_max = max(0, log_max_mb) * 2**20
+        self._usage = usage.Usage()
+        #: each task's cgroup as its claim names it (None: it has none), by launch id
+        self._groups: dict[str, cgroups.Group | None] = {}
+        self._lock = threading.Lock()
+        self._launcher: _Launcher | None = None
+        #: the tasks this executor's launchers started, until released: launch id ->
+        #: (launcher, task pid, keeper pid)
+        self._mine: dict[str, tuple[_Launcher, int, int]] = {}
+        #: their exit codes, as the launcher told them (None: its keeper recorded none)
+        self._exits: dict[str, int | None] = {}
+        self._watcher = watcher.ExitWatcher()
+        self._watcher.start()
+
+    def nodes(self) -> list[resources.Node]:
+        return [self._node]
+
+    def containment(self) -> str:
+        return self._containment
+
+    def set_waker(self, wake: Callable[[], None]) -> None:
+        self._watcher.wake = wake
+
+    def launch(self, spec: base.LaunchSpec) -> base.Handle:
+        """Have the launcher start the task; it answers once the task has exec'd (or could
+        not be started)."""
+        req = {"id": spec.launch_id, "prefix": claims.control_prefix(spec),
+               "argv": spec.argv, "shell": spec.shell, "cwd": spec.cwd,
+               "env": {**spec.env, processes.LAUNCH_ENV: spec.launch_id},
+               "log": spec.log_path, "user": list(spec.run_as) if spec.run_as else None,
+               "task": spec.task, "log_max": self._log_max, "cgroup": self._cgroup(spec)}
+        try:
+            starter = self._running_launcher()
+            reply = starter.request(req, LAUNCH_TIMEOUT_S)
+        except OSError as exc:
+            raise _launch_failed(spec, exc) from None
+        if "error" in reply:
+            raise errors.LaunchError(f"cannot start {spec.task}: {reply['error']}")
+        pid, keeper = int(reply["pid"]), int(reply.get("keeper") or 0)
+        with self._lock:  # known as this executor's before anyone has the handle to poll
+            self._mine[spec.launch_id] = (starter, pid, keeper)
+            orphaned = not starter.alive
+        if orphaned:  # its exit pipe closed first: watched as `_on_exits` watches the rest
+            self._watch(pid, keeper)
+        return base.Handle(node=spec.node, task=spec.task, pid=pid,
+                           start_time=reply["ticks"], control_dir=spec.control_dir,
+                           launch_id=spec.launch_id)
+
+    def _cgroup(self, spec: base.LaunchSpec) -> dict[str, Any] | None:
+        """Where the task's cgroup goes, and its memory limit, for its keeper."""
+        if self._layout is None:
+            return None
+        group = self._layout.group(spec.launch_id)
+        return {"version": group.version, "dirs": list(group.dirs),
+                "controllers": list(self._layout.controllers) if group.version == 2 else [],
+                "memory_mb": spec.demand.memory_mb if self._layout.memory else 0}
+
+    def _running_launcher(self) -> _Launcher:
+        with self._lock:
+            if self._launcher is None or not self._launcher.alive:
+                starter = self._launcher = _Launcher()
+                self._watcher.read(starter.exits,
+                                   lambda lines: self._on_exits(starter, lines))
+            return self._launcher
+
+    def _on_exits(self, starter: _Launcher, lines: list[bytes] | None) -> None:
+        """What a launcher's exit pipe says (watcher thread): "<launch id> <code>" lines
+        ("-" for a code no one recorded); None when it closed (the launcher is gone)."""
+        if lines is not None:
+            with self._lock:
+                for line in lines:
+                    launch_id, code = line.decode().split()
+                    self._exits[launch_id] = None if code == "-" else int(code)
+            return
+        # Killed, or ended after close: the tasks it still ran are watched as adopted ones
+        # (their keepers still record their ends).
+        with self._lock:
+            orphans = [(pid, keeper) for launch_id, (owner, pid, keeper) in self._mine.items()
+                       if owner is starter and launch_id not in self._exits]
+            if orphans or (starter.alive and not starter.closed):
+                log.warning("the task launcher (pid %s) stopped; its running tasks are "
+                            "watched without it", starter.proc.pid)
+            starter.alive = False
+        for pid, keeper in orphans:
+            self._watch(pid, keeper)
+
+    def _watch(self, pid: int, keeper: int) -> None:
+        """Wake the scheduler when the task's end is recorded: when its keeper exits, or
+        when the task does if it has no keeper left."""
+        self._watcher.watch(pid)
+        if keeper:
+            self._watcher.watch(keeper)
+
+    def poll(self, handle: base.Handle) -> base.Status:
+        with self._lock:
+            told = handle.launch_id in self._exits
+            code = self._exits.get(handle.launch_id)
+            mine = self._mine.get(handle.launch_id)
+        if told and code is not None:
+            # What the task left in its group goes at once (its keeper killed the rest).
+            processes.kill_group(handle, signal.SIGKILL)
+            return self._exited(handle, code, claims.read(handle.prefix + ".claim"))
+        if not told and mine is not None and mine[0].alive:
+            return base.Status(base.State.RUNNING, handle=handle)
+        return self._settle(handle)
+
+    def cancel(self, handle: base.Handle, *, force: bool) -> None:
+        if force:
+            self._kill_all(handle, wait=0)
+        else:
+            processes.kill_group(handle, signal.SIGTERM)
+
+    def adopt(self, handle: base.Handle) -> base.Status:
+        status = self._settle(handle)
+        if status.state is base.State.RUNNING:
+            claim = claims.read(handle.prefix + ".claim")
+            keeper = claim.launcher[0] if claim.launcher_alive() and claim.launcher else 0
+            self._watch(handle.pid, keeper)
+        return status
+
+    def recover(self, spec: base.LaunchSpec) -> base.Status:
+        prefix = claims.control_prefix(spec)
+        try:
+            if claims.give_up(spec):
+                return base.Status(base.State.NOT_STARTED)
+        except OSError as exc:  # its folder is a link, or a folder a task made
+            return self._unknown(spec, f"its control folder cannot be used ({exc})")
+        claim = claims.read(prefix + ".claim")
+        if claim.refused:
+            return self._unknown(spec, "its claim file was replaced (by a link, or a "
+                                       "file corral did not write)")
+        if claim.abandoned or claim.never_started or claim.empty:
+            # An empty claim: its writer died before it could start the task.
+            _drop(claim.group(spec.launch_id))
+            return base.Status(base.State.NOT_STARTED)
+        pid = claim.pid
+        if pid is None:
+            # Its keeper died between claiming the launch and recording the task's pid:
+            # the task may run (it carries its launch id) or may have run already.
+            pid = processes.find_marked(spec.launch_id)
+            if pid is None:
+                _drop(claim.group(spec.launch_id))
+                return base.Status(base.State.LOST, message=(
+                    "its launcher was killed while starting it, so whether it ran is "
+                    "unknown"))
+        start = processes.start_ticks(pid)
+        owned = start is not None and processes.owned(pid, prefix, spec.launch_id)
+        handle = base.Handle(node=spec.node, task=spec.task, pid=pid,
+                             start_time=start if owned and start else 0.0,
+                             control_dir=spec.control_dir, launch_id=spec.launch_id)
+        return self.adopt(handle)
+
+    def _unknown(self, spec: base.LaunchSpec, why: str) -> base.Status:
+        """A launch whose control files a task tampered with: whether it ran cannot be
+        told, so whatever may be left of it goes (its cgroup, had it one, and what carries
+        its marker), and it counts as lost."""
+        processes.kill_marked(spec.launch_id)
+        _drop(self._layout.group(spec.launch_id) if self._layout is not None else None)
+        return base.Status(base.State.LOST, message=f"{why}: whether it ran is unknown")
+
+    def sample(self, handle: base.Handle) -> base.Sample | None:
+        group = self._group(handle)
+        if group is not None:
+            return self._usage.of_group(handle, group)
+        return self._usage.of_tree(handle)
+
+    def clean_up(self, handle: base.Handle) -> None:
+        self._kill_all(handle, wait=1.0, remove=True)
+
+    def release(self, handle: base.Handle) -> None:
+        with self._lock:
+            self._mine.pop(handle.launch_id, None)
+            self._exits.pop(handle.launch_id, None)
+        self._groups.pop(handle.launch_id, None)
+        self._usage.forget(handle.launch_id)
+
+    def close(self) -> None:
+        with self._lock:
+            starter, self._launcher = self._launcher, None
+        if starter is not None:
+            starter.close()
+        self._watcher.stop()
+        for parent in self._layout.parents if self._layout is not None else ():
+            with contextlib.suppress(OSError):  # still used by tasks that outlive it
+                os.rmdir(parent)
+
+    def _settle(self, handle: base.Handle) -> base.Status:
+        """State of a task this executor's live launcher did not start (adopted after a
+        restart, or orphaned by a launcher that died) or whose keeper was killed."""
+        if handle.start_time and processes.start_ticks(handle.pid) == handle.start_time:
+            return base.Status(base.State.RUNNING, handle=handle)
+        claim = claims.read(handle.prefix + ".claim", until_code=True)
+        code = claim.code if claim.code is not None else claims.old_exit_code(handle.prefix)
+        if code is None and claim.launcher_alive():
+            # The task has ended and its keeper is about to record how: look again soon.
+            return base.Status(base.State.RUNNING, handle=handle)
+        # Whatever is left of the task goes: a lost task must not keep a core corral now
+        # counts as free.
+        self._kill_all(handle, wait=1.0, remove=True)
+        if code is not None:
+            return self._exited(handle, code, claim)
+        return base.Status(base.State.LOST, handle=handle, message=(
+            "its claim file was replaced (by a link, or a file corral did not write), so "
+            "its exit code is unknown" if claim.refused else
+            "the process that started it was killed while corral was not watching, so its "
+            "exit code is unknown"))
+
+    @staticmethod
+    def _exited(handle: base.Handle, code: int, claim: claims.Claim) -> base.Status:
+        message = ""
+        if claim.oom_kills:
+            limit = f"the {claim.memory_mb} MB of" if claim.memory_mb else "the"
+            message = f"used more than {limit} memory its flavor gives"
+        return base.Status(base.State.EXITED, exit_code=code, handle=handle,
+                           out_of_memory=claim.oom_kills > 0, message=message,
+                           log_dropped=claim.log_dropped)
+
+    def _kill_all(self, handle: base.Handle, *, wait: float, remove: bool = False) -> None:
+        """SIGKILL the task and all it started: its cgroup when it has one, else its group
+        and every process carrying its marker (a scan of /proc). `remove` its cgroup too
+        (once its keeper is gone: a live keeper still reads it)."""
+        processes.kill_group(handle, signal.SIGKILL)
+        group = self._group(handle)
+        if group is None:
+            processes.kill_marked(handle.launch_id)
+            return
+        group.kill(timeout=wait)
+        if remove:
+            group.remove()
+
+    def _group(self, handle: base.Handle) -> cgroups.Group | None:
+        if handle.launch_id not in self._groups:
+            claim = claims.read(handle.prefix + ".claim")
+            self._groups[handle.launch_id] = claim.group(handle.launch_id)
+        return self._groups[handle.launch_id]
+
+
+def _drop(group: cgroups.Group | None) -> None:
+    """Kill and remove a cgroup that a launch made but no task of it will use."""
+    if group is not None:
+        group.kill(timeout=1.0)
+        group.remove()
+
+
+def _launch_failed(spec: base.LaunchSpec, exc: OSError) -> errors.LaunchError:
+    """A launch whose launcher did not answer: one that still holds the request finds it
+    given up and never runs it; one that claimed it first may have started it."""
+    try:
+        never = claims.give_up(spec)
+    except OSError:
+        never = False
+    if not never:
+        processes.kill_marked(spec.launch_id)
+        _drop(claims.read(claims.control_prefix(spec) + ".claim").group(spec.launch_id))
+    return errors.LaunchError(f"cannot start {spec.task}: {exc}")

@@ -1,0 +1,65 @@
+"""The thread that runs the job kinds' controllers.
+
+Each controller's `reconcile` is a level-triggered pass over its live objects: it reads
+them and their jobs and applies guarded transitions, so running it too often is harmless
+and a pass missed (the server stopped) is made up by the next. The thread runs every
+controller when woken (a job changed, a user acted on an object) and at least every
+`interval` seconds, which is what time-based triggers rely on.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Sequence
+from typing import Protocol
+
+import sqlalchemy as sa
+
+log = logging.getLogger(__name__)
+
+
+class Controller(Protocol):
+    #: the job kind it runs (the `owner_kind` of its jobs)
+    kind: str
+
+    def reconcile(self, now: int) -> bool:
+        """One pass over the kind's live objects; True when there is more to do at once."""
+        ...
+
+
+class Loop:
+    def __init__(self, controllers: Sequence[Controller], *, interval: float = 1.0,
+                 clock: Callable[[], float] = time.time) -> None:
+        self.controllers = list(controllers)
+        self.interval = interval
+        self.clock = clock
+        self._wake = threading.Event()
+
+    def wake(self) -> None:
+        """A pass soon (from any thread)."""
+        self._wake.set()
+
+    def tick(self) -> bool:
+        """One pass of every controller; True when one has more to do at once. A
+        controller that fails is logged and does not keep the others from their pass."""
+        more = False
+        for c in self.controllers:
+            try:
+                more = c.reconcile(round(self.clock() * 1000)) or more
+            except sa.exc.OperationalError as exc:  # the database briefly away: next pass
+                log.warning("%s controller pass skipped: %s", c.kind, exc)
+            except Exception:
+                log.exception("%s controller pass failed", c.kind)
+        return more
+
+    def run_forever(self, stop: threading.Event) -> None:
+        more = False
+        while not stop.is_set():
+            if not more:
+                self._wake.wait(self.interval)
+            self._wake.clear()
+            if stop.is_set():
+                return
+            more = self.tick()

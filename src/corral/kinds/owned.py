@@ -1,0 +1,127 @@
+"""Training jobs owned by an object of a job kind: submitted once, watched, stopped.
+
+A job records its owner (the kind and the object's id) and its role there, and the three
+are unique together: a controller that submits the same role again (after a crash between
+its submission and its next pass, say) gets the job it made, never a second one.
+Submitting goes through the same checks as the API's (flavor, pool, paths under the
+project's storage roots), as the user who made the owning object.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import pathlib
+import re
+from collections.abc import Callable
+from typing import Protocol
+
+import sqlalchemy as sa
+
+from corral.domain import errors, jobs, specs
+from corral.store import job_repo, rows
+
+
+@dataclasses.dataclass(frozen=True)
+class Owner:
+    """The object of a job kind that owns jobs, and whose jobs they are."""
+
+    kind: str
+    id: str
+    project_id: str
+    user_name: str
+    name: str  #: the object's name: its jobs' names start with it
+
+
+class Submit(Protocol):
+    """services.submit.create_job with the platform's catalog, storage roots and places
+    (built by the server): a job's id, or errors.CorralError when it is refused."""
+
+    def __call__(self, conn: sa.Connection, body: specs.JobCreate, *, project_id: str,
+                 user_name: str, now: int, owner: tuple[str, str, str]) -> str: ...
+
+
+class Confine(Protocol):
+    """storage.paths.confine with the project's storage roots (built by the server): the
+    resolved path, or errors.BadParameter when the project may not use it."""
+
+    def __call__(self, conn: sa.Connection, project_id: str, path: str,
+                 what: str) -> pathlib.Path: ...
+
+
+def _nowhere(conn: sa.Connection, project_id: str, path: str, what: str) -> pathlib.Path:
+    raise errors.BadParameter(f"{what} '{path}': no storage roots were given to this "
+                              "controller")
+
+
+@dataclasses.dataclass(frozen=True)
+class Jobs:
+    """What a controller needs to own training jobs."""
+
+    submit: Submit
+    #: asks the scheduler for a pass (once the transaction that submitted has committed)
+    wake: Callable[[], None]
+    #: where the files a controller reads and writes for its jobs (their data, their
+    #: models) may be: the same roots as its jobs' own paths
+    confine: Confine = _nowhere
+
+
+def job_name(owner: Owner, role: str) -> str:
+    """The name of the job playing `role` for `owner`: the owner's name and the role, in
+    the letters a job name may have, at most 64 of them."""
+    suffix = re.sub(r"[^A-Za-z0-9_-]+", "-", role).strip("-")
+    return f"{owner.name[:63 - len(suffix)]}-{suffix}"[-64:]
+
+
+def submit(conn: sa.Connection, how: Jobs, owner: Owner, role: str, body: specs.JobCreate,
+           now: int) -> rows.Job:
+    """The job playing `role` for `owner`: the one submitted before, or a new one made
+    from `body` (named after the owner and the role). Call `how.wake` once committed."""
+    existing = job_repo.owned_jobs(conn, owner.kind, owner.id).get(role)
+    if existing is not None:
+        return existing
+    named = body.model_copy(update={"metadata": body.metadata.model_copy(
+        update={"name": job_name(owner, role)})})
+    job_id = how.submit(conn, named, project_id=owner.project_id, user_name=owner.user_name,
+                        now=now, owner=(owner.kind, owner.id, role))
+    job = job_repo.job_by_id(conn, job_id)
+    assert job is not None
+    return job
+
+
+def try_submit(conn: sa.Connection, how: Jobs, owner: Owner, role: str,
+               body: specs.JobCreate, now: int) -> rows.Job | errors.CorralError:
+    """`submit` in a savepoint of the caller's transaction: a refusal (a flavor gone, a
+    path the project may no longer use) is returned, with nothing of it written, so that
+    the caller's transaction goes on to record it."""
+    try:
+        with conn.begin_nested():
+            return submit(conn, how, owner, role, body, now)
+    except errors.CorralError as exc:
+        return exc
+
+
+def stop(conn: sa.Connection, owner: Owner, now: int, why: str) -> int:
+    """Ask every job of `owner` that may still run to stop; how many were asked."""
+    asked = 0
+    for job in job_repo.owned_jobs(conn, owner.kind, owner.id).values():
+        if jobs.Phase(job.phase) in jobs.TERMINABLE:
+            asked += job_repo.request_terminate(conn, job.id, now, why)
+    return asked
+
+
+def delete(conn: sa.Connection, owner: Owner, now: int) -> None:
+    """Delete every job of `owner` (stopped first where they run); their outputs and the
+    models they registered stay, as when a user deletes a job."""
+    for job in job_repo.owned_jobs(conn, owner.kind, owner.id).values():
+        if job.deleted_at is None:
+            job_repo.mark_deleted(conn, job.id, now)
+            if jobs.Phase(job.phase) in jobs.TERMINABLE:
+                job_repo.request_terminate(conn, job.id, now, "Job deleted with its owner")
+
+
+def ended(job: rows.Job) -> bool:
+    return jobs.Phase(job.phase) in jobs.TERMINAL
+
+
+def succeeded(job: rows.Job) -> bool:
+    return job.phase == jobs.Phase.COMPLETED.value

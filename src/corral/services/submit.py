@@ -1,0 +1,273 @@
+"""Turning a create body into a stored job, or refusing it with nothing changed.
+
+Everything that can be known to fail at submit is checked here (flavor, engine, whether
+it could ever fit, that its code and inputs exist), so a job that is accepted only waits
+for resources. Object-storage URLs are checked for form and for a configured store; their
+content is fetched before the job is admitted (see `scheduler.storage`), and a missing
+object fails the job then.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import pathlib
+
+import sqlalchemy as sa
+
+from corral import settings
+from corral.domain import errors, jobs, models, resources, specs
+from corral.scheduler import catalog as catalog_mod
+from corral.storage import objects, paths, runs
+from corral.store import identity_repo, job_repo, model_repo, rows, version_repo
+
+#: the value of `jobs.staging` while a job's remote inputs are still to be fetched
+STAGING_PENDING = "pending"
+
+
+@dataclasses.dataclass(frozen=True)
+class Places:
+    """Where a job's fetched inputs and pending outputs are kept, the object stores that
+    s3:// URLs resolve to, and the model registry's defaults."""
+
+    runs_dir: pathlib.Path
+    stores: objects.Stores | None = None
+    model_channel: str = "train_url"
+
+    def job_dir(self, job_id: str) -> pathlib.Path:
+        return self.runs_dir / job_id
+
+
+@dataclasses.dataclass(frozen=True)
+class NewVersion:
+    """A job created as a later version of a family (see `domain.versions`)."""
+
+    family_id: str
+    number: int
+    parent: rows.Version  #: the version it is made from
+    resume: bool
+    output_bases: dict[str, str]
+
+
+def family_owner(conn: sa.Connection, version: rows.Version) -> str:
+    """Who may make new versions of a family (with its project's admins): the owner of its
+    first version. A new version joins the family and writes into its outputs, so making
+    one is a change to that job, whichever of its versions it starts from."""
+    first = job_repo.job_by_id(conn, version.family_id)
+    return first.user_name if first is not None else ""
+
+
+def create_job(conn: sa.Connection, cat: catalog_mod.Catalog, body: specs.JobCreate, *,
+               project_id: str, now: int, user_name: str = "",
+               policy: paths.Policy | None = None, places: Places | None = None,
+               version: NewVersion | None = None,
+               owner: tuple[str, str, str] | None = None) -> str:
+    """Validate and insert a job in phase Creating; returns its id.
+
+    With a `policy`, every local path must be one the project may use. `owner`: the job
+    kind, the object and the role of a job a controller owns (kinds/owned.py).
+    """
+    identity_repo.require_project(conn, project_id)
+    flavor = cat.flavor(body.spec.resource.flavor_id)
+    node_count = body.spec.resource.node_count
+    pool = cat.pool(body.spec.resource.pool_id)
+    gpu_type = flavor.gpu_product if flavor.gpu else ""
+    nodes = [n for n in cat.pool_nodes(pool)
+             if not gpu_type or any(g.name == gpu_type for g in n.gpus)]
+    if not nodes and cat.pool_nodes(pool):
+        raise errors.NeverFits(f"no node of pool '{pool}' has {gpu_type} GPUs")
+    resources.check_fits_somewhere(flavor.resources, node_count, nodes, where=f"pool '{pool}'")
+    sched = body.spec.schedule_policy or specs.SchedulePolicy()
+    engine = cat.engine(body.algorithm.engine)
+    check_paths(body.algorithm, body.spec, places=places, project_id=project_id,
+                policy=policy)
+    models.registration(body, places.model_channel if places else "train_url")
+    model_location = resolve_model(conn, body, project_id) if body.model else None
+    job_id = job_repo.new_job_id()
+    normalized = normalize(body, flavor, engine, job_id=job_id, places=places,
+                           model_location=model_location)
+    staging = needs_staging(normalized, model_location) or bool(version and version.resume)
+    demand = flavor.resources
+    job_repo.insert_job(conn, {
+        "id": job_id, "project_id": project_id, "name": body.metadata.name,
+        "description": body.metadata.description, "kind": body.kind,
+        "user_name": user_name, "phase": jobs.Phase.CREATING.value,
+        "secondary_phase": jobs.SecondaryPhase.CREATING.value,
+        "spec": normalized.model_dump_json(exclude_none=True),
+        "flavor_id": flavor.flavor_id, "node_count": node_count, "cpu": demand.cpu,
+        "memory_mb": demand.memory_mb, "gpu": demand.gpu,
+        "accelerators": resources.accels_json(demand.accel),
+        "retry_limit": body.metadata.retry_limit, "create_time": now, "updated_at": now,
+        "pool_id": pool, "priority": sched.priority or 1,
+        "preemptible": bool(sched.preemptible), "spread": sched.strategy == "spread",
+        "gpu_type": gpu_type,
+        "family_id": version.family_id if version else job_id,
+        "version": version.number if version else 1,
+        "staging": STAGING_PENDING if staging else None,
+        **(dict(zip(("owner_kind", "owner_id", "owner_role"), owner, strict=True))
+           if owner else {}),
+    }, check_name=version is None)
+    if version is None:
+        version_repo.start_family(conn, job_id=job_id, project_id=project_id,
+                                   name=body.metadata.name, now=now,
+                                   output_bases={o.name: o.url for o in body.algorithm.outputs})
+    else:
+        version_repo.add_version(conn, job_id=job_id, family_id=version.family_id,
+                                  number=version.number, parent=version.parent,
+                                  resume=version.resume, output_bases=version.output_bases,
+                                  now=now)
+    job_repo.add_event(conn, job_id, now, f"Job created: flavor {flavor.flavor_id}, "
+                   f"{node_count} node(s), engine {engine.engine_id}")
+    return job_id
+
+
+def check_paths(algorithm: specs.Algorithm, spec: specs.Spec, *,
+                places: Places | None = None, project_id: str = "",
+                policy: paths.Policy | None = None) -> None:
+    """Every path of the job exists where it must and, with a `policy`, every local one is
+    one the project may use; object-storage URLs must name a store the project has."""
+    def remote(url: str | None, what: str) -> bool:
+        if not objects.is_remote(url):
+            return False
+        if places is None or places.stores is None:
+            raise errors.BadParameter(f"{what} '{url}': object storage is not available here")
+        assert url is not None
+        places.stores.require(url, what, project_id)
+        return True
+
+    def local(url: str, what: str) -> pathlib.Path:
+        path = runs.local_path(url, what)
+        if policy is not None:
+            paths.confine(policy, path, what)
+        return path
+
+    if algorithm.code_dir and not remote(algorithm.code_dir, "algorithm.code_dir"):
+        code = local(algorithm.code_dir, "algorithm.code_dir")
+        if not code.is_dir():
+            raise errors.BadParameter(f"algorithm.code_dir '{code}' is not a directory")
+        assert algorithm.boot_file is not None
+        boot = runs.resolve_boot_file(code, algorithm.boot_file)
+        if not boot.is_file():
+            raise errors.BadParameter(f"algorithm.boot_file '{boot}' does not exist")
+    elif algorithm.code_dir:
+        _remote_boot_file(algorithm.code_dir, algorithm.boot_file or "")
+    if algorithm.working_dir and (not algorithm.code_dir
+                                  or os.path.isabs(algorithm.working_dir)):
+        local(algorithm.working_dir, "algorithm.working_dir")
+    for ch in algorithm.inputs:
+        if remote(ch.url, f"input '{ch.name}'"):
+            continue
+        path = local(ch.url, f"input '{ch.name}'")
+        if not path.exists():
+            raise errors.BadParameter(f"input '{ch.name}': '{path}' does not exist")
+    for out in algorithm.outputs:
+        if remote(out.url, f"output '{out.name}'"):
+            continue
+        path = local(out.url, f"output '{out.name}'")
+        if path.exists() and not path.is_dir():
+            raise errors.BadParameter(f"output '{out.name}': '{path}' is not a directory")
+    for each in algorithm.outputs:
+        _period(each)
+    if spec.log_export_path:
+        for field in ("obs_url", "host_path"):
+            url = getattr(spec.log_export_path, field)
+            if url and not remote(url, f"spec.log_export_path.{field}"):
+                local(url, f"spec.log_export_path.{field}")
+
+
+PERIOD_UNITS = {"": 1, "s": 1, "m": 60, "h": 3600}
+
+
+def period_seconds(out: specs.Output) -> float:
+    """Seconds between uploads of an object-storage output channel (`period`: 30, "30s",
+    "5m"; 30 by default)."""
+    raw = (out.period or "30").strip().lower()
+    unit = raw[-1] if raw and raw[-1] in PERIOD_UNITS else ""
+    try:
+        seconds = float(raw[:-1] if unit else raw) * PERIOD_UNITS[unit]
+    except ValueError:
+        raise errors.BadParameter(
+            f"output '{out.name}': period '{out.period}' is not a duration (30, 30s, 5m)"
+        ) from None
+    if not 1 <= seconds <= 86400:
+        raise errors.BadParameter(f"output '{out.name}': period must be 1 s to 24 h")
+    return seconds
+
+
+def _period(out: specs.Output) -> float:
+    if out.mode not in (None, "upload_periodically", "upload_at_end"):
+        raise errors.BadParameter(f"output '{out.name}': mode must be upload_periodically "
+                                  "or upload_at_end")
+    return period_seconds(out)
+
+
+def _remote_boot_file(code_dir: str, boot_file: str) -> str:
+    """The boot file relative to a remote code_dir (it may be given by its full URL)."""
+    base = code_dir.rstrip("/") + "/"
+    if objects.is_remote(boot_file):
+        if not boot_file.startswith(base):
+            raise errors.BadParameter(
+                f"algorithm.boot_file '{boot_file}' is not inside code_dir '{code_dir}'")
+        boot_file = boot_file[len(base):]
+    if not boot_file or boot_file.startswith("/") or ".." in boot_file.split("/"):
+        raise errors.BadParameter(
+            f"algorithm.boot_file '{boot_file}' must be a path inside code_dir '{code_dir}'")
+    return boot_file
+
+
+def resolve_model(conn: sa.Connection, body: specs.JobCreate, project_id: str) -> str:
+    """Pin the job's model reference to a version; returns where its files are."""
+    assert body.model is not None
+    if body.model.location is not None and body.model.version and body.model.alias:
+        raise errors.BadParameter("model: give a version or an alias, not both")
+    try:
+        model = model_repo.get(conn, project_id, body.model.name)
+        row = model_repo.resolve(conn, model, body.model.version, body.model.alias)
+    except errors.NotFound as exc:  # a reference in the body: the body is wrong
+        raise errors.BadParameter(f"model: {exc.message}") from None
+    body.model.version = int(row.version)
+    return str(row.location)
+
+
+def normalize(body: specs.JobCreate, flavor: resources.Flavor, engine: settings.EngineConfig, *,
+              job_id: str = "", places: Places | None = None,
+              model_location: str | None = None) -> specs.JobCreate:
+    """The spec as it will run: defaults filled, channels' local_dir set."""
+    data = body.model_copy(deep=True)
+    data.spec.resource.flavor_id = flavor.flavor_id
+    data.spec.resource.flavor_name = flavor.flavor_name
+    data.algorithm.engine = specs.Engine(engine_id=engine.engine_id,
+                                         engine_name=engine.engine_name,
+                                         engine_version=engine.engine_version)
+    alg = data.algorithm
+    staged = places.job_dir(job_id) if places else pathlib.Path("/nonexistent")
+    alg.local_code_dir = None  # corral's own: where a remote code_dir is fetched to
+    if objects.is_remote(alg.code_dir):
+        assert alg.code_dir is not None
+        alg.boot_file = _remote_boot_file(alg.code_dir, alg.boot_file or "")
+        alg.local_code_dir = str(staged / "code-src")
+    for ch in alg.inputs:
+        ch.local_dir = (str(staged / "inputs" / ch.name) if objects.is_remote(ch.url)
+                        else str(runs.local_path(ch.url, ch.name)))
+    for out in alg.outputs:
+        out.local_dir = (str(staged / "outputs" / out.name) if objects.is_remote(out.url)
+                         else str(runs.local_path(out.url, out.name)))
+        out.mode = out.mode or "upload_periodically"
+        out.period = out.period or "30"
+    if model_location is not None:
+        local = (str(staged / "model") if objects.is_remote(model_location)
+                 else model_location)
+        alg.parameters = [p for p in alg.parameters if p.name != "model_url"]
+        assert data.model is not None
+        data.model.location = model_location
+        alg.parameters.append(specs.Parameter(
+            name="model_url", value=local,
+            description=f"{specs.MODEL_PARAMETER_NOTE} {data.model.name} "
+                        f"version {data.model.version}"))
+    return data
+
+
+def needs_staging(spec: specs.JobCreate, model_location: str | None) -> bool:
+    alg = spec.algorithm
+    return (objects.is_remote(alg.code_dir) or objects.is_remote(model_location)
+            or any(objects.is_remote(ch.url) for ch in alg.inputs))

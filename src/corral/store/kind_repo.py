@@ -1,0 +1,55 @@
+"""What the controllers of job kinds (kinds/) share in the store: their objects' events,
+and guarded state changes on their own tables.
+
+Each kind keeps its objects in tables of its own. Like a job's phase, an object's state
+moves only through `transition`: an UPDATE guarded by the states it may come from, with
+its event, in the caller's transaction, so that a controller and the API acting on the
+same object at once never undo each other.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping
+from typing import Any
+
+import sqlalchemy as sa
+
+from corral.store import rows, schema
+
+EVENTS = schema.kind_events
+
+
+def add_event(conn: sa.Connection, kind: str, object_id: str, now: int, message: str, *,
+              level: str = "Info") -> None:
+    conn.execute(EVENTS.insert(), {"kind": kind, "object_id": object_id, "time": now,
+                                   "level": level, "message": message})
+
+
+def list_events(conn: sa.Connection, kind: str, object_id: str, *, offset: int = 0,
+                limit: int = 100, order: str = "asc") -> tuple[int, list[rows.KindEvent]]:
+    """(how many events the object has, the requested page of them)."""
+    mine = [EVENTS.c.kind == kind, EVENTS.c.object_id == object_id]
+    total = conn.execute(sa.select(sa.func.count()).select_from(EVENTS).where(*mine))
+    key = EVENTS.c.id.asc() if order == "asc" else EVENTS.c.id.desc()
+    q = sa.select(EVENTS).where(*mine).order_by(key).offset(offset).limit(limit)
+    return int(total.scalar_one()), rows.KindEvent.all(conn.execute(q))
+
+
+def delete_events(conn: sa.Connection, kind: str, object_id: str) -> None:
+    conn.execute(EVENTS.delete().where(EVENTS.c.kind == kind, EVENTS.c.object_id == object_id))
+
+
+def transition(conn: sa.Connection, table: sa.Table, key: Mapping[str, Any], *, to: str,
+               allowed_from: Collection[str], kind: str, object_id: str, now: int,
+               message: str, level: str = "Info", state_column: str = "state",
+               values: Mapping[str, Any] | None = None) -> bool:
+    """Move the row of `table` found by `key` (column -> value) to state `to`, if it is in
+    one of `allowed_from`; with its event. False, and nothing written, otherwise."""
+    state = table.c[state_column]
+    q = (table.update().where(*(table.c[c] == v for c, v in key.items()))
+         .where(state.in_(sorted(allowed_from)))
+         .values({**(values or {}), state_column: to}))
+    if conn.execute(q).rowcount != 1:
+        return False
+    add_event(conn, kind, object_id, now, message, level=level)
+    return True

@@ -1,0 +1,136 @@
+"""What the job kinds share: owned jobs made once, stopped and deleted with their owner;
+guarded state changes of a kind's own objects; the loop that runs the controllers."""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+
+from corral.domain import specs
+from corral.kinds import loop, owned
+from corral.scheduler import catalog as catalog_mod
+from corral.services import submit
+from corral.store import db, job_repo, kind_repo, schema
+from tests import factories
+from tests.integration.test_store import NOW, catalog, project  # noqa: F401
+
+KIND = "test_kind"
+
+
+def jobs_for(cat: catalog_mod.Catalog) -> owned.Jobs:
+    def submit_owned(conn: sa.Connection, body: specs.JobCreate, *, project_id: str,
+                     user_name: str, now: int, owner: tuple[str, str, str]) -> str:
+        return submit.create_job(conn, cat, body, project_id=project_id, now=now,
+                                 user_name=user_name, owner=owner)
+    return owned.Jobs(submit=submit_owned, wake=lambda: None)
+
+
+def an_owner(project_id: str, name: str = "loop-a") -> owned.Owner:
+    return owned.Owner(kind=KIND, id=f"id-{name}", project_id=project_id, user_name="ann",
+                       name=name)
+
+
+def body() -> specs.JobCreate:
+    return specs.JobCreate.model_validate(factories.make_job(command="true"))
+
+
+def test_a_role_is_submitted_once_however_often_it_is_asked(
+        store: db.Store, catalog: catalog_mod.Catalog, project: str) -> None:  # noqa: F811
+    how, owner = jobs_for(catalog), an_owner(project)
+    with store.begin() as conn:
+        first = owned.submit(conn, how, owner, "round-1/train", body(), NOW)
+    with store.begin() as conn:  # a controller that lost track of it asks again
+        again = owned.submit(conn, how, owner, "round-1/train", body(), NOW)
+        other = owned.submit(conn, how, owner, "round-1/eval", body(), NOW)
+    assert again.id == first.id and other.id != first.id
+    assert (first.name, first.user_name) == ("loop-a-round-1-train", "ann")
+    assert (first.owner_kind, first.owner_id, first.owner_role) == (KIND, owner.id,
+                                                                    "round-1/train")
+    with store.read() as conn:
+        assert set(job_repo.owned_jobs(conn, KIND, owner.id)) == {"round-1/train",
+                                                                  "round-1/eval"}
+    # The database holds it too: a second job in the same role is refused.
+    with pytest.raises(sa.exc.IntegrityError), store.begin() as conn:
+        conn.execute(schema.jobs.update().where(schema.jobs.c.id == other.id)
+                     .values(owner_role="round-1/train"))
+
+
+def test_owned_jobs_are_stopped_and_deleted_with_their_owner(
+        store: db.Store, catalog: catalog_mod.Catalog, project: str) -> None:  # noqa: F811
+    how, owner, bystander = jobs_for(catalog), an_owner(project), an_owner(project, "b")
+    with store.begin() as conn:
+        mine = [owned.submit(conn, how, owner, f"r{i}", body(), NOW) for i in range(2)]
+        theirs = owned.submit(conn, how, bystander, "r0", body(), NOW)
+        assert owned.stop(conn, owner, NOW, "Job stopped with its loop") == 2
+        assert owned.stop(conn, owner, NOW, "again") == 0  # Terminating already
+        owned.delete(conn, owner, NOW)
+    with store.read() as conn:
+        after = {j.id: job_repo.job_by_id(conn, j.id) for j in [*mine, theirs]}
+    assert all(after[j.id].phase == "Terminating" and after[j.id].deleted_at for j in mine)
+    assert after[theirs.id].phase == "Creating" and after[theirs.id].deleted_at is None
+
+
+def test_job_names_fit_the_name_rules() -> None:
+    owner = owned.Owner(kind=KIND, id="x", project_id="p", user_name="", name="n" * 64)
+    name = owned.job_name(owner, "round-12/train + eval")
+    assert len(name) == 64 and name.endswith("-round-12-train-eval")
+    assert specs.NAME_RE.match(name)
+
+
+TABLE = sa.Table("test_objects", sa.MetaData(), sa.Column("id", sa.String, primary_key=True),
+                 sa.Column("state", sa.String), sa.Column("note", sa.String))
+
+
+def test_an_objects_state_moves_only_from_the_states_allowed(store: db.Store) -> None:
+    with store.begin() as conn:
+        TABLE.create(conn)
+        conn.execute(TABLE.insert(), {"id": "o1", "state": "waiting"})
+    move = functools.partial(kind_repo.transition, table=TABLE, key={"id": "o1"},
+                             kind=KIND, object_id="o1", now=NOW)
+    with store.begin() as conn:
+        assert move(conn, to="training", allowed_from={"waiting"}, message="Round 1 began",
+                    values={"note": "n"})
+        assert not move(conn, to="training", allowed_from={"waiting"}, message="again")
+    with store.read() as conn:
+        assert conn.execute(sa.select(TABLE.c.state, TABLE.c.note)).one() == ("training", "n")
+        total, events = kind_repo.list_events(conn, KIND, "o1")
+    assert total == 1 and [e.message for e in events] == ["Round 1 began"]
+
+
+class _Controller:
+    def __init__(self, kind: str, fail: bool = False) -> None:
+        self.kind, self.fail, self.passes = kind, fail, 0
+
+    def reconcile(self, now: int) -> bool:
+        self.passes += 1
+        if self.fail:
+            raise RuntimeError("a bug in one kind")
+        return False
+
+
+def test_one_controllers_failure_does_not_stop_the_others(caplog: Any) -> None:
+    broken, fine = _Controller("broken", fail=True), _Controller("fine")
+    runner = loop.Loop([broken, fine])
+    assert runner.tick() is False
+    assert (broken.passes, fine.passes) == (1, 1)
+    assert "broken controller pass failed" in caplog.text
+
+
+def test_migration_0007_leaves_existing_jobs_unowned_and_goes_back_down(db_url: str) -> None:
+    from tests.integration.test_store_scheduling import _migrated_from
+
+    with _migrated_from(db_url, "0006", "Completed", "Completed") as engine:
+        with engine.begin() as conn:
+            job = job_repo.job_by_id(conn, "j")
+            assert job is not None
+            assert (job.owner_kind, job.owner_id, job.owner_role) == (None, None, None)
+            kind_repo.add_event(conn, KIND, "o", NOW, "hello")
+        db.downgrade(engine, "0006")
+        with engine.connect() as conn:
+            columns = list(conn.execute(sa.text("SELECT * FROM jobs")).keys())
+            assert "owner_kind" not in columns
+            assert conn.execute(sa.text("SELECT count(*) FROM jobs")).scalar_one() == 1
+        db.upgrade(engine)
