@@ -12,7 +12,7 @@ from __future__ import annotations
 import pathlib
 import sys
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2]))  # examples/runner.py
 import runner
 
 HERE = pathlib.Path(__file__).resolve().parent
