@@ -424,6 +424,7 @@ def test_show_gives_phase_tasks_and_runs(fake: FakeCorral, invoke: Any) -> None:
         "phase": "Failed",
         "secondary_phase": "Failed",
         "reason": "worker-0 exited with 3",
+        "failure_class": "user_exit",
         "task_statuses": [{"task": "worker-0", "exit_code": 3, "message": "boom"}],
         "running_records": [
             {
@@ -433,6 +434,7 @@ def test_show_gives_phase_tasks_and_runs(fake: FakeCorral, invoke: Any) -> None:
                 "end_reason": "exit with 3",
                 "end_related_task": "worker-0",
                 "end_recover": None,
+                "failure_class": "out_of_memory",
             }
         ],
     }
@@ -441,6 +443,8 @@ def test_show_gives_phase_tasks_and_runs(fake: FakeCorral, invoke: Any) -> None:
     result = invoke("show", job_id)
 
     assert result.exit_code == 0, result.output
+    assert re.search(r"^failure class +user_exit$", result.stdout, re.M)
+    assert re.search(r"^1 .* exit with 3 +worker-0 +out_of_memory +-$", result.stdout, re.M)
     for text in (
         "worker-0 exited with 3",
         "boom",

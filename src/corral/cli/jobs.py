@@ -128,6 +128,8 @@ def _overview(job: dict[str, Any]) -> rich.table.Table:
     grid.add_row("phase", render.phase_label(status))
     if status.get("reason"):
         grid.add_row("reason", render.esc(status["reason"]))
+    if status.get("failure_class"):
+        grid.add_row("failure class", str(status["failure_class"]))
     if meta.get("version"):
         grid.add_row("version", str(meta["version"]))
     grid.add_row("created", render.time_ms(meta.get("create_time")))
@@ -206,7 +208,8 @@ def _algorithm_rows(algo: dict[str, Any]) -> Iterator[tuple[str, str]]:
 
 
 def _records_table(records: list[dict[str, Any]]) -> rich.table.Table:
-    table = render.table("#", "STARTED", "ENDED", "START", "END REASON", "TASK", "RECOVERY")
+    table = render.table("#", "STARTED", "ENDED", "START", "END REASON", "TASK", "CLASS",
+                         "RECOVERY")
     for i, r in enumerate(records, 1):
         table.add_row(
             str(i),
@@ -215,6 +218,7 @@ def _records_table(records: list[dict[str, Any]]) -> rich.table.Table:
             render.cell(r.get("start_type")),
             render.esc(render.cell(r.get("end_reason"))),
             render.cell(r.get("end_related_task")),
+            render.cell(r.get("failure_class")),
             render.cell(r.get("end_recover")),
         )
     return table
