@@ -166,6 +166,10 @@ def test_a_kernel_runs_through_the_proxy_and_the_workspace_outlives_its_session(
 
     r = live.http.post(path(live, f"/{nb['id']}/stop"))
     assert r.status_code == 200, r.text
+    answers = set()  # while it stops: JupyterLab's answer, or "not running", never a 500
+    while live.http.get(path(live, f"/{nb['id']}")).json()["status"] != "STOPPED":
+        answers.add(live.http.get(proxied(live, nb["id"], "api/status")).status_code)
+    assert answers <= {200, 503}, answers
     stopped = wait(live, nb["id"], "STOPPED")
     assert stopped["stop_reason"] == "stopped by admin"
     workspace = pathlib.Path(stopped["volume"]["mount_path"])

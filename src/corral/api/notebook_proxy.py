@@ -115,7 +115,10 @@ class Proxy:
             response = await self._client().send_request_to_target(
                 request=Request(forwarded, receive), target_url=httpx.URL(f"http://{target}"))
         except httpx.TransportError as exc:
-            raise errors.CorralError(f"notebook '{nb.id}' did not answer: {exc}") from None
+            # Stopping or stopped since its record was read (up to CACHE_S ago): read it
+            # afresh next time, and answer as for a notebook that is not running.
+            self._cache.pop(nb.id, None)
+            raise NotReady(f"notebook '{nb.id}' did not answer: {exc}") from None
         await response(scope, receive, send)
 
     async def _by_credential(self, scope: Scope, nb: rows.Notebook) -> None:
