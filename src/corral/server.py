@@ -99,6 +99,7 @@ def build(settings: settings_mod.Settings) -> Platform:
                          renew_ms=round(settings.leader_renew * 1000)),
         exclusive=store.is_sqlite)
     fence = leadership.Fence(leader)
+    ctx.server_id = leader.me
     fenced = store.fenced(fence)
 
     def follow(new: catalog_mod.Catalog) -> None:  # nodes joined or left the cluster

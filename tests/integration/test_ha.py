@@ -141,7 +141,9 @@ def chaos(p: Pair, *, kills: int, per_round: int, seed: int) -> list[float]:
             "another server to lead")
         failovers.append(time.monotonic() - killed_at)
         assert successor is not leader
-        leader.start()  # back, as a standby
+        leader.start()  # back, as a standby, and says who leads
+        said = leader.http.get("/corral/info").json()["leader"]
+        assert (said["url"], said["this_server"]) == (successor.url, False)
     print("failovers (s):", ", ".join(f"{t:.1f}" for t in failovers))
     any_server = p.servers[0]
     ended = {tag: any_server.wait(job_id, 60) for tag, job_id in jobs.items()}
