@@ -226,3 +226,27 @@ def test_the_same_through_pgbouncer_in_transaction_mode(
             CORRAL_LEADER_RENEW="1") as p:
         chaos(p, kills=2, per_round=4, seed=int(os.environ.get("CORRAL_CHAOS_SEED",
                                                                 random.randrange(10**6))))
+
+
+def test_a_server_that_lost_its_lease_stops_scheduling_and_leads_again_afresh(
+        tmp_path: pathlib.Path, pg_url: str) -> None:
+    platform = server.build(make_settings(tmp_path / "home", database_url=pg_url,
+                                          server_name="here"))
+    platform.start()
+    try:
+        first = platform.reconciler
+        assert platform.fence.epoch == 1 and platform.term_threads
+        other = leadership.Leader(platform.store, "there", None, leadership.Times())
+        with platform.store.begin() as conn:  # as if this server had been paused
+            conn.execute(sa.text("UPDATE leadership SET expires_at = 0"))
+        assert other.step()
+        platform._lead_once()  # it learns, and its scheduling stops
+        assert platform.fence.epoch is None and not platform.term_threads
+        with pytest.raises(leadership.LostLease), platform.fenced.begin():
+            pass
+        other.release()
+        platform._lead_once()  # a new term, begun as a restart would: a new reconciler
+        assert platform.fence.epoch == 3 and platform.term_threads
+        assert platform.reconciler is not first
+    finally:
+        platform.stop()
