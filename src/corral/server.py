@@ -1,8 +1,9 @@
 """The embedded platform in one process: API, reconciler and executors.
 
-Only one server may drive a given state at a time (two reconcilers would both launch the
-same queued job), so the server holds an exclusive lock on its CORRAL_HOME and, on
-PostgreSQL, an advisory lock on the database, for as long as it runs.
+Several servers may share one PostgreSQL database: each serves the API, and the one that
+holds the leadership lease schedules (scheduler/leadership.py; docs/high-availability.md).
+A SQLite database serves one server: it holds an exclusive lock on its CORRAL_HOME and on
+the database file for as long as it runs.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from typing import IO, Any
 import sqlalchemy as sa
 import uvicorn
 
+from corral import running
 from corral import settings as settings_mod
 from corral.api import app, deps
 from corral.cli import credentials
@@ -34,14 +36,13 @@ from corral.executors import base, routing
 from corral.executors.local import machine, tasks
 from corral.kinds import incremental, loop, notebooks, owned, pipelines
 from corral.scheduler import catalog as catalog_mod
-from corral.scheduler import launching, reconciler, sampling
-from corral.services import accounts, retention, secretbox, submit, sync
+from corral.scheduler import launching, leadership, reconciler
+from corral.services import accounts, secretbox, submit, sync
 from corral.storage import objects, paths
 from corral.store import db, identity_repo
 from corral.web import console
 
 log = logging.getLogger(__name__)
-PG_LOCK_KEY = 0x636F7272  # "corr"
 
 
 class AlreadyRunning(errors.CorralError):
@@ -55,77 +56,8 @@ class AlreadyRunning(errors.CorralError):
         self.url = url
 
 
-@dataclasses.dataclass
-class Platform:
-    settings: settings_mod.Settings
-    store: db.Store
-    executor: base.Executor
-    catalog: catalog_mod.Catalog
-    reconciler: reconciler.Reconciler
-    context: deps.Context
-    syncer: sync.Syncer
-    kinds: loop.Loop
-    locks: list[Any]
-    wake_event: threading.Event = dataclasses.field(default_factory=threading.Event)
-    stop_event: threading.Event = dataclasses.field(default_factory=threading.Event)
-    threads: list[threading.Thread] = dataclasses.field(default_factory=list)
-
-    def start(self) -> None:
-        self.wake_event.set()  # first pass at once: re-adopt, recover, start queued jobs
-        self.threads = [
-            threading.Thread(target=reconciler.run_forever, name="corral-reconciler",
-                             args=(self.reconciler, self.wake_event, self.stop_event,
-                                   self.settings.tick_interval),
-                             daemon=True),
-            threading.Thread(target=self._sample_loop, name="corral-metrics", daemon=True),
-            threading.Thread(target=self._retention_loop, name="corral-retention",
-                             daemon=True),
-            threading.Thread(target=sync.run_forever, name="corral-storage",
-                             args=(self.syncer, self.stop_event,
-                                   self.settings.storage_interval), daemon=True),
-            threading.Thread(target=self.kinds.run_forever, name="corral-kinds",
-                             args=(self.stop_event,), daemon=True),
-        ]
-        for t in self.threads:
-            t.start()
-
-    def stop(self) -> None:
-        """Stop corral's own threads; the jobs' processes keep running for the next start."""
-        self.stop_event.set()
-        self.wake_event.set()
-        self.kinds.wake()
-        for t in self.threads:
-            t.join(timeout=10)
-        self.context.threads.shutdown(wait=False, cancel_futures=True)
-        self.reconciler.close()
-        self.executor.close()
-        self.store.dispose()
-        for lock in self.locks:
-            with contextlib.suppress(Exception):
-                lock.close()
-
-    def _sample_loop(self) -> None:
-        while not self.stop_event.wait(self.settings.metrics_interval):
-            try:
-                sampling.sample_once(self.store, self.executor, self.catalog,
-                                    self.reconciler.now())
-            except Exception:
-                log.exception("resource sampling failed")
-
-    def _retention_loop(self) -> None:
-        """Retention, applied every `retention_interval` (the first time a minute after
-        start: a server that crashes at once never deletes in a loop)."""
-        wait = min(60.0, self.settings.retention_interval)
-        while not self.stop_event.wait(wait):
-            wait = self.settings.retention_interval
-            try:
-                with self.store.read() as conn:
-                    todo = retention.plan(conn, self.settings, self.reconciler.now())
-                retention.apply(self.store, self.settings, todo, self.reconciler.now())
-                if todo.records:
-                    self.wake_event.set()  # the scheduler purges them
-            except Exception:
-                log.exception("applying retention failed")
+#: the running server (its threads, and the terms it leads)
+Platform = running.Platform
 
 
 def build(settings: settings_mod.Settings) -> Platform:
@@ -161,38 +93,54 @@ def build(settings: settings_mod.Settings) -> Platform:
                        default_project_id=project_id, box=box, stores=stores,
                        containment=(executor.containment()
                                     if isinstance(executor, base.Contains) else "none"))
+    leader = leadership.Leader(
+        store, settings.server_name or leadership.default_name(), None,
+        leadership.Times(lease_ms=round(settings.leader_lease * 1000),
+                         renew_ms=round(settings.leader_renew * 1000)),
+        exclusive=store.is_sqlite)
+    fence = leadership.Fence(leader)
+    ctx.server_id = leader.me
+    fenced = store.fenced(fence)
 
     def follow(new: catalog_mod.Catalog) -> None:  # nodes joined or left the cluster
         ctx.catalog = new
 
     wake = threading.Event()
-    kinds = loop.Loop(_controllers(ctx, owned.Jobs(submit=functools.partial(_submit, ctx),
-                                                   wake=wake.set,
-                                                   confine=functools.partial(_confine, ctx))),
+    kinds = loop.Loop(_controllers(ctx, fenced,
+                                   owned.Jobs(submit=functools.partial(_submit, ctx),
+                                              wake=wake.set,
+                                              confine=functools.partial(_confine, ctx))),
                       interval=settings.tick_interval)
 
     def changed(job_ids: Iterable[str]) -> None:  # who waits on jobs, and their owners
         ctx.changes.changed(job_ids)
         kinds.wake()
 
-    rec = reconciler.Reconciler(store, executor, cat, settings, run_as=run_as,
-                                on_catalog=follow, on_change=changed, wake=wake.set,
-                                hang_timeout=settings.hang_timeout)
-    syncer = sync.Syncer(store=store, settings=settings, stores=stores,
+    def new_reconciler(guard: leadership.Fence) -> reconciler.Reconciler:
+        return reconciler.Reconciler(store.fenced(guard), executor, ctx.catalog, settings,
+                                     run_as=run_as, on_catalog=follow, on_change=changed,
+                                     wake=wake.set, hang_timeout=settings.hang_timeout,
+                                     leading=leader.holds)
+
+    rec_fence = leadership.Fence(leader)
+    syncer = sync.Syncer(store=fenced, settings=settings, stores=stores,
                          changed=changed, wake=wake.set)
     ctx.wake = wake.set
     ctx.wake_kinds = kinds.wake
     executor.set_waker(wake.set)
     return Platform(settings=settings, store=store, executor=executor, catalog=cat,
-                    reconciler=rec, context=ctx, locks=locks, syncer=syncer, kinds=kinds,
-                    wake_event=wake)
+                    reconciler=new_reconciler(rec_fence), context=ctx, locks=locks,
+                    syncer=syncer, kinds=kinds, wake_event=wake, leader=leader, fence=fence,
+                    fenced=fenced, new_reconciler=new_reconciler, rec_fence=rec_fence)
 
 
-def _controllers(ctx: deps.Context, jobs: owned.Jobs) -> list[loop.Controller]:
-    """The controllers of the job kinds this server runs."""
-    return [incremental.controller_for(ctx.store, jobs, ctx.stores),
-            pipelines.controller_for(ctx.store, jobs, ctx.settings, ctx.stores),
-            notebooks.controller_for(ctx.store, ctx.settings, jobs, lambda: ctx.catalog)]
+def _controllers(ctx: deps.Context, store: db.Store,
+                 jobs: owned.Jobs) -> list[loop.Controller]:
+    """The controllers of the job kinds this server runs (when it leads), writing to
+    `store`."""
+    return [incremental.controller_for(store, jobs, ctx.stores),
+            pipelines.controller_for(store, jobs, ctx.settings, ctx.stores),
+            notebooks.controller_for(store, ctx.settings, jobs, lambda: ctx.catalog)]
 
 
 def _submit(ctx: deps.Context, conn: sa.Connection, body: specs.JobCreate, *,
@@ -214,8 +162,8 @@ def _open_state(settings: settings_mod.Settings, store: db.Store,
     """The server key, the migrated database, the default project and, on the first start,
     the platform admin and its credential file."""
     box = secretbox.load(settings)
-    if not store.is_sqlite:
-        locks.append(_lock_database(store))
+    if store.is_sqlite:
+        locks.append(_lock_sqlite(store))
     store.migrate()
     for name in ("corral.db", "corral.db-wal", "corral.db-shm"):
         _private(settings.home / name)
@@ -279,26 +227,42 @@ def _executor(settings: settings_mod.Settings, key: str) -> base.Executor:
 
 
 def _lock_home(settings: settings_mod.Settings) -> IO[str]:
+    """A SQLite server holds its home alone; servers on PostgreSQL may share one (its run
+    folders, where the next leader on this machine finds the tasks the last one started),
+    but not with a SQLite server."""
+    sqlite = settings.db_url.startswith("sqlite")
     fh = open(settings.home / "server.lock", "a+")  # noqa: SIM115 - held for the server's life
     try:
-        fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        fcntl.flock(fh, (fcntl.LOCK_EX if sqlite else fcntl.LOCK_SH) | fcntl.LOCK_NB)
     except BlockingIOError:
         fh.close()
         url = _running_url(settings)
         raise AlreadyRunning(
             f"another corral server is running with CORRAL_HOME={settings.home}"
-            + (f" at {url}" if url else ""), url=url) from None
+            + (f" at {url}" if url else "")
+            + (": a SQLite database serves one server at a time; to run several, keep "
+               "the state in PostgreSQL (docs/high-availability.md)" if sqlite else
+               ": it keeps its state in SQLite, which serves one server at a time"),
+            url=url) from None
     return fh
 
 
-def _lock_database(store: db.Store) -> sa.Connection:
-    conn = store.engine.connect()
-    got = conn.exec_driver_sql(f"SELECT pg_try_advisory_lock({PG_LOCK_KEY})").scalar()
-    conn.commit()
-    if not got:
-        conn.close()
-        raise AlreadyRunning("another corral server is running against this database")
-    return conn
+def _lock_sqlite(store: db.Store) -> IO[str]:
+    """The lock beside a SQLite database: a second server on the same file (from another
+    home) is refused, plainly."""
+    path = store.engine.url.database
+    if not path or path == ":memory:":
+        return open(os.devnull)
+    fh = open(f"{path}.lock", "a+")  # noqa: SIM115 - held for the server's life
+    try:
+        fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        fh.close()
+        raise AlreadyRunning(
+            f"another corral server is using the SQLite database {path}: SQLite serves one "
+            "server at a time; to run several, keep the state in PostgreSQL "
+            "(docs/high-availability.md)") from None
+    return fh
 
 
 def _running_url(settings: settings_mod.Settings) -> str | None:
@@ -338,6 +302,7 @@ def _open(settings: settings_mod.Settings, port: int) -> tuple[Platform, socket.
         raise
     url = f"http://{settings.host}:{sock.getsockname()[1]}"
     _write_server_file(settings, url)
+    platform.leader.url = url
     platform.start()
     return platform, sock, url
 

@@ -14,7 +14,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
-from corral.domain import errors, resources
+from corral.domain import errors, leadership, resources
 
 
 class EngineConfig(BaseModel):
@@ -280,11 +280,29 @@ class Settings(BaseSettings):
     notebook_image: str | None = None
     notebook_check_interval: float = Field(default=30.0, gt=0)
     notebook_start_timeout: float = Field(default=300.0, gt=0)
+    #: high availability (docs/high-availability.md): this server's name, unique among the
+    #: servers on one database (default: the machine's host name); seconds a leader's lease
+    #: lasts (by the database's clock); seconds between its renewals
+    server_name: str | None = Field(default=None, max_length=128)
+    leader_lease: float = Field(default=10.0, ge=1, le=300)
+    leader_renew: float = Field(default=2.0, gt=0)
+    #: a connection pooler in transaction mode (PgBouncer) stands between corral and
+    #: PostgreSQL: corral prepares no statement on the database server
+    database_pooler: bool = False
 
     @field_validator("home", mode="after")
     @classmethod
     def _abs_home(cls, v: pathlib.Path) -> pathlib.Path:
         return v.expanduser().resolve()
+
+    @model_validator(mode="after")
+    def _lease_fits(self) -> Settings:
+        lease_ms = round(self.leader_lease * 1000)
+        problem = leadership.check_times(lease_ms, round(self.leader_renew * 1000),
+                                         leadership.margin_for(lease_ms))
+        if problem:
+            raise ValueError(f"leader_lease and leader_renew: {problem}")
+        return self
 
     @model_validator(mode="after")
     def _pools_fit(self) -> Settings:

@@ -71,6 +71,8 @@ def test_info_names_the_server_and_its_project(live_server: Any) -> None:
     assert found["default_project_id"] == live_server.project_id
     assert found["nodes"]
     assert live_server.project_id in text.stdout
+    assert found["leader"]["url"] == live_server.url
+    assert f"at {live_server.url} (epoch" in text.stdout
 
 
 def test_flavors_and_engines_show_what_jobs_can_ask_for(live_server: Any) -> None:

@@ -1080,6 +1080,10 @@ def test_info(live: conftest.Live) -> None:
     assert pathlib.Path(info["home"]) == live.settings.home
     [node] = info["nodes"]
     assert node["cpu"] >= 1 and node["memory_mb"] > 0 and node["gpus"] >= 0
+    # a lone server leads from its start
+    leader = info["leader"]
+    assert leader["server"] == info["server"] and leader["this_server"]
+    assert leader["url"] == live.url and leader["epoch"] >= 1 and leader["since"] > 0
 
 
 # --- /openapi.json -----------------------------------------------------------------------

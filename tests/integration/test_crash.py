@@ -61,12 +61,14 @@ def free_port() -> int:
 class ServerProcess:
     """`corral server` as its own process (own session), on a fixed home, port and DB."""
 
-    def __init__(self, home: pathlib.Path, db_url: str) -> None:
+    def __init__(self, home: pathlib.Path, db_url: str, *, name: str = "server",
+                 env: dict[str, str] | None = None) -> None:
         self.home = home
         self.db_url = db_url
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        self.log = home.parent / "server.log"
+        self.log = home.parent / f"{name}.log"
+        self.env = env or {}  #: more of the server's environment
         self.proc: subprocess.Popen[bytes] | None = None
         self.http = httpx.Client(base_url=self.url, timeout=30)
         self.project_id = ""
@@ -82,6 +84,7 @@ class ServerProcess:
             "CORRAL_GRACE_PERIOD": "1",
             "CORRAL_CPUS": "2",
             "CORRAL_METRICS_INTERVAL": "0.5",
+            **self.env,
         }
         with self.log.open("ab") as out:
             out.write(f"--- start {self.starts}\n".encode())

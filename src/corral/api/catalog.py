@@ -7,8 +7,9 @@ from typing import Any, Literal
 from fastapi import APIRouter
 
 import corral
-from corral.api import auth, jobs, schemas, views
+from corral.api import auth, deps, jobs, schemas, views
 from corral.api.deps import Ctx
+from corral.scheduler import leadership
 from corral.store import identity_repo
 
 router = APIRouter(tags=["catalog"])
@@ -53,7 +54,17 @@ def info(ctx: Ctx, caller: auth.Caller) -> dict[str, Any]:
         "nodes": [{"name": n.name, "cpu": n.cpu, "memory_mb": n.memory_mb,
                    "gpus": len(n.gpus), "accelerators": dict(n.capacity.accel)}
                   for n in ctx.catalog.nodes],
+        "server": ctx.server_id, "leader": _leader(ctx),
     }
+
+
+def _leader(ctx: deps.Context) -> dict[str, Any] | None:
+    lease, now = leadership.current(ctx.store)
+    if lease.holder is None or lease.expires_at <= now:
+        return None
+    return {"server": lease.holder, "name": lease.holder.rsplit(":", 2)[0], "url": lease.url,
+            "epoch": lease.epoch, "since": lease.acquired_at,
+            "this_server": lease.holder == ctx.server_id}
 
 
 @router.get("/healthz", include_in_schema=False)

@@ -44,6 +44,8 @@ class Context:
     #: asks the job kinds' controllers for a pass (a user acted on one of their objects)
     wake_kinds: Callable[[], None] = lambda: None
     clock: Callable[[], float] = time.time
+    #: this server as a leadership lease names it (scheduler/leadership.identity)
+    server_id: str = ""
     #: who waits on which job (GET .../training-jobs/{id}?watch=...), told of changes
     changes: watch.JobChanges = dataclasses.field(default_factory=watch.JobChanges)
     #: credentials verified in the last few seconds (api/authcache.py)

@@ -248,6 +248,15 @@ class NodeOut(Out):
     accelerators: dict[str, int] = Field(default_factory=dict)
 
 
+class LeaderOut(Out):
+    server: str = Field(description="the server that schedules: its name, pid and start")
+    name: str = Field(description="its `server_name`")
+    url: str | None = Field(default=None, description="where it serves the API")
+    epoch: int = Field(description="raised at every change of leader (its fencing token)")
+    since: int = Field(description="when it took the lease, ms since the epoch")
+    this_server: bool = Field(description="the server that answered is the leader")
+
+
 class InfoOut(Out):
     version: str
     default_project_id: str
@@ -256,6 +265,10 @@ class InfoOut(Out):
     containment: str = Field(description="corral: how each task's processes are held "
                                          "together (cgroups, or the keeper's subreaper)")
     nodes: list[NodeOut]
+    server: str = Field(default="", description="the server that answered (name:pid:start)")
+    leader: LeaderOut | None = Field(
+        default=None, description="the server that schedules; null while none holds the "
+                                  "lease (between a leader's death and its successor)")
 
 
 # --- versions, training metrics and models (corral additions) ------------------------------

@@ -67,7 +67,7 @@ def engines(state: State, as_json: bool) -> None:
 @click.pass_obj
 def info(state: State, as_json: bool) -> None:
     """Show which server the CLI talks to, its version, database, home, how it contains
-    tasks, and its nodes."""
+    tasks, which server leads the scheduling (high availability), and its nodes."""
     api = state.connect()
     found = api.info()
     if as_json:
@@ -77,12 +77,23 @@ def info(state: State, as_json: bool) -> None:
     grid.add_row("server", api.base_url)
     for key in ("version", "default_project_id", "database", "home", "containment"):
         grid.add_row(key.replace("_", " "), render.esc(render.cell(found.get(key))))
+    grid.add_row("leader", render.esc(_leader(found.get("leader"))))
     state.out.print(grid)
     nodes = found.get("nodes")
     if isinstance(nodes, list) and nodes and all(isinstance(n, dict) for n in nodes):
         state.out.print(_nodes_table(nodes))
     elif nodes is not None:
         state.out.print(f"nodes: {render.esc(render.compact(nodes))}")
+
+
+def _leader(leader: Any) -> str:
+    """Which server schedules, where, in which epoch, since when."""
+    if not isinstance(leader, dict):
+        return "none now (a standby takes over within seconds)"
+    since = render.time_ms(leader.get("since"))
+    here = ", this server" if leader.get("this_server") else ""
+    return (f"{leader.get('name')} at {leader.get('url') or '?'} (epoch {leader.get('epoch')}, "
+            f"since {since}{here})")
 
 
 def _nodes_table(nodes: list[dict[str, Any]]) -> rich.table.Table:

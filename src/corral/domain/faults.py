@@ -216,6 +216,11 @@ def decide(f: Failure, policy: Policy, history: Sequence[Past]) -> Decision:
     if own is not None or infra:  # (an infrastructure class without a budget: no limit)
         limit: int | None = own
         spent = sum(1 for a in history if a.klass == f.klass and a.recover)
+    elif f.klass is jobs.FailureClass.LOST:
+        # Whether a lost task ran cannot be known (its server crashed, or failed over): it
+        # is restarted as often as the retry count allows, counted apart from it.
+        limit = policy.retry_limit
+        spent = sum(1 for a in history if a.klass == f.klass and a.recover)
     else:
         limit = policy.retry_limit
         spent = sum(1 for a in history if _spends_retry_count(a, policy))
@@ -244,7 +249,7 @@ def _spends_retry_count(a: Past, policy: Policy) -> bool:
         klass = jobs.FailureClass(a.klass or jobs.FailureClass.USER_EXIT.value)
     except ValueError:
         return True
-    return klass not in policy.budgets
+    return klass not in policy.budgets and klass is not jobs.FailureClass.LOST
 
 
 def delay_ms(backoff: faultspec.Backoff, n: int) -> int:

@@ -17,6 +17,8 @@ from typing import Protocol
 
 import sqlalchemy as sa
 
+from corral.scheduler import leadership
+
 log = logging.getLogger(__name__)
 
 
@@ -48,6 +50,8 @@ class Loop:
         for c in self.controllers:
             try:
                 more = c.reconcile(round(self.clock() * 1000)) or more
+            except leadership.LostLease:
+                raise
             except sa.exc.OperationalError as exc:  # the database briefly away: next pass
                 log.warning("%s controller pass skipped: %s", c.kind, exc)
             except Exception:
@@ -55,6 +59,7 @@ class Loop:
         return more
 
     def run_forever(self, stop: threading.Event) -> None:
+        """Passes until `stop`, or until this server no longer leads."""
         more = False
         while not stop.is_set():
             if not more:
@@ -62,4 +67,8 @@ class Loop:
             self._wake.clear()
             if stop.is_set():
                 return
-            more = self.tick()
+            try:
+                more = self.tick()
+            except leadership.LostLease as exc:
+                log.warning("the job kinds' controllers stop: %s", exc)
+                return

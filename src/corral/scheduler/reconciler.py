@@ -31,6 +31,7 @@ from corral.scheduler import (
     admission,
     cleanup,
     launches,
+    leadership,
     observe,
     passes,
     recovery,
@@ -54,12 +55,15 @@ class Reconciler:
                  on_catalog: Callable[[catalog_mod.Catalog], None] | None = None,
                  on_change: Callable[[Collection[str]], None] | None = None,
                  wake: Callable[[], None] | None = None,
-                 hang_timeout: int = faults.DEFAULT_HANG_TIMEOUT) -> None:
+                 hang_timeout: int = faults.DEFAULT_HANG_TIMEOUT,
+                 leading: Callable[[], bool] = lambda: True) -> None:
         """`environ`: what tasks inherit (less settings.job_env_deny; default the
         server's); `run_as`: (uid, gid) tasks run as; `on_catalog`: told of the new catalog
         when the executor's nodes change; `on_change`: told of the jobs a pass changed once
         it has committed (see api/watch.py); `wake`: asks for a pass soon, from any thread;
-        `hang_timeout`: seconds, for the jobs that set none (0: hangs are not looked for)."""
+        `hang_timeout`: seconds, for the jobs that set none (0: hangs are not looked for);
+        `leading`: whether this server still holds its lease, by its own clock (asked
+        before processes are started: a leader that lost its lease starts none)."""
         self.store = store
         self.executor = executor
         self.catalog = catalog
@@ -73,6 +77,7 @@ class Reconciler:
         self.files = cleanup.Files(store, settings, self.now)
         self.policies = recovery.Policies(hang_timeout)
         self.watchdog = watchdog.Watchdog(settings.runs_dir)
+        self.leading = leading
 
     def now(self) -> int:
         return round(self.clock() * 1000)
@@ -118,6 +123,9 @@ class Reconciler:
             self.files.export_logs(job, attempt)
         for job_id in p.purged:
             self.files.remove(job_id, self.launches.stopped_copies(job_id))
+        if not self.leading():
+            # Their tasks stay `launching`: the next leader recovers them (never run).
+            raise leadership.LostLease()
         outcomes = self.launches.launch_copied()
         for job, attempt, tasks in p.launches:
             outcomes += self.launches.start(job, attempt, tasks)
@@ -163,7 +171,8 @@ class Reconciler:
 
 def run_forever(rec: Reconciler, wake: threading.Event, stop: threading.Event,
                 interval: float) -> None:
-    """The scheduler's thread: a pass on every wake-up, and at least every `interval`."""
+    """The scheduler's thread: a pass on every wake-up, and at least every `interval`;
+    until `stop`, or until this server no longer leads."""
     more = False
     while not stop.is_set():
         if not more:
@@ -174,8 +183,24 @@ def run_forever(rec: Reconciler, wake: threading.Event, stop: threading.Event,
         more = False
         try:
             more = rec.tick()
-        except sa.exc.OperationalError as exc:  # database briefly unavailable: next pass
+        except leadership.LostLease as exc:
+            log.warning("scheduling stops: %s", exc)
+            return
+        except sa.exc.OperationalError as exc:
+            if retryable(exc):  # a serialization failure or a deadlock: the pass again
+                log.info("reconciler pass rolled back (%s): again", exc.orig)
+                more = True
+                continue
+            # database briefly unavailable: next pass
             log.warning("reconciler pass skipped: %s", exc)
         except Exception:
             log.exception("reconciler pass failed")
 
+
+
+#: SQLSTATEs of a transaction PostgreSQL rolled back that succeeds when tried again
+RETRYABLE = frozenset({"40001", "40P01"})  # serialization failure, deadlock detected
+
+
+def retryable(exc: sa.exc.DBAPIError) -> bool:
+    return getattr(exc.orig, "sqlstate", None) in RETRYABLE

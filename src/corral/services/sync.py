@@ -81,8 +81,12 @@ class Syncer:
             self._read.clear()
 
     def close(self) -> None:
-        if self._pool is not None:
-            self._pool.shutdown(wait=True, cancel_futures=True)
+        """Stop its transfers (the next pass, here or on the next leader, takes them up)."""
+        pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.shutdown(wait=True, cancel_futures=True)
+        with self._lock:
+            self._busy.clear()  # (what was cancelled never ran)
 
     # --- work ------------------------------------------------------------------------------
 

@@ -8,9 +8,10 @@ writers queue on the busy timeout instead of failing when a reader upgrades to a
 from __future__ import annotations
 
 import contextlib
+import copy
 import pathlib
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import sqlalchemy as sa
@@ -22,15 +23,27 @@ WRITE = "corral_write"
 
 
 class Store:
-    def __init__(self, url: str, *, echo: bool = False) -> None:
+    def __init__(self, url: str, *, echo: bool = False, pooled: bool = False) -> None:
+        """`pooled`: a connection pooler in transaction mode (PgBouncer) stands between
+        corral and PostgreSQL: no statement is prepared on the server (a prepared statement
+        lives in a server session, which the next transaction may not get)."""
         self.url = url
-        self.engine = make_engine(url, echo=echo)
+        self.engine = make_engine(url, echo=echo, pooled=pooled)
         self.is_sqlite = self.engine.dialect.name == "sqlite"
         # SQLite lets one writer in at a time and makes the others poll with sleeps of up
         # to 100 ms; queueing this process's writers on a lock hands the database over the
         # moment it is free. (One server per database is enforced by server.py.)
         self._write_lock: contextlib.AbstractContextManager[Any] = (
             threading.RLock() if self.is_sqlite else contextlib.nullcontext())
+        #: run first in every write transaction (a leader's fencing guard: `fenced`)
+        self._guard: Callable[[sa.Connection], None] | None = None
+
+    def fenced(self, guard: Callable[[sa.Connection], None]) -> Store:
+        """The same database, whose write transactions each run `guard` first: it raises
+        to refuse the transaction (a leader that no longer holds its lease)."""
+        view = copy.copy(self)
+        view._guard = guard
+        return view
 
     @contextlib.contextmanager
     def begin(self) -> Iterator[sa.Connection]:
@@ -38,6 +51,8 @@ class Store:
         with self._write_lock, self.engine.connect() as conn:
             conn.execution_options(**{WRITE: True})
             with conn.begin():
+                if self._guard is not None:
+                    self._guard(conn)
                 yield conn
 
     @contextlib.contextmanager
@@ -53,14 +68,16 @@ class Store:
         self.engine.dispose()
 
 
-def make_engine(url: str, *, echo: bool = False) -> sa.Engine:
+def make_engine(url: str, *, echo: bool = False, pooled: bool = False) -> sa.Engine:
     if url.startswith("sqlite"):
         engine = sa.create_engine(
             url, echo=echo, connect_args={"check_same_thread": False, "timeout": 30},
             pool_size=8, max_overflow=16)
         _sqlite_setup(engine)
         return engine
-    return sa.create_engine(url, echo=echo, pool_size=8, max_overflow=16, pool_pre_ping=True)
+    args: dict[str, Any] = {"prepare_threshold": None} if pooled else {}
+    return sa.create_engine(url, echo=echo, pool_size=8, max_overflow=16, pool_pre_ping=True,
+                            connect_args=args)
 
 
 def _sqlite_setup(engine: sa.Engine) -> None:

@@ -680,3 +680,18 @@ notebooks = sa.Table(
 )
 sa.Index("ix_notebooks_project", notebooks.c.project_id, notebooks.c.created_at)
 sa.Index("ix_notebooks_state", notebooks.c.state)
+
+#: which server schedules (domain/leadership.py): one row, id 1, written with the
+#: database's clock only (milliseconds since the epoch)
+leadership = sa.Table(
+    "leadership", metadata,
+    sa.Column("id", sa.Integer, primary_key=True),
+    #: "host:pid:start" of the server holding the lease; NULL before the first
+    sa.Column("holder", sa.String(255)),
+    #: where the holder serves its API
+    sa.Column("url", sa.Text),
+    #: raised by one at every takeover: the fencing token every scheduler write checks
+    sa.Column("epoch", sa.BigInteger, nullable=False),
+    sa.Column("acquired_at", sa.BigInteger, nullable=False),
+    sa.Column("expires_at", sa.BigInteger, nullable=False),
+)

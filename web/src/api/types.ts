@@ -316,6 +316,19 @@ export interface Info {
   home: string;
   containment: string;
   nodes: { name: string; cpu: number; memory_mb: number; gpus: number; accelerators: Record<string, number> }[];
+  /** the server that answered, as a leadership lease names it */
+  server?: string;
+  /** the server that schedules; null while none holds the lease */
+  leader?: Leader | null;
+}
+
+export interface Leader {
+  server: string;
+  name: string;
+  url: string | null;
+  epoch: number;
+  since: number;
+  this_server: boolean;
 }
 
 export interface Flavor {

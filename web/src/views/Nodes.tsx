@@ -1,13 +1,14 @@
 import { useQuery } from "@tanstack/react-query";
 import { api } from "../api/client";
-import type { Info, Pool } from "../api/types";
+import type { Info, Leader, Pool } from "../api/types";
 import { ErrorNote, KeyValues, Loading, Section } from "../components/bits";
+import { Time } from "../components/Time";
 import { AmountBars } from "../components/Usage";
 import { useProject } from "../session";
 
 export default function Nodes() {
   const { id: pid } = useProject();
-  const info = useQuery({ queryKey: ["info"], queryFn: () => api<Info>("/corral/info"), staleTime: 30_000 });
+  const info = useQuery({ queryKey: ["info"], queryFn: () => api<Info>("/corral/info"), staleTime: 30_000, refetchInterval: 10_000 });
   const pools = useQuery({ queryKey: ["pools", pid], queryFn: () => api<{ pools: Pool[] }>(`/v2/${pid}/training-pools`), refetchInterval: 5_000 });
   if (info.isPending || pools.isPending) return <Loading />;
   const gpus = new Map(info.data?.nodes.map((n) => [n.name, n.gpus]) ?? []);
@@ -25,6 +26,7 @@ export default function Nodes() {
               ["database", info.data.database],
               ["home", info.data.home],
               ["task containment", info.data.containment],
+              ["scheduling leader", <LeaderLine leader={info.data.leader} />],
             ]}
           />
         </Section>
@@ -63,5 +65,17 @@ export default function Nodes() {
         </Section>
       ))}
     </div>
+  );
+}
+
+/** Which server schedules (docs/high-availability.md): its name, where, since when. */
+export function LeaderLine({ leader }: { leader: Leader | null | undefined }) {
+  if (!leader) return <span data-testid="leader">none now: a standby takes over within seconds</span>;
+  return (
+    <span data-testid="leader">
+      {leader.name}
+      {leader.url ? ` at ${leader.url}` : ""} (epoch {leader.epoch}, since <Time ms={leader.since} />)
+      {leader.this_server ? ", this server" : ""}
+    </span>
   );
 }

@@ -1,0 +1,177 @@
+"""This server's part in who schedules: renewing or taking the lease, and the fencing
+guard its scheduler's writes run first.
+
+The rules are domain/leadership.py's and the SQL store/lease_repo.py's. `Leader.step` is
+one renewal (or takeover attempt), made every `leader_renew` seconds by the server's
+leadership thread; `Leader.guard(epoch)` is what a term's store runs at the start of each
+write transaction (see db.Store.fenced): it refuses, by raising `LostLease`, once this
+server's own clock says the lease may have run out or the row names another epoch.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+import socket
+import threading
+import time
+from collections.abc import Callable
+
+import sqlalchemy as sa
+
+from corral.domain import errors, leadership
+from corral.executors.local import processes
+from corral.store import db, lease_repo
+
+log = logging.getLogger(__name__)
+
+
+class LostLease(errors.CorralError):
+    """This server no longer holds the lease: its scheduler's writes are refused."""
+
+    error_code = "ModelArts.0503"
+    http_status = 503
+
+
+@dataclasses.dataclass(frozen=True)
+class Times:
+    """A lease's times, in milliseconds (settings `leader_lease`, `leader_renew`)."""
+
+    lease_ms: int = leadership.LEASE_MS
+    renew_ms: int = leadership.RENEW_MS
+
+    @property
+    def margin_ms(self) -> int:
+        return leadership.margin_for(self.lease_ms)
+
+
+def identity(name: str) -> str:
+    """This process as a lease holder: "name:pid:start" (its start time tells it from a
+    later process given the same pid)."""
+    return f"{name}:{os.getpid()}:{processes.start_ticks(os.getpid()) or 0:.0f}"
+
+
+def default_name() -> str:
+    return socket.gethostname()
+
+
+class Leader:
+    def __init__(self, store: db.Store, name: str, url: str | None, times: Times, *,
+                 exclusive: bool = False,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        """`store`: the database (not fenced); `name`: this server's name (settings
+        `server_name`), whose holders' processes it may check on this machine;
+        `exclusive`: nothing else can use the database while this server runs (SQLite,
+        locked): a lease another holder left is taken at once."""
+        self.store = store
+        self.name = name
+        self.me = identity(name)
+        self.url = url
+        self.times = times
+        self.exclusive = exclusive
+        self.clock = clock
+        self.term = leadership.Term()
+        self._lock = threading.Lock()
+
+    def step(self) -> bool:
+        """Renew the lease, or take it if it is free: whether this server leads now."""
+        sent = self.clock()
+        try:
+            decision, done = self._apply()
+        except sa.exc.DBAPIError as exc:  # unreachable, or a conflict: the clock decides
+            log.warning("cannot renew the leadership lease: %s", exc)
+            return self.holds()
+        with self._lock:
+            if done:
+                if decision.action is leadership.Action.ACQUIRE:
+                    log.info("leading the scheduling (epoch %d) as %s", decision.epoch,
+                             self.me)
+                self.term.granted(decision.epoch, sent, self.times.lease_ms,
+                                  self.times.margin_ms)
+            elif self.term.epoch is not None:
+                log.warning("lost the leadership lease (epoch %d): scheduling stops here",
+                            self.term.epoch)
+                self.term.lost()
+        return self.holds()
+
+    def _apply(self) -> tuple[leadership.Decision, bool]:
+        with self.store.begin() as conn:
+            lease = lease_repo.read(conn, for_update=True)
+            now = lease_repo.now(conn)
+            decision = leadership.decide(lease, now, self.me, self.term.epoch,
+                                         holder_gone=self._gone(lease.holder))
+            if decision.action is leadership.Action.RENEW:
+                return decision, lease_repo.renew(conn, self.me, decision.epoch,
+                                                  self.times.lease_ms)
+            if decision.action is leadership.Action.ACQUIRE:
+                return decision, lease_repo.take(conn, self.me, self.url, lease.epoch,
+                                                 self.times.lease_ms)
+            return decision, False
+
+    def _gone(self, holder: str | None) -> bool:
+        """Whether the holder is known dead: any other holder of an exclusive database, or
+        a holder of this server's name whose process is no longer there."""
+        if holder is None or holder == self.me:
+            return False
+        if self.exclusive:
+            return True
+        parts = holder.rsplit(":", 2)
+        if len(parts) != 3 or parts[0] != self.name or not parts[1].isdigit():
+            return False
+        ticks = processes.start_ticks(int(parts[1]))
+        return ticks is None or f"{ticks:.0f}" != parts[2]
+
+    def holds(self) -> bool:
+        """Whether this server may act as the leader now, by its own clock."""
+        with self._lock:
+            return self.term.holds(self.clock())
+
+    def epoch(self) -> int | None:
+        with self._lock:
+            return self.term.epoch if self.term.holds(self.clock()) else None
+
+    def guard(self, epoch: int) -> Callable[[sa.Connection], None]:
+        """The fencing guard of a term begun in `epoch` (db.Store.fenced)."""
+
+        def check(conn: sa.Connection) -> None:
+            with self._lock:
+                mine = self.term.epoch == epoch and self.term.holds(self.clock())
+            if not mine or not lease_repo.guard(conn, self.me, epoch):
+                raise LostLease(f"epoch {epoch} is over: this server no longer leads")
+
+        return check
+
+    def release(self) -> None:
+        """A leader stopping: its lease ends now, so that a standby takes over at once."""
+        with self._lock:
+            epoch = self.term.epoch
+            self.term.lost()
+        if epoch is None:
+            return
+        try:
+            with self.store.begin() as conn:
+                lease_repo.release(conn, self.me, epoch)
+        except sa.exc.DBAPIError as exc:
+            log.warning("cannot release the leadership lease: %s", exc)
+
+
+def current(store: db.Store) -> tuple[leadership.Lease, int]:
+    """The lease as it stands, and the database's clock."""
+    with store.read() as conn:
+        return lease_repo.read(conn), lease_repo.now(conn)
+
+
+class Fence:
+    """The guard of one term's writes: refuses every transaction until the term begins
+    (`epoch` set) and after this server's lease of that epoch is over."""
+
+    def __init__(self, leader: Leader) -> None:
+        self.leader = leader
+        self.epoch: int | None = None
+
+    def __call__(self, conn: sa.Connection) -> None:
+        epoch = self.epoch
+        if epoch is None:
+            raise LostLease("this server does not lead: its scheduler's writes are refused")
+        self.leader.guard(epoch)(conn)

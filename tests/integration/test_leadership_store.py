@@ -1,0 +1,109 @@
+"""The lease's SQL (store/lease_repo.py, scheduler/leadership.py) on SQLite and
+PostgreSQL: one leader at a time, takeovers raise the epoch, and the fencing guard refuses
+the writes of a leader whose epoch is over."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+import sqlalchemy as sa
+
+from corral.scheduler import leadership
+from corral.store import db, lease_repo
+
+TIMES = leadership.Times(lease_ms=10_000, renew_ms=2_000)
+
+
+def expire(store: db.Store) -> None:
+    """The lease runs out (as if its holder had been paused past it)."""
+    with store.begin() as conn:
+        conn.execute(sa.text("UPDATE leadership SET expires_at = 0"))
+
+
+def test_one_server_leads_and_the_other_follows(store: db.Store) -> None:
+    a = leadership.Leader(store, "a", "http://a", TIMES)
+    b = leadership.Leader(store, "b", "http://b", TIMES)
+    assert a.step() and not b.step()
+    assert a.step()  # a renewal
+    lease, now = leadership.current(store)
+    assert (lease.holder, lease.epoch, lease.url) == (a.me, 1, "http://a")
+    assert now < lease.expires_at <= now + TIMES.lease_ms
+
+
+def test_a_takeover_fences_the_old_leaders_writes(store: db.Store) -> None:
+    a = leadership.Leader(store, "a", None, TIMES)
+    b = leadership.Leader(store, "b", None, TIMES)
+    assert a.step()
+    fenced_a = store.fenced(a.guard(1))
+    with fenced_a.begin() as conn:  # a leads: its writes land
+        conn.execute(sa.text("UPDATE leadership SET url = 'written by a'"))
+    expire(store)
+    assert b.step()  # b takes over: epoch 2
+    assert a.holds()  # a, paused, still believes it leads by its own clock...
+    with pytest.raises(leadership.LostLease), fenced_a.begin() as conn:  # ...but is fenced
+        conn.execute(sa.text("UPDATE leadership SET url = 'stale'"))
+    assert not a.step() and not a.holds()  # and then learns it
+    lease, _ = leadership.current(store)
+    assert (lease.holder, lease.epoch) == (b.me, 2)
+
+
+def test_a_released_lease_is_taken_at_once(store: db.Store) -> None:
+    a = leadership.Leader(store, "a", None, TIMES)
+    b = leadership.Leader(store, "b", None, TIMES)
+    assert a.step() and not b.step()
+    a.release()
+    assert b.step() and not a.holds()
+
+
+def test_a_dead_holder_of_the_same_name_is_replaced_at_once(store: db.Store) -> None:
+    with store.begin() as conn:  # a process of this machine that is no longer there
+        assert lease_repo.take(conn, "here:999999999:1", None, 0, TIMES.lease_ms)
+    assert leadership.Leader(store, "here", None, TIMES).step()
+
+
+def test_a_live_holder_of_another_name_is_waited_for(store: db.Store) -> None:
+    with store.begin() as conn:
+        assert lease_repo.take(conn, "there:999999999:1", None, 0, TIMES.lease_ms)
+    assert not leadership.Leader(store, "here", None, TIMES).step()
+
+
+def test_a_takeover_waits_for_the_fenced_writes_under_way(pg_url: str) -> None:
+    """PostgreSQL: the guard's share lock keeps a new epoch from beginning while a write of
+    the old one is under way, so no write of an old epoch lands after a new one began."""
+    store = db.Store(pg_url)
+    store.migrate()
+    try:
+        a = leadership.Leader(store, "a", None, TIMES)
+        # (b takes the lease over without waiting for it to expire: as if a were known
+        # dead; an expiry could not be written while a's transaction holds the row)
+        b = leadership.Leader(store, "b", None, TIMES, exclusive=True)
+        assert a.step()
+        order: list[str] = []
+        took = threading.Thread(target=lambda: order.append(f"b leads: {b.step()}"))
+        with store.fenced(a.guard(1)).begin() as conn:
+            took.start()
+            took.join(timeout=1.0)
+            conn.execute(sa.text("UPDATE leadership SET url = 'a was here'"))
+            order.append("a wrote")
+        took.join(timeout=30)
+        assert order == ["a wrote", "b leads: True"]
+        lease, _ = leadership.current(store)
+        assert (lease.holder, lease.epoch, lease.url) == (b.me, 2, None)
+    finally:
+        store.dispose()
+
+
+def test_migration_0012_adds_a_lease_never_held_and_goes_back_down(db_url: str) -> None:
+    engine = db.make_engine(db_url)
+    try:
+        db.upgrade(engine, "0011")
+        db.upgrade(engine)
+        with engine.connect() as conn:
+            lease = lease_repo.read(conn)
+        assert (lease.holder, lease.epoch, lease.expires_at) == (None, 0, 0)
+        db.downgrade(engine, "0011")
+        assert "leadership" not in sa.inspect(engine).get_table_names()
+        db.upgrade(engine)
+    finally:
+        engine.dispose()
