@@ -75,7 +75,7 @@ def build(settings: settings_mod.Settings) -> Platform:
         for lock in locks:
             lock.close()
         raise
-    store = db.Store(settings.db_url)
+    store = db.Store(settings.db_url, pooled=settings.database_pooler)
     try:
         if not used:
             settings.home.mkdir(parents=True, exist_ok=True)

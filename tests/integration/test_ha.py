@@ -228,6 +228,19 @@ def test_the_same_through_pgbouncer_in_transaction_mode(
                                                                 random.randrange(10**6))))
 
 
+def test_a_server_told_of_a_pooler_prepares_no_statement_on_the_database(
+        tmp_path: pathlib.Path, pg_url: str) -> None:
+    for pooler in (False, True):
+        platform = server.build(make_settings(tmp_path / f"home-{pooler}", database_url=pg_url,
+                                              database_pooler=pooler))
+        try:
+            with platform.store.read() as conn:
+                threshold = conn.connection.driver_connection.prepare_threshold
+            assert (threshold is None) == pooler, (pooler, threshold)
+        finally:
+            platform.stop()
+
+
 def test_a_server_that_lost_its_lease_stops_scheduling_and_leads_again_afresh(
         tmp_path: pathlib.Path, pg_url: str) -> None:
     platform = server.build(make_settings(tmp_path / "home", database_url=pg_url,
