@@ -225,3 +225,28 @@ def test_a_viewer_sees_but_cannot_act(browser: Any, srv: live.Server) -> None:
         expect(page.get_by_role("link", name="Administration")).to_have_count(0)
     srv.ok("POST", srv.path(f"/training-jobs/{job_id}/actions"), 202,
            json={"action_type": "terminate"})
+
+
+def test_a_notebook_is_made_opened_in_jupyterlab_and_stopped_from_the_console(
+        console: Console) -> None:
+    page = console.project("notebooks")
+    page.get_by_role("button", name="New notebook").click()
+    page.get_by_label("notebook name").fill("scratch")
+    page.get_by_role("button", name="Create").click()
+    row = page.locator("tr").filter(has_text="scratch")
+    expect(row).to_contain_text("RUNNING", timeout=90_000)
+
+    with page.expect_popup() as opened:  # its one-time address logs this browser in
+        row.get_by_role("link", name="Open").click()
+    lab = opened.value
+    lab.wait_for_load_state()
+    assert re.search(r"/notebooks/[^/]+/lab", lab.url), lab.url
+    expect(lab).to_have_title(re.compile("JupyterLab"), timeout=30_000)
+    lab.close()
+
+    row.get_by_role("button", name="Stop").click()
+    expect(row).to_contain_text("STOPPED", timeout=60_000)
+    page.on("dialog", lambda dialog: dialog.accept())
+    row.get_by_role("button", name="Delete").click()
+    expect(page.get_by_text("No notebook yet.")).to_be_visible(timeout=60_000)
+    assert console.errors == []
