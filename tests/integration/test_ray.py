@@ -533,3 +533,24 @@ def _marked(job_id: str) -> list[int]:
             out.append(int(entry.name))
     return out
 
+
+
+def test_a_standby_that_takes_over_adopts_the_dead_leader_s_ray_task(
+        cluster: RayCluster, tmp_path: pathlib.Path, pg_url: str) -> None:
+    from tests.integration import test_crash as crash
+    from tests.integration import test_ha as ha
+
+    with ha.pair(tmp_path, pg_url, pg_url, CORRAL_RAY_ADDRESS=cluster.address) as p:
+        epoch, leader = factories.wait_for(p.leader, 30, "a leader")
+        job_id = p.submit(leader, "on-ray", 6.0)
+        factories.wait_for(lambda: crash.started(p.shared).get("on-ray"), 90,
+                           "the task to start on Ray")
+        leader.kill()  # kill -9; its Ray task goes on
+        _, successor = factories.wait_for(
+            lambda: (now := p.leader()) is not None and now[0] > epoch and now, 30,
+            "the standby to lead")
+        done = successor.wait(job_id, 90)
+        assert done["status"]["phase"] == "Completed", done["status"]
+        assert len(done["status"]["running_records"]) == 1  # adopted, not started again
+        assert len(crash.started(p.shared)["on-ray"]) == 1
+        assert len(crash.finished(p.shared)["on-ray"]) == 1
