@@ -164,6 +164,29 @@ def test_killing_the_leader_again_and_again_starts_no_job_twice(
                                                                 random.randrange(10**6))))
 
 
+def test_a_follower_serves_submit_show_logs_and_stop(tmp_path: pathlib.Path,
+                                                      pg_url: str) -> None:
+    with pair(tmp_path, pg_url, pg_url) as p:
+        _, leader = factories.wait_for(p.leader, 30, "a leader")
+        [follower] = [s for s in p.servers if s is not leader]
+        said = follower.http.get("/corral/info").json()["leader"]
+        assert (said["url"], said["this_server"]) == (leader.url, False)
+
+        job_id = p.submit(follower, "long", 300)  # submitted to the follower ...
+        factories.wait_for(lambda: crash.started(p.shared).get("long"), 30,
+                           "the leader to start it")  # ... started by the leader
+        logs = f"/training-jobs/{job_id}/tasks/worker-0/logs"
+        assert follower.http.get(follower.path(logs)).status_code == 200
+        r = follower.http.post(follower.path(f"/training-jobs/{job_id}/actions"),
+                               json={"action_type": "terminate"})
+        assert r.status_code in (200, 202), r.text
+        ended = follower.wait(job_id, 30)  # the stop reached the leader's task
+        assert ended["status"]["phase"] == "Terminated", ended["status"]
+        pid = crash.started(p.shared)["long"][0]
+        factories.wait_for(lambda: not factories.alive(pid), 10, "its process to be gone")
+        assert not crash.finished(p.shared).get("long")
+
+
 def pgbouncer_binary() -> str:
     path = shutil.which("pgbouncer") or "/usr/sbin/pgbouncer"
     if not os.path.exists(path):
