@@ -22,7 +22,6 @@ import json
 import os
 import pathlib
 import random
-import signal
 import statistics
 import sys
 import tempfile
@@ -33,11 +32,10 @@ from collections.abc import Callable, Iterator, Sequence
 from http import client as http_client
 from typing import Any
 
-import psutil
-import sqlalchemy as sa
-
 import bench_local
 import bench_scheduler
+import psutil
+import sqlalchemy as sa
 
 SECTIONS = ("history", "queue", "clients", "running", "followers", "submit")
 PG_ADMIN_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
@@ -271,6 +269,13 @@ def _history_calls(srv: bench_local.Server, n: int, sizes: Sizes,
     out["search"]["deep page"] = summary(
         [timed(lambda: http.post(srv.path("/training-job-searches"), json=deep))
          for _ in range(max(5, sizes.repeats // 10))])
+    before = http.post(srv.path("/training-job-searches"),
+                       json={"limit": 10, "offset": n // 20 - 1}).json()
+    if "next_cursor" in before:  # the same page by corral's cursor
+        by_cursor = {"limit": 10, "cursor": before["next_cursor"]}
+        out["search"]["deep cursor"] = summary(
+            [timed(lambda: http.post(srv.path("/training-job-searches"), json=by_cursor))
+             for _ in range(max(5, sizes.repeats // 10))])
     shows: dict[str, list[float]] = {"job": [], "events": [], "metrics": []}
     for _ in range(sizes.repeats):
         i = rnd.randrange(0, n, 10)  # a job with resource samples
@@ -370,6 +375,16 @@ def waiting(url: str) -> tuple[int, int]:
         engine.dispose()
 
 
+def settle(url: str, timeout: float = 120) -> None:
+    """Until the scheduler's passes have said why the jobs in its window wait (a few
+    hundred reasons a pass): what it notes stops changing."""
+    deadline = time.monotonic() + timeout
+    last = -1
+    while (now := waiting(url)[1]) != last and time.monotonic() < deadline:
+        last = now
+        time.sleep(2)
+
+
 def busy_node(srv: bench_local.Server) -> None:
     """Two sleeping jobs take the node's two cores: what is submitted next waits."""
     ids = []
@@ -436,9 +451,7 @@ def section_queue(dbs: Sequence[Db], sizes: Sizes, parent: pathlib.Path,
                 short = [timed(lambda: submit(srv, srv.http)) for _ in range(sizes.repeats)]
                 like = submit(srv, srv.http).json()["metadata"]["id"]
                 fill_queue(url, like, sizes.queued)
-                deadline = time.monotonic() + 120
-                while waiting(url)[1] and time.monotonic() < deadline:
-                    time.sleep(0.5)
+                settle(url)
                 deep = [timed(lambda: submit(srv, srv.http)) for _ in range(sizes.repeats)]
                 out["queue"]["submit"][db.name] = {
                     "short": summary(short), "deep": summary(deep),
@@ -476,6 +489,220 @@ def submit_rows(r: dict[str, Any], sizes: Sizes) -> list[Row]:
                 f"({sizes.submitters} clients)", ">= 200 jobs/s", figs, "-", ok)]
 
 
+
+# --- many tasks running at once -----------------------------------------------------------------
+
+
+def pss_mb(pid: int) -> float:
+    """Proportional set size: shared pages count in part, so forked processes add up
+    honestly (RSS would count their shared pages once per process)."""
+    with open(f"/proc/{pid}/smaps_rollup") as fh:
+        for line in fh:
+            if line.startswith("Pss:"):
+                return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def footprint(srv: bench_local.Server) -> dict[str, float]:
+    """Memory of the server, its launcher, the keepers (one per task) and the tasks."""
+    out = {"server_rss": bench_local.rss_mb(srv.proc.pid), "server_pss": pss_mb(srv.proc.pid),
+           "launcher_rss": 0.0, "launcher_pss": 0.0, "keepers_rss": 0.0, "keepers_pss": 0.0,
+           "keepers": 0, "tasks_pss": 0.0}
+    for pid in bench_local._launchers(srv.proc.pid):
+        out["launcher_rss"] += bench_local.rss_mb(pid)
+        out["launcher_pss"] += pss_mb(pid)
+        for keeper in psutil.Process(pid).children():
+            with contextlib.suppress(psutil.NoSuchProcess, FileNotFoundError):
+                out["keepers_rss"] += keeper.memory_info().rss / 2**20
+                out["keepers_pss"] += pss_mb(keeper.pid)
+                out["keepers"] += 1
+                for task in keeper.children(recursive=True):
+                    out["tasks_pss"] += pss_mb(task.pid)
+    return out
+
+
+def cpu_of(pids: Sequence[int]) -> float:
+    """CPU seconds the processes have used (their own, not their children's)."""
+    tick = float(os.sysconf("SC_CLK_TCK"))
+    return sum(bench_local._proc_cpu(pid)[0] for pid in pids) / tick
+
+
+def idle_cpu(srv: bench_local.Server, seconds: float) -> dict[str, float]:
+    """Share of a core the server and its launcher use over `seconds` (nobody calls)."""
+    launchers = bench_local._launchers(srv.proc.pid)
+    s0, l0, t0 = cpu_of([srv.proc.pid]), cpu_of(launchers), time.perf_counter()
+    time.sleep(seconds)
+    wall = time.perf_counter() - t0
+    return {"server": (cpu_of([srv.proc.pid]) - s0) / wall,
+            "launcher": (cpu_of(launchers) - l0) / wall}
+
+
+def count(srv: bench_local.Server, phase: str) -> int:
+    r = srv.http.post(srv.path("/training-job-searches"), json={
+        "limit": 1, "filters": [{"key": "phase", "value": [phase]}]})
+    r.raise_for_status()
+    return int(r.json()["count"])
+
+
+def section_running(sizes: Sizes, parent: pathlib.Path) -> dict[str, Any]:
+    """`running` jobs of `sleep 3600` at once, on a node said to have a core and a GiB for
+    each (CORRAL_CPUS, CORRAL_MEMORY_GB)."""
+    n = sizes.running
+    env = {"CORRAL_CPUS": str(n + 2), "CORRAL_MEMORY_GB": str(n + 2)}
+    with fresh_home(parent) as home, server(home, env) as srv:
+        time.sleep(2)
+        before = footprint(srv)
+        before_cpu = idle_cpu(srv, sizes.idle_s)
+        log(f"running: starting {n} sleeping jobs")
+        token = srv.http.headers["X-Auth-Token"]
+
+        def post(_: int) -> None:
+            with bench_local.Http(srv.url, token) as http:
+                submit(srv, http).raise_for_status()
+
+        t0 = time.perf_counter()
+        with concurrent.futures.ThreadPoolExecutor(8) as pool:
+            list(pool.map(post, range(n)))
+        deadline = time.monotonic() + 900
+        while (up := count(srv, "Running")) < n and time.monotonic() < deadline:
+            time.sleep(1)
+        started_s = time.perf_counter() - t0
+        log(f"  {up} running after {started_s:.0f} s")
+        time.sleep(5)  # the launches' own work done
+        return {"running": up, "started_s": started_s, "before": before,
+                "before_cpu": before_cpu, "after": footprint(srv),
+                "after_cpu": idle_cpu(srv, sizes.idle_s)}
+
+
+def running_rows(r: dict[str, Any], sizes: Sizes) -> list[Row]:
+    a, b = r["after"], r["before"]
+    both = a["server_pss"] + a["launcher_pss"]
+    with_keepers = both + a["keepers_pss"]
+    base = b["server_pss"] + b["launcher_pss"]
+    cpu, bcpu = r["after_cpu"], r["before_cpu"]
+    return [
+        Row(f"{r['running']} tasks running: server + launcher memory (PSS)", "< 300 MB",
+            {"SQLite": f"{both:.0f} MB (server {a['server_pss']:.0f}, launcher "
+                       f"{a['launcher_pss']:.0f})"}, f"no task: {base:.0f} MB", both < 300),
+        Row(f"the same with the {a['keepers']} keepers (one per task)", "printed",
+            {"SQLite": f"{with_keepers:.0f} MB (keepers {a['keepers_pss']:.0f}; RSS summed "
+                       f"{a['keepers_rss']:.0f})"}, "-"),
+        Row(f"{r['running']} tasks running: server CPU while nothing changes", "< 5% of a core",
+            {"SQLite": f"{cpu['server'] * 100:.1f}% (launcher {cpu['launcher'] * 100:.1f}%)"},
+            f"no task: {bcpu['server'] * 100:.1f}%", cpu["server"] < 0.05),
+    ]
+
+
+# --- many people following logs -----------------------------------------------------------------
+
+
+WRITER = """import sys, time
+rate = float(sys.argv[1])
+pad = "x" * 60
+i, t = 0, time.time()
+while True:
+    print(f"{time.time():.6f} {i} {pad}", flush=True)
+    i += 1
+    t += 1 / rate
+    time.sleep(max(0.0, t - time.time()))
+"""
+
+
+class Follower:
+    """One client following a task's log through the stream the console and `logs -f` use,
+    noting how late each line arrives (its writer stamped it)."""
+
+    def __init__(self, srv: bench_local.Server, job_id: str, token: str) -> None:
+        self.late: list[float] = []
+        self.first = self.last = -1
+        self.lines = 0
+        self._buf = ""
+        self._conn = http_client.HTTPConnection(srv.http.host, srv.http.port, timeout=30)
+        self._conn.request("GET", srv.path(f"/training-jobs/{job_id}/tasks/worker-0/logs/"
+                                           "stream?tail=0&timeout=600"),
+                           headers={"X-Auth-Token": token})
+        self._resp = self._conn.getresponse()
+        if self._resp.status != 200:
+            raise SystemExit(f"stream: HTTP {self._resp.status}")
+
+    def follow(self, until: float) -> None:
+        with contextlib.suppress(OSError, ValueError, http_client.HTTPException):
+            while time.time() < until:
+                line = self._resp.readline().decode()
+                if not line:
+                    return
+                if line.startswith("data: "):
+                    data = json.loads(line[6:])
+                    if "content" in data:
+                        self._take(data["content"], time.time())
+
+    def _take(self, content: str, now: float) -> None:
+        *whole, self._buf = (self._buf + content).split("\n")
+        for text in whole:
+            stamp, i = text.split()[:2]
+            self.late.append((now - float(stamp)) * 1000)
+            self.first = int(i) if self.first < 0 else self.first
+            self.last = int(i)
+            self.lines += 1
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            self._conn.sock.shutdown(2)  # type: ignore[union-attr]
+        self._conn.close()
+
+
+def section_followers(sizes: Sizes, parent: pathlib.Path) -> dict[str, Any]:
+    env = {"CORRAL_CPUS": str(sizes.writers + 2)}
+    with fresh_home(parent) as home, server(home, env) as srv:
+        script = home.parent / "writer.py"
+        script.write_text(WRITER)
+        command = f"{sys.executable} -u {script} {sizes.lines_per_s}"
+        ids = []
+        for _ in range(sizes.writers):
+            r = srv.http.post(srv.path("/training-jobs"),
+                              json=bench_local.job_body(command, "writer"))
+            r.raise_for_status()
+            ids.append(r.json()["metadata"]["id"])
+        for job_id in ids:
+            bench_local.wait_phase(srv, job_id, "Running")
+        log(f"followers: {sizes.writers} jobs writing {sizes.lines_per_s} lines/s; "
+            f"server CPU with nobody following, then with {sizes.followers} followers")
+        time.sleep(1)
+        alone = idle_cpu(srv, sizes.follow_s)
+        token = srv.http.headers["X-Auth-Token"]
+        followers = [Follower(srv, ids[k % len(ids)], token) for k in range(sizes.followers)]
+        until = time.time() + sizes.follow_s + 1
+        threads = [threading.Thread(target=f.follow, args=(until,)) for f in followers]
+        for t in threads:
+            t.start()
+        time.sleep(1)  # every stream caught up with the log's end
+        followed = idle_cpu(srv, sizes.follow_s)
+        for t in threads:
+            t.join()
+        for f in followers:
+            f.close()
+    late = [x for f in followers for x in f.late]
+    missing = sum(max(0, f.last - f.first + 1 - f.lines) for f in followers if f.lines)
+    return {"lines": len(late), "missing": missing, "silent": sum(not f.lines for f in followers),
+            "expected": sizes.followers * sizes.lines_per_s * (sizes.follow_s + 1),
+            "late": summary(late) if late else {}, "cpu_alone": alone, "cpu": followed}
+
+
+def followers_rows(r: dict[str, Any], sizes: Sizes) -> list[Row]:
+    late = r["late"] or {"p50_ms": 0.0, "p99_ms": 0.0, "max_ms": 0.0}
+    return [
+        Row(f"{sizes.followers} clients following {sizes.writers} logs of "
+            f"{sizes.lines_per_s} lines/s: a line's delay, max", "< 200 ms",
+            {"SQLite": f"max {_ms(late['max_ms'])}, p99 {_ms(late['p99_ms'])}, p50 "
+                       f"{_ms(late['p50_ms'])}; {r['lines']} lines, {r['missing']} missing"},
+            "-", late["max_ms"] < 200 and not r["missing"] and not r["silent"]),
+        Row("the same: server CPU", "< 50% of a core",
+            {"SQLite": f"{r['cpu']['server'] * 100:.0f}%"},
+            f"nobody following: {r['cpu_alone']['server'] * 100:.0f}%",
+            r["cpu"]["server"] < 0.5),
+    ]
+
+
 # --- the report -----------------------------------------------------------------------------
 
 
@@ -506,10 +733,14 @@ def history_rows(r: dict[str, Any], sizes: Sizes) -> list[Row]:
     for name in ("list", "phase", "name prefix", "time range"):
         add(f"search by {name}, first page, p99", "< 100 ms", 100,
             lambda v, name=name: v["search"][name]["p99_ms"])
-    out.append(Row("search, a page half way down, p99", "printed",
-                   {db: _ms(v["large"]["search"]["deep page"]["p99_ms"]) for db, v in r.items()},
-                   "; ".join(f"{db} {_ms(v['small']['search']['deep page']['p99_ms'])}"
-                             for db, v in r.items())))
+    for name, how in (("deep page", "by offset"), ("deep cursor", "by cursor")):
+        if all(name in v["large"]["search"] for v in r.values()):
+            out.append(Row(f"search, a page half way down {how}, p99", "printed",
+                           {db: _ms(v["large"]["search"][name]["p99_ms"])
+                            for db, v in r.items()},
+                           f"{sizes.small} jobs: " + "; ".join(
+                               f"{db} {_ms(v['small']['search'][name]['p99_ms'])}"
+                               for db, v in r.items())))
     for name in ("job", "events", "metrics"):
         add(f"show {name}, p99", "< 20 ms", 20, lambda v, name=name: v["show"][name]["p99_ms"])
     add("server start until it answers /healthz", "< 5 s", 5,
@@ -556,22 +787,6 @@ def report(figures: dict[str, Any], sizes: Sizes, dbs: Sequence[str]) -> str:
             f"{sizes.running} running, {sizes.followers} followers; {os.cpu_count()} CPUs; "
             f"load average {load['before']:.2f} before, {load['after']:.2f} after")
     return head + "\n\n" + table(rows, dbs)
-
-
-def running_rows(r: dict[str, Any], sizes: Sizes) -> list[Row]:
-    return []
-
-
-def followers_rows(r: dict[str, Any], sizes: Sizes) -> list[Row]:
-    return []
-
-
-def section_running(sizes: Sizes, parent: pathlib.Path) -> dict[str, Any]:
-    return {}
-
-
-def section_followers(sizes: Sizes, parent: pathlib.Path) -> dict[str, Any]:
-    return {}
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
