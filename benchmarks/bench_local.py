@@ -181,10 +181,12 @@ def trivial_command() -> str:
 # --- the server process -----------------------------------------------------------------
 
 
-def start_server(home: pathlib.Path) -> Server:
+def start_server(home: pathlib.Path, extra_env: dict[str, str] | None = None) -> Server:
+    """`corral server` on a free port with `home` as its CORRAL_HOME (and `extra_env`)."""
     port = free_port()
     env = {
         **os.environ,
+        **(extra_env or {}),
         "CORRAL_HOME": str(home),
         "CORRAL_PORT": str(port),
         "CORRAL_HOST": "127.0.0.1",

@@ -750,6 +750,38 @@ def test_search_offset_counts_pages(live: conftest.Live, five_jobs: dict[str, An
     assert [p["offset"] for p in pages] == [0, 1, 2, 3]
 
 
+@pytest.mark.parametrize(("sort_by", "order"), [("name", "asc"), ("create_time", "desc"),
+                                             ("phase", "asc"), ("phase", "desc")])
+def test_search_cursor_pages_through_every_job_once(
+    live: conftest.Live, five_jobs: dict[str, Any], sort_by: str, order: str
+) -> None:
+    everyone = names(search(live, sort_by=sort_by, order=order, limit=50))
+    pages, cursor = [], None
+    while True:
+        page = search(live, sort_by=sort_by, order=order, limit=2,
+                      **({"cursor": cursor} if cursor else {}))
+        pages.append(names(page))
+        assert (page["total"], page["count"]) == (5, 5)
+        cursor = page["next_cursor"]
+        if cursor is None:
+            break
+
+    assert [n for p in pages for n in p] == everyone  # phases tie: by submission then
+    assert [len(p) for p in pages] == [2, 2, 1]
+
+
+def test_search_cursor_refuses_what_it_cannot_page(
+    live: conftest.Live, five_jobs: dict[str, Any]
+) -> None:
+    cursor = search(live, limit=1)["next_cursor"]
+    for body in ({"cursor": "not-a-cursor"}, {"cursor": cursor, "sort_by": "duration"},
+                 {"cursor": "WzEsMiwzXQ=="}):  # [1,2,3]
+        r = live.http.post(live.path("/training-job-searches"), json=body)
+        assert r.status_code == 400, body
+        assert "cursor" in r.json()["error_msg"]
+    assert search(live, sort_by="duration", limit=1)["next_cursor"] is None
+
+
 def test_search_limit_bounds(live: conftest.Live, five_jobs: dict[str, Any]) -> None:
     assert len(search(live, limit=1)["items"]) == 1
     assert len(search(live, limit=50)["items"]) == 5

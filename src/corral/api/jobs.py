@@ -12,7 +12,7 @@ from fastapi.responses import JSONResponse
 from corral.api import auth, deps, schemas, views, watch
 from corral.api.deps import Ctx
 from corral.domain import downsample, errors, jobs, specs
-from corral.services import pools, submit
+from corral.services import submit
 from corral.storage import runs
 from corral.store import identity_repo, job_repo, rows, version_repo
 
@@ -138,12 +138,10 @@ def search_training_jobs(project_id: str, body: specs.Search, ctx: Ctx) -> dict[
     with ctx.store.read() as conn:
         identity_repo.require_project(conn, project_id)
         total, count, found = job_repo.search_jobs(conn, project_id, body)
-        ahead = pools.jobs_ahead(conn, ctx.catalog, [r.id for r in found
-                                                     if r.phase == jobs.Phase.PENDING.value])
-        items = [views.job(conn, r, ctx.catalog, now, ahead) for r in found]
+        items = views.jobs_list(conn, found, ctx.catalog, now)
     return {"total": total, "count": count, "limit": body.limit, "offset": body.offset,
             "sort_by": body.sort_by, "order": body.order, "group_by": body.group_by,
-            "items": items}
+            "items": items, "next_cursor": job_repo.next_cursor(body, found)}
 
 
 _PAIRED = ("events from start_time to end_time (ms since the epoch); give both or "

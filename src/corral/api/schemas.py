@@ -177,6 +177,8 @@ class SearchOut(Out):
     workspace_id: str = "0"
     ai_project: str = "default-ai-project"
     items: list[JobOut]
+    #: corral: give it as `cursor` for the next page (None: this page is the last)
+    next_cursor: str | None = None
 
 
 class EventOut(Out):

@@ -15,21 +15,29 @@ from corral.services import pools
 from corral.store import job_repo, rows
 
 
-def job(conn: sa.Connection | None, row: rows.Job, cat: catalog_mod.Catalog, now: int,
-        ahead: dict[str, int] | None = None, *, fresh: bool = False) -> dict[str, Any]:
-    """The Job object. `ahead` holds queue positions already looked up (for a list of jobs);
-    without it a waiting job's position is looked up here. A `fresh` job (its row read as
-    it was created, Creating) has no running records nor place to look up: it needs no
-    connection."""
+def job(conn: sa.Connection | None, row: rows.Job, cat: catalog_mod.Catalog, now: int, *,
+        fresh: bool = False) -> dict[str, Any]:
+    """The Job object. A `fresh` job (its row read as it was created, Creating) has no
+    running records nor place in the queue to look up: it needs no connection."""
+    if fresh:
+        return _job(row, cat, now, [], [], None)
+    assert conn is not None
+    return jobs_list(conn, [row], cat, now)[0]
+
+
+def jobs_list(conn: sa.Connection, found: Sequence[rows.Job], cat: catalog_mod.Catalog,
+              now: int) -> list[dict[str, Any]]:
+    """The Job objects of several jobs, their running records and queue places read
+    together (a page of a search costs the same few queries as one job)."""
+    ahead = pools.jobs_ahead(conn, cat, [r.id for r in found
+                                         if r.phase == jobs.Phase.PENDING.value])
+    records = job_repo.records_of(conn, [r.id for r in found])
+    return [_job(r, cat, now, *records[r.id], ahead.get(r.id)) for r in found]
+
+
+def _job(row: rows.Job, cat: catalog_mod.Catalog, now: int, attempts: Sequence[rows.Attempt],
+         tasks: Sequence[rows.Task], ahead: int | None) -> dict[str, Any]:
     spec = json.loads(row.spec)
-    attempts: list[rows.Attempt] = []
-    tasks: list[rows.Task] = []
-    if not fresh:
-        assert conn is not None
-        if ahead is None and row.phase == jobs.Phase.PENDING.value:
-            ahead = pools.jobs_ahead(conn, cat, [row.id])
-        attempts = job_repo.attempts_of(conn, row.id)
-        tasks = job_repo.tasks_of(conn, row.id, attempts[-1].seq) if attempts else []
     out: dict[str, Any] = {
         "kind": row.kind,
         "metadata": {
@@ -38,7 +46,7 @@ def job(conn: sa.Connection | None, row: rows.Job, cat: catalog_mod.Catalog, now
             "create_time": row.create_time, "user_name": row.user_name,
             "annotations": spec["metadata"].get("annotations", {}),
         },
-        "status": status(row, attempts, tasks, now, (ahead or {}).get(row.id)),
+        "status": status(row, attempts, tasks, now, ahead),
         "algorithm": algorithm(spec["algorithm"]),
         "spec": job_spec(spec.get("spec", {}), row, cat),
     }

@@ -437,6 +437,21 @@ class Search(Model):
     order: Literal["asc", "desc"] = "desc"
     group_by: str | None = None
     filters: list[Filter] = Field(default_factory=list, max_length=20)
+    #: corral: the page after the one whose `next_cursor` this is (offset is then ignored)
+    cursor: str | None = Field(default=None, max_length=512, description=(
+        "corral extension: the `next_cursor` of the page before; the next page is found "
+        "from that page's last job instead of by skipping `offset * limit` rows, which "
+        "stays fast however deep the page. Sorting by create_time, name or phase"))
+
+    @model_validator(mode="after")
+    def _cursor_sort(self) -> Search:
+        if self.cursor is not None and self.sort_by not in CURSOR_SORTS:
+            raise ValueError(f"a cursor pages jobs sorted by {', '.join(CURSOR_SORTS)}")
+        return self
+
+
+#: the sort keys a search cursor pages by (never NULL; duration is computed)
+CURSOR_SORTS = ("create_time", "name", "phase")
 
 
 def parse(model: type[BaseModel], data: Any) -> Any:

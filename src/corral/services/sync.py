@@ -14,7 +14,7 @@ import dataclasses
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import TypeVar
 
 import sqlalchemy as sa
@@ -57,8 +57,8 @@ class Syncer:
             running = version_repo.running_jobs(conn)
             waiting = version_repo.staging_jobs(conn)
             ended = version_repo.unfinished_ended(conn)
+        self._collect(running)
         for job in running:
-            self._collect(job)
             self._periodic_uploads(job)
         for job in waiting:
             self._submit(("stage", job.id), self._stage, job)
@@ -90,14 +90,16 @@ class Syncer:
 
     # --- work ------------------------------------------------------------------------------
 
-    def _collect(self, job: rows.Job) -> None:
+    def _collect(self, running: Sequence[rows.Job]) -> None:
+        """The metrics the running jobs reported since the last pass (where each stands
+        read for all of them at once: a thousand running jobs cost three queries)."""
         try:
-            collect.collect_job(self.store, self.settings.runs_dir, job.id, self.now,
-                                self._read)
+            collect.collect_jobs(self.store, self.settings.runs_dir, [j.id for j in running],
+                                 self.now, self._read)
         except sa.exc.IntegrityError:
-            pass  # the job was purged while its metrics were read
+            pass  # a job was purged while its metrics were read: the next pass goes on
         except (OSError, sa.exc.SQLAlchemyError):
-            log.exception("reading the metrics of job %s failed", job.id)
+            log.exception("reading the metrics of the running jobs failed")
 
     def _periodic_uploads(self, job: rows.Job) -> None:
         ups = self._uploads.get(job.id)

@@ -8,6 +8,8 @@ a job name the columns they change, and none of them is its phase.
 
 from __future__ import annotations
 
+import base64
+import json
 import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -278,9 +280,36 @@ def search_jobs(conn: sa.Connection, project_id: str,
         sort_col = SORT_COLUMNS[search.sort_by]
     order = sort_col.asc() if search.order == "asc" else sort_col.desc()
     tie = JOBS.c.seq.asc() if search.order == "asc" else JOBS.c.seq.desc()
-    q = (sa.select(JOBS).where(*conds).order_by(order, tie)
-         .offset(search.offset * search.limit).limit(search.limit))
+    q = sa.select(JOBS).where(*conds).order_by(order, tie).limit(search.limit)
+    if search.cursor is None:
+        q = q.offset(search.offset * search.limit)
+    else:
+        q = q.where(_after(sort_col, search.order, search.cursor))
     return int(total), int(count), rows.Job.all(conn.execute(q))
+
+
+def next_cursor(search: specs.Search, page: Sequence[rows.Job]) -> str | None:
+    """The cursor of the page after `page` (None: it was the last, or the search is sorted
+    by a key no cursor pages by)."""
+    if len(page) < search.limit or search.sort_by not in specs.CURSOR_SORTS:
+        return None
+    last = page[-1]
+    raw = json.dumps([getattr(last, search.sort_by), last.seq]).encode()
+    return base64.urlsafe_b64encode(raw).decode()
+
+
+def _after(col: Any, order: str, cursor: str) -> Any:
+    """Rows after the cursor's (its sort value, then its submission number), written so
+    that the sort column's index bounds the scan."""
+    try:
+        value, seq = json.loads(base64.urlsafe_b64decode(cursor.encode()))
+        if not isinstance(seq, int) or not isinstance(value, str | int):
+            raise ValueError(cursor)
+    except (ValueError, TypeError):
+        raise errors.BadParameter("cursor: not a cursor this search returned") from None
+    if order == "asc":
+        return sa.and_(col >= value, sa.or_(col > value, JOBS.c.seq > seq))
+    return sa.and_(col <= value, sa.or_(col < value, JOBS.c.seq < seq))
 
 
 def _filter_clause(f: specs.Filter) -> Any:
@@ -379,6 +408,26 @@ def close_attempt(conn: sa.Connection, job_id: str, seq: int, *, now: int, end_r
 
 def attempts_of(conn: sa.Connection, job_id: str) -> list[rows.Attempt]:
     return rows.Attempt.all(conn.execute(_ATTEMPTS, {"k_job": job_id}))
+
+
+def records_of(conn: sa.Connection, job_ids: Sequence[str]
+               ) -> dict[str, tuple[list[rows.Attempt], list[rows.Task]]]:
+    """Each job's attempts, and the tasks of its latest attempt: two queries however many
+    jobs are asked for."""
+    out: dict[str, tuple[list[rows.Attempt], list[rows.Task]]] = {j: ([], []) for j in job_ids}
+    if not job_ids:
+        return out
+    q = (sa.select(ATTEMPTS).where(ATTEMPTS.c.job_id.in_(list(job_ids)))
+         .order_by(ATTEMPTS.c.job_id, ATTEMPTS.c.seq))
+    for a in rows.Attempt.all(conn.execute(q)):
+        out[a.job_id][0].append(a)
+    latest = [(j, attempts[-1].seq) for j, (attempts, _) in out.items() if attempts]
+    if latest:
+        q = (sa.select(TASKS).where(sa.tuple_(TASKS.c.job_id, TASKS.c.attempt).in_(latest))
+             .order_by(TASKS.c.job_id, TASKS.c.rank))
+        for t in rows.Task.all(conn.execute(q)):
+            out[t.job_id][1].append(t)
+    return out
 
 
 def latest_attempt(conn: sa.Connection, job_id: str) -> int:

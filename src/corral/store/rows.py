@@ -10,8 +10,10 @@ names; times are milliseconds since the epoch; phases and states are the stored 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from typing import Any, Self
+
+import sqlalchemy as sa
 
 
 class _FromRow:
@@ -25,8 +27,10 @@ class _FromRow:
         return cls(**mapping)
 
     @classmethod
-    def all(cls, result: Iterable[Any]) -> list[Self]:
-        return [cls(**r._mapping) for r in result]
+    def all(cls, result: sa.Result[Any]) -> list[Self]:
+        # The names once, not a mapping per row: a reconciler pass reads tens of thousands.
+        names = list(result.keys())
+        return [cls(**dict(zip(names, r, strict=True))) for r in result]
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
