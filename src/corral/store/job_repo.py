@@ -421,12 +421,15 @@ def records_of(conn: sa.Connection, job_ids: Sequence[str]
          .order_by(ATTEMPTS.c.job_id, ATTEMPTS.c.seq))
     for a in rows.Attempt.all(conn.execute(q)):
         out[a.job_id][0].append(a)
-    latest = [(j, attempts[-1].seq) for j, (attempts, _) in out.items() if attempts]
+    latest = {j: attempts[-1].seq for j, (attempts, _) in out.items() if attempts}
     if latest:
-        q = (sa.select(TASKS).where(sa.tuple_(TASKS.c.job_id, TASKS.c.attempt).in_(latest))
+        # By job id alone, which the key's index finds (a list of (job, attempt) pairs
+        # makes SQLite read every task); earlier attempts' tasks are dropped here.
+        q = (sa.select(TASKS).where(TASKS.c.job_id.in_(list(latest)))
              .order_by(TASKS.c.job_id, TASKS.c.rank))
         for t in rows.Task.all(conn.execute(q)):
-            out[t.job_id][1].append(t)
+            if t.attempt == latest[t.job_id]:
+                out[t.job_id][1].append(t)
     return out
 
 
