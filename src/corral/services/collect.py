@@ -70,6 +70,8 @@ def _collect(store: db.Store, runs_dir: pathlib.Path, job_id: str,
             key = (job_id, attempt, task, source)
             saved = done.get((attempt, task, source), 0)
             start = max(saved, memo.get(key, 0))
+            if not _grown(path, start):
+                continue
             fh = _open(path, key, memo)
             if fh is None:
                 continue
@@ -88,6 +90,16 @@ def _collect(store: db.Store, runs_dir: pathlib.Path, job_id: str,
             done[(attempt, task, source)] = position
             added += len(rows)
     return added
+
+
+def _grown(path: pathlib.Path, start: int) -> bool:
+    """Whether the file may hold more than its first `start` bytes: one lstat, so that a
+    pass over a thousand quiet jobs opens nothing (what it opens is checked for links then,
+    by `_open`)."""
+    try:
+        return os.lstat(path).st_size > start
+    except OSError:
+        return False
 
 
 def _open(path: pathlib.Path, key: tuple[str, int, str, str], memo: Memo) -> BinaryIO | None:
