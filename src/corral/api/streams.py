@@ -18,6 +18,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
+import pathlib
 from collections.abc import AsyncIterator, Sequence
 from typing import Annotated, Any
 
@@ -159,6 +161,15 @@ async def stream_log(
                     offset, tail, timeout), media_type=MEDIA, headers=HEADERS)
 
 
+def _size(path: pathlib.Path) -> int:
+    """How long the log is: one lstat, so that a follower whose log has not grown costs no
+    thread and no open (the log is opened, and checked for planted links, when it has)."""
+    try:
+        return os.lstat(path).st_size
+    except OSError:
+        return 0
+
+
 async def _log_events(ctx: deps.Context, request: Request, project_id: str, job_id: str,
                       task: str, attempt: int | None, log: logs.Located, offset: int | None,
                       tail: int | None, timeout: float) -> AsyncIterator[bytes]:
@@ -173,7 +184,7 @@ async def _log_events(ctx: deps.Context, request: Request, project_id: str, job_
                 pos = (await ctx.blocking(logfiles.before, log.path, specs.MAX_BYTES,
                                           tail or 0)).start
             sent = False
-            while log.attempt and pos is not None:
+            while log.attempt and pos is not None and _size(log.path) > pos:
                 win = await ctx.blocking(logfiles.after, log.path, pos, LOG_EVENT_BYTES)
                 if win.end <= pos:
                     break
