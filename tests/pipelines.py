@@ -16,7 +16,7 @@ import sqlalchemy as sa
 from corral import server
 from corral.domain.pipelines import status
 from corral.kinds.pipelines import actions, controller
-from corral.store import job_repo, kind_repo, pipeline_repo, rows
+from corral.store import job_repo, kind_repo, kind_rows, pipeline_repo, rows
 from tests import conftest, factories
 
 #: what every task of these tests runs: it reads its arguments (`--name=value`) and
@@ -111,7 +111,7 @@ class Harness:
         self.controller.reconcile(self.now())
 
     def run(self, pipeline_id: str, until: Callable[[], Any] | None = None,
-            timeout: float = 60) -> rows.PipelineAttempt:
+            timeout: float = 60) -> kind_rows.PipelineAttempt:
         """Drive the controller until the pipeline's current attempt has ended (or `until`
         says so); the attempt."""
         if until is not None:
@@ -132,13 +132,14 @@ class Harness:
 
         return factories.wait_for(done, timeout, f"{until}")
 
-    def attempt(self, pipeline_id: str) -> rows.PipelineAttempt:
+    def attempt(self, pipeline_id: str) -> kind_rows.PipelineAttempt:
         with self.store.read() as conn:
             p = pipeline_repo.by_id(conn, pipeline_id)
             assert p is not None
             return pipeline_repo.attempt(conn, p.id, p.attempt)
 
-    def runs(self, pipeline_id: str, attempt: int | None = None) -> dict[str, rows.PipelineRun]:
+    def runs(self, pipeline_id: str,
+             attempt: int | None = None) -> dict[str, kind_rows.PipelineRun]:
         with self.store.read() as conn:
             p = pipeline_repo.by_id(conn, pipeline_id)
             assert p is not None
@@ -162,10 +163,10 @@ class Harness:
         with self.store.read() as conn:
             return job_repo.owned_jobs(conn, "pipeline", pipeline_id)
 
-    def outputs(self, run: rows.PipelineRun) -> dict[str, str]:
+    def outputs(self, run: kind_rows.PipelineRun) -> dict[str, str]:
         return dict(json.loads(run.outputs or "{}"))
 
-    def value(self, run: rows.PipelineRun, channel: str) -> str:
+    def value(self, run: kind_rows.PipelineRun, channel: str) -> str:
         return (pathlib.Path(self.outputs(run)[channel]) / "value.txt").read_text()
 
     def execute(self, statement: Any) -> Any:

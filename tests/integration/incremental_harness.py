@@ -24,6 +24,7 @@ from corral.store import (
     db,
     identity_repo,
     job_repo,
+    kind_rows,
     loop_repo,
     model_repo,
     rows,
@@ -154,18 +155,18 @@ class Harness:
             return actions.create(conn, body, project_id=self.project_id, user_name="ann",
                                   confine=self.confine, now=self.now)
 
-    def loop(self, ref: str) -> rows.Loop:
+    def loop(self, ref: str) -> kind_rows.Loop:
         with self.store.read() as conn:
             return loop_repo.get_loop(conn, self.project_id, ref)
 
-    def rounds(self, ref: str) -> list[rows.Round]:
+    def rounds(self, ref: str) -> list[kind_rows.Round]:
         with self.store.read() as conn:
             return loop_repo.rounds_of(conn, self.loop(ref).id)
 
-    def current_round(self, ref: str) -> rows.Round:
+    def current_round(self, ref: str) -> kind_rows.Round:
         return self.rounds(ref)[-1]
 
-    def deploys(self, ref: str) -> list[rows.Deploy]:
+    def deploys(self, ref: str) -> list[kind_rows.Deploy]:
         with self.store.read() as conn:
             return loop_repo.deploys_of(conn, self.loop(ref).id)
 

@@ -14,7 +14,7 @@ import sqlalchemy as sa
 
 from corral.domain import errors
 from corral.kinds.pipelines import actions
-from corral.store import job_repo, schema
+from corral.store import job_repo, kind_tables
 from tests import pipelines as pl
 
 
@@ -92,8 +92,8 @@ def _deleted(h: pl.Harness, job_id: str) -> bool:
 
 def _attempts(h: pl.Harness, pid: str) -> list[Any]:
     with h.store.read() as conn:
-        return list(conn.execute(sa.select(schema.pipeline_attempts).where(
-            schema.pipeline_attempts.c.pipeline_id == pid)))
+        return list(conn.execute(sa.select(kind_tables.pipeline_attempts).where(
+            kind_tables.pipeline_attempts.c.pipeline_id == pid)))
 
 
 def test_a_rerun_is_refused_while_the_pipeline_runs_and_for_unknown_names(
@@ -195,7 +195,7 @@ def test_delete_removes_the_pipeline_its_jobs_and_its_outputs(
 
     assert done is not None and done.removed == [str(out)] and not out.exists()
     assert _deleted(h, job_id)
-    assert pl.count(h, schema.pipeline_runs) == 0 and pl.count(h, schema.pipelines) == 0
+    assert pl.count(h, kind_tables.pipeline_runs) == 0 and pl.count(h, kind_tables.pipelines) == 0
 
     running = h.create(pl.pipeline("busy", pl.task("a", code, gate=str(tmp_path / "never"),
                                                    outputs=("out_a",))))
@@ -205,7 +205,7 @@ def test_delete_removes_the_pipeline_its_jobs_and_its_outputs(
     assert actions.delete(h.store, h.platform.settings, h.project_id, running,
                           h.now()) is None  # deferred: stopped first
 
-    h.drive(lambda: pl.count(h, schema.pipelines) == 0)
+    h.drive(lambda: pl.count(h, kind_tables.pipelines) == 0)
     assert not out.exists()
     assert _deleted(h, job_id)
     # The name is free again.

@@ -15,7 +15,7 @@ import pytest
 import sqlalchemy as sa
 
 from corral.kinds.pipelines import actions
-from corral.store import model_repo, schema
+from corral.store import kind_tables, model_repo, schema
 from tests import pipelines as pl
 
 
@@ -55,7 +55,7 @@ def test_data_flows_by_reference_and_the_model_is_saved(h: pl.Harness,
     with h.store.read() as conn:
         models = model_repo.list_models(conn, h.project_id)
         version = model_repo.resolve(conn, models[0], None, None)
-        p = conn.execute(sa.select(schema.pipelines)).one()
+        p = conn.execute(sa.select(kind_tables.pipelines)).one()
     # Only the pipeline's model: its tasks' jobs register none of their own.
     assert [m.name for m in models] == ["flow-model"]
     assert version.source_job_id == runs["train[1]"].job_id

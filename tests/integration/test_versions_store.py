@@ -15,13 +15,14 @@ from corral.domain import errors, specs, versions
 from corral.domain import jobs as J
 from corral.services import collect, finishing, submit
 from corral.storage import runs
-from corral.store import db, job_repo, model_repo, schema, version_repo
+from corral.store import db, job_repo, kind_tables, model_repo, schema, version_repo
 from tests import conftest, factories
 from tests.integration.test_store import NOW, catalog, create, project  # noqa: F401
 
 
 def test_the_migrated_schema_is_the_one_the_code_declares(store: db.Store) -> None:
     with store.engine.connect() as conn:
+        assert kind_tables.metadata is schema.metadata  # the kinds' tables compared too
         assert compare_metadata(MigrationContext.configure(conn), schema.metadata) == []
 
 

@@ -11,7 +11,7 @@ import dataclasses
 import pytest
 import sqlalchemy as sa
 
-from corral.store import rows, schema
+from corral.store import kind_rows, kind_tables, rows, schema
 
 #: row classes read with `select(table)`, and the table
 WHOLE_TABLES: dict[type, sa.Table] = {
@@ -29,16 +29,16 @@ WHOLE_TABLES: dict[type, sa.Table] = {
     rows.MetricPoint: schema.training_metrics,
     rows.Model: schema.models,
     rows.ModelVersion: schema.model_versions,
-    rows.KindEvent: schema.kind_events,
-    rows.Dataset: schema.datasets,
-    rows.Loop: schema.il_loops,
-    rows.Round: schema.il_rounds,
-    rows.Deploy: schema.il_deploys,
+    kind_rows.KindEvent: kind_tables.kind_events,
+    kind_rows.Dataset: kind_tables.datasets,
+    kind_rows.Loop: kind_tables.il_loops,
+    kind_rows.Round: kind_tables.il_rounds,
+    kind_rows.Deploy: kind_tables.il_deploys,
     rows.AliasMove: schema.model_alias_history,
-    rows.Pipeline: schema.pipelines,
-    rows.PipelineAttempt: schema.pipeline_attempts,
-    rows.PipelineRun: schema.pipeline_runs,
-    rows.Notebook: schema.notebooks,
+    kind_rows.Pipeline: kind_tables.pipelines,
+    kind_rows.PipelineAttempt: kind_tables.pipeline_attempts,
+    kind_rows.PipelineRun: kind_tables.pipeline_runs,
+    kind_rows.Notebook: kind_tables.notebooks,
 }
 #: row classes read from a whole table and one more column, and that column
 WHOLE_TABLES_AND_ONE: dict[type, tuple[type, str]] = {

@@ -20,7 +20,7 @@ from corral.api.deps import Ctx
 from corral.domain import errors, specs
 from corral.services import datasets
 from corral.storage import paths
-from corral.store import dataset_repo, identity_repo, rows
+from corral.store import dataset_repo, identity_repo, kind_rows
 
 router = APIRouter(prefix="/v2/{project_id}", tags=["datasets"])
 ERRORS: dict[int | str, dict[str, Any]] = {
@@ -76,7 +76,7 @@ class AppendedOut(schemas.Out):
     number_of_samples: int
 
 
-def view(d: rows.Dataset, message: str | None = None) -> dict[str, Any]:
+def view(d: kind_rows.Dataset, message: str | None = None) -> dict[str, Any]:
     return {"id": d.id, "name": d.name, "description": d.description, "url": d.url,
             "format": d.format, "number_of_samples": d.number_of_samples,
             "create_time": d.created_at, "update_time": d.updated_at,

@@ -13,7 +13,7 @@ from corral.api import schemas
 from corral.domain.incremental import loopspec, samples, states
 from corral.kinds import owned
 from corral.kinds.incremental import actions, common, current, rounds
-from corral.store import dataset_repo, job_repo, loop_repo, rows
+from corral.store import dataset_repo, job_repo, kind_rows, loop_repo
 
 LS, RS, DS = states.LoopState, states.RoundState, states.DeployState
 
@@ -47,7 +47,7 @@ class LoopsOut(schemas.Out):
     items: list[LoopOut]
 
 
-def loop(conn: sa.Connection, row: rows.Loop, now: int, *, full: bool = True
+def loop(conn: sa.Connection, row: kind_rows.Loop, now: int, *, full: bool = True
          ) -> dict[str, Any]:
     spec = common.spec_of(row)
     records = loop_repo.rounds_of(conn, row.id)
@@ -84,11 +84,11 @@ def loop(conn: sa.Connection, row: rows.Loop, now: int, *, full: bool = True
             "spec": json.loads(row.spec), "status": status}
 
 
-def _stage(row: rows.Loop) -> str:
+def _stage(row: kind_rows.Loop) -> str:
     return {LS.EVALUATING: "Eval", LS.DEPLOYING: "Deploy"}.get(LS(row.state), "Train")
 
 
-def round_(r: rows.Round, d: rows.Deploy | None, owner: owned.Owner) -> dict[str, Any]:
+def round_(r: kind_rows.Round, d: kind_rows.Deploy | None, owner: owned.Owner) -> dict[str, Any]:
     def name(job_id: str | None, stage: str) -> str | None:
         return owned.job_name(owner, rounds.role(r.number, stage)) if job_id else None
 
@@ -110,7 +110,7 @@ def round_(r: rows.Round, d: rows.Deploy | None, owner: owned.Owner) -> dict[str
     }
 
 
-def deploy(d: rows.Deploy) -> dict[str, Any]:
+def deploy(d: kind_rows.Deploy) -> dict[str, Any]:
     return {"seq": d.seq, "round": d.round, "model": f"{d.model_name} v{d.version}",
             "state": d.state, "model_update_time": d.token, "reason": d.reason,
             "user_name": d.user_name, "moves_alias": d.moves_alias,
@@ -126,8 +126,8 @@ def _cond(stage: str, kind: str, time: int | None, message: str = "",
             "lastTransitionTime": time}
 
 
-def conditions(conn: sa.Connection, row: rows.Loop, spec: loopspec.LoopSpec,
-               records: list[rows.Round], by_seq: dict[int, rows.Deploy],
+def conditions(conn: sa.Connection, row: kind_rows.Loop, spec: loopspec.LoopSpec,
+               records: list[kind_rows.Round], by_seq: dict[int, kind_rows.Deploy],
                now: int) -> list[dict[str, Any]]:
     """The stages of the latest round as Sedna's conditions (Waiting, Running, Completed,
     Failed), and Train/Waiting while the loop waits for its trigger. A round whose model
@@ -150,8 +150,8 @@ def conditions(conn: sa.Connection, row: rows.Loop, spec: loopspec.LoopSpec,
     return out
 
 
-def _round_conditions(conn: sa.Connection, rnd: rows.Round,
-                      d: rows.Deploy | None) -> list[dict[str, Any]]:
+def _round_conditions(conn: sa.Connection, rnd: kind_rows.Round,
+                      d: kind_rows.Deploy | None) -> list[dict[str, Any]]:
     out = [_job_cond(conn, "Train", rnd.train_job_id, rnd.started_at)]
     if rnd.eval_job_id:
         out.append(_job_cond(conn, "Eval", rnd.eval_job_id, rnd.started_at))
@@ -173,7 +173,7 @@ def _round_conditions(conn: sa.Connection, rnd: rows.Round,
     return out
 
 
-def _failed_stage(rnd: rows.Round) -> str:
+def _failed_stage(rnd: kind_rows.Round) -> str:
     if rnd.deploy_seq is not None or rnd.decision:
         return "Deploy"
     return "Eval" if rnd.eval_job_id else "Train"

@@ -41,7 +41,7 @@ from corral.api import auth, deps, error_bodies, notebooks
 from corral.domain import errors, identity
 from corral.domain import notebooks as notebook_rules
 from corral.kinds.notebooks import actions
-from corral.store import notebook_repo, rows
+from corral.store import kind_rows, notebook_repo
 
 log = logging.getLogger(__name__)
 PREFIX = "/notebooks/"
@@ -68,7 +68,7 @@ class Proxy:
         self.ctx = context
         self._http: proxy_http.BaseHttpProxy | None = None
         self._ws: proxy_ws.BaseWebSocketProxy | None = None
-        self._cache: dict[str, tuple[float, rows.Notebook | None]] = {}
+        self._cache: dict[str, tuple[float, kind_rows.Notebook | None]] = {}
         self._touched: dict[str, float] = {}
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -121,7 +121,7 @@ class Proxy:
             raise NotReady(f"notebook '{nb.id}' did not answer: {exc}") from None
         await response(scope, receive, send)
 
-    async def _by_credential(self, scope: Scope, nb: rows.Notebook) -> None:
+    async def _by_credential(self, scope: Scope, nb: kind_rows.Notebook) -> None:
         """The caller of a corral credential, who must be allowed the notebook."""
         # A websocket's handshake is a GET (a signature covers the method); no body.
         asked = {**scope, "method": scope.get("method", "GET")}
@@ -132,13 +132,13 @@ class Proxy:
         if not notebooks.may_use(principal, nb):
             raise errors.Forbidden("only the notebook's owner or a project admin may use it")
 
-    async def _notebook(self, notebook_id: str) -> rows.Notebook | None:
+    async def _notebook(self, notebook_id: str) -> kind_rows.Notebook | None:
         now = time.monotonic()
         cached = self._cache.get(notebook_id)
         if cached is not None and cached[0] > now:
             return cached[1]
 
-        def read() -> rows.Notebook | None:
+        def read() -> kind_rows.Notebook | None:
             with self.ctx.store.read() as conn:
                 return notebook_repo.by_id(conn, notebook_id)
 
@@ -187,13 +187,13 @@ def _cookies(headers: Headers) -> http.cookies.SimpleCookie:
     return jar
 
 
-def _has_cookie(headers: Headers, nb: rows.Notebook) -> bool:
+def _has_cookie(headers: Headers, nb: kind_rows.Notebook) -> bool:
     morsel = _cookies(headers).get(COOKIE)
     return bool(morsel is not None and nb.cookie_secret and hmac.compare_digest(
         morsel.value.encode(), nb.cookie_secret.encode()))
 
 
-def _headers_for_jupyter(headers: Headers, nb: rows.Notebook) -> list[tuple[bytes, bytes]]:
+def _headers_for_jupyter(headers: Headers, nb: kind_rows.Notebook) -> list[tuple[bytes, bytes]]:
     """The request's headers less corral's credentials (and the Origin corral checked),
     with JupyterLab's own token."""
     drop = {"authorization", auth.TOKEN_HEADER, "origin", "cookie"}

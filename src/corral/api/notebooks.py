@@ -18,7 +18,7 @@ from corral.api import auth, deps, jobs
 from corral.api.deps import Ctx
 from corral.domain import identity, notebooks, resources, specs
 from corral.kinds.notebooks import actions, session
-from corral.store import job_repo, kind_repo, notebook_repo, rows
+from corral.store import job_repo, kind_repo, kind_rows, notebook_repo
 
 router = APIRouter(prefix="/v1/{project_id}/notebooks", tags=["notebooks"])
 ERRORS = jobs.ERRORS
@@ -195,14 +195,14 @@ async def _act(ctx: deps.Context, project_id: str, notebook_id: str,
 # --- views ---------------------------------------------------------------------------------
 
 
-def may_use(caller: identity.Principal, nb: rows.Notebook) -> bool:
+def may_use(caller: identity.Principal, nb: kind_rows.Notebook) -> bool:
     """Whether the caller may reach the notebook's JupyterLab: its owner, a project admin."""
     role = caller.role_in(nb.project_id)
     return role is identity.Role.ADMIN or (
         role is identity.Role.MEMBER and caller.user_name == nb.user_name)
 
 
-def _view(conn: sa.Connection, ctx: deps.Context, nb: rows.Notebook,
+def _view(conn: sa.Connection, ctx: deps.Context, nb: kind_rows.Notebook,
           caller: identity.Principal, request: Request) -> dict[str, Any]:
     job = job_repo.owned_jobs(conn, notebooks.KIND, nb.id).get(session.role(nb.session))
     status = notebooks.status(nb.state, session=nb.session, ready=nb.ready_at is not None)
@@ -234,7 +234,7 @@ def _view(conn: sa.Connection, ctx: deps.Context, nb: rows.Notebook,
     }
 
 
-def _stops_at(nb: rows.Notebook) -> int | None:
+def _stops_at(nb: kind_rows.Notebook) -> int | None:
     if nb.state != notebooks.State.RUNNING:
         return None
     if nb.lease_type == notebooks.LeaseType.TIMING:
@@ -242,7 +242,7 @@ def _stops_at(nb: rows.Notebook) -> int | None:
     return (nb.last_active_at or nb.ready_at or nb.created_at) + nb.lease_ms
 
 
-def lease(nb: rows.Notebook) -> dict[str, Any]:
+def lease(nb: kind_rows.Notebook) -> dict[str, Any]:
     """ModelArts' Lease: `create_at` + `duration` is when a timing lease ends (corral:
     `stops_at`, also when an idle one would end if nothing happens)."""
     start = nb.ready_at or nb.started_at or nb.created_at

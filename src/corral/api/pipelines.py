@@ -23,7 +23,7 @@ from corral.domain import errors, specs
 from corral.domain.pipelines import status
 from corral.kinds.pipelines import actions, cleaning, common
 from corral.services import submit
-from corral.store import job_repo, kind_repo, pipeline_repo, rows
+from corral.store import job_repo, kind_repo, kind_rows, pipeline_repo, rows
 
 router = APIRouter(prefix="/v2/{project_id}", tags=["pipelines"])
 ERRORS: dict[int | str, dict[str, Any]] = {
@@ -173,7 +173,7 @@ def list_pipeline_events(
 # --- views ----------------------------------------------------------------------------------
 
 
-def _summary(conn: sa.Connection, p: rows.Pipeline, a: rows.PipelineAttempt,
+def _summary(conn: sa.Connection, p: kind_rows.Pipeline, a: kind_rows.PipelineAttempt,
              now: int) -> dict[str, Any]:
     counts: dict[str, int] = {}
     for r in pipeline_repo.runs_of(conn, p.id, a.number):
@@ -185,7 +185,7 @@ def _summary(conn: sa.Connection, p: rows.Pipeline, a: rows.PipelineAttempt,
                       if p.model_name else None)}
 
 
-def _status(a: rows.PipelineAttempt, now: int) -> dict[str, Any]:
+def _status(a: kind_rows.PipelineAttempt, now: int) -> dict[str, Any]:
     start = a.started_at or 0
     return {"state": a.state, "progress": a.progress, "attempt": a.number,
             "start_time": start, "end_time": a.ended_at,
@@ -194,7 +194,7 @@ def _status(a: rows.PipelineAttempt, now: int) -> dict[str, Any]:
             and a.state == status.Status.RUNNING, "timed_out": a.timed_out_at is not None}
 
 
-def _view(conn: sa.Connection, p: rows.Pipeline, now: int) -> dict[str, Any]:
+def _view(conn: sa.Connection, p: kind_rows.Pipeline, now: int) -> dict[str, Any]:
     attempts = pipeline_repo.attempts_of(conn, p.id)
     current = attempts[-1]
     spec = json.loads(p.spec)
@@ -220,7 +220,7 @@ def _view(conn: sa.Connection, p: rows.Pipeline, now: int) -> dict[str, Any]:
     }
 
 
-def _run(r: rows.PipelineRun, job: rows.Job | None, now: int) -> dict[str, Any]:
+def _run(r: kind_rows.PipelineRun, job: rows.Job | None, now: int) -> dict[str, Any]:
     if job is not None and job.start_time:
         start, end = job.start_time, job.end_time
     else:

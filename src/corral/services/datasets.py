@@ -17,7 +17,7 @@ import sqlalchemy as sa
 
 from corral.domain import errors, specs
 from corral.storage import indexfiles, objects, wholefiles
-from corral.store import dataset_repo, rows
+from corral.store import dataset_repo, kind_rows
 
 #: (path, what it is) -> the resolved path, or BadParameter (paths.confine with a policy)
 Confine = Callable[[str, str], pathlib.Path]
@@ -26,7 +26,7 @@ MAX_APPEND = 100_000
 MAX_LINE = 64 * 1024
 
 
-def where(dataset: rows.Dataset, stores: objects.Stores | None, confine: Confine
+def where(dataset: kind_rows.Dataset, stores: objects.Stores | None, confine: Confine
           ) -> indexfiles.Where:
     local = None
     if not objects.is_remote(dataset.url):
@@ -88,13 +88,13 @@ def _read(found: indexfiles.Where) -> indexfiles.Snapshot:
                                   f"{exc.strerror or exc}") from None
 
 
-def read(dataset: rows.Dataset, stores: objects.Stores | None, confine: Confine
+def read(dataset: kind_rows.Dataset, stores: objects.Stores | None, confine: Confine
          ) -> indexfiles.Snapshot:
     """The dataset's samples as its file holds them now."""
     return _read(where(dataset, stores, confine))
 
 
-def count_if_changed(conn: sa.Connection, dataset: rows.Dataset,
+def count_if_changed(conn: sa.Connection, dataset: kind_rows.Dataset,
                      snap: indexfiles.Snapshot | None, now: int) -> int:
     """Record the count of a snapshot read of the dataset's file (when its stamp differs
     from the one counted); returns the number of samples."""
@@ -106,7 +106,7 @@ def count_if_changed(conn: sa.Connection, dataset: rows.Dataset,
     return len(snap.samples)
 
 
-def changed(dataset: rows.Dataset, stores: objects.Stores | None,
+def changed(dataset: kind_rows.Dataset, stores: objects.Stores | None,
             confine: Confine) -> indexfiles.Snapshot | None:
     """The file's samples if it changed since it was counted, else None (a stat only)."""
     found = where(dataset, stores, confine)
@@ -134,7 +134,7 @@ def check_lines(lines: Sequence[str]) -> list[str]:
     return out
 
 
-def append(conn: sa.Connection, dataset: rows.Dataset, lines: Sequence[str],
+def append(conn: sa.Connection, dataset: kind_rows.Dataset, lines: Sequence[str],
            stores: objects.Stores | None, confine: Confine, now: int) -> int:
     """Append samples to the dataset's file and count them; returns the new number.
 

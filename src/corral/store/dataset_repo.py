@@ -12,10 +12,10 @@ from typing import Any
 import sqlalchemy as sa
 
 from corral.domain import errors
-from corral.store import rows, schema
+from corral.store import kind_rows, kind_tables
 
-DATASETS = schema.datasets
-LOOPS = schema.il_loops
+DATASETS = kind_tables.datasets
+LOOPS = kind_tables.il_loops
 
 
 class DatasetNotFound(errors.NotFound):
@@ -35,7 +35,7 @@ def insert(conn: sa.Connection, values: Mapping[str, Any]) -> str:
     return dataset_id
 
 
-def get(conn: sa.Connection, project_id: str, ref: str) -> rows.Dataset:
+def get(conn: sa.Connection, project_id: str, ref: str) -> kind_rows.Dataset:
     """The project's dataset with this id or name, or DatasetNotFound."""
     found = _find(conn, project_id, ref, by_id=True)
     if found is None:
@@ -43,26 +43,26 @@ def get(conn: sa.Connection, project_id: str, ref: str) -> rows.Dataset:
     return found
 
 
-def by_id(conn: sa.Connection, dataset_id: str, *, lock: bool = False) -> rows.Dataset | None:
+def by_id(conn: sa.Connection, dataset_id: str, *, lock: bool = False) -> kind_rows.Dataset | None:
     """Any project's dataset; `lock` holds its row until the transaction ends."""
     q = sa.select(DATASETS).where(DATASETS.c.id == dataset_id)
     r = conn.execute(q.with_for_update() if lock else q).first()
-    return None if r is None else rows.Dataset.of(r)
+    return None if r is None else kind_rows.Dataset.of(r)
 
 
 def _find(conn: sa.Connection, project_id: str, ref: str, *,
-          by_id: bool = False) -> rows.Dataset | None:
+          by_id: bool = False) -> kind_rows.Dataset | None:
     key = DATASETS.c.name == ref
     if by_id:
         key = sa.or_(key, DATASETS.c.id == ref)
     r = conn.execute(sa.select(DATASETS).where(DATASETS.c.project_id == project_id, key)
                      .order_by(sa.desc(DATASETS.c.id == ref))).first()
-    return None if r is None else rows.Dataset.of(r)
+    return None if r is None else kind_rows.Dataset.of(r)
 
 
-def list_datasets(conn: sa.Connection, project_id: str) -> list[rows.Dataset]:
+def list_datasets(conn: sa.Connection, project_id: str) -> list[kind_rows.Dataset]:
     q = sa.select(DATASETS).where(DATASETS.c.project_id == project_id).order_by(DATASETS.c.name)
-    return rows.Dataset.all(conn.execute(q))
+    return kind_rows.Dataset.all(conn.execute(q))
 
 
 def set_count(conn: sa.Connection, dataset_id: str, *, number: int, stamp: str | None,

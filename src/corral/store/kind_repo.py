@@ -14,9 +14,9 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from corral.store import rows, schema
+from corral.store import kind_rows, kind_tables
 
-EVENTS = schema.kind_events
+EVENTS = kind_tables.kind_events
 
 
 def add_event(conn: sa.Connection, kind: str, object_id: str, now: int, message: str, *,
@@ -26,13 +26,13 @@ def add_event(conn: sa.Connection, kind: str, object_id: str, now: int, message:
 
 
 def list_events(conn: sa.Connection, kind: str, object_id: str, *, offset: int = 0,
-                limit: int = 100, order: str = "asc") -> tuple[int, list[rows.KindEvent]]:
+                limit: int = 100, order: str = "asc") -> tuple[int, list[kind_rows.KindEvent]]:
     """(how many events the object has, the requested page of them)."""
     mine = [EVENTS.c.kind == kind, EVENTS.c.object_id == object_id]
     total = conn.execute(sa.select(sa.func.count()).select_from(EVENTS).where(*mine))
     key = EVENTS.c.id.asc() if order == "asc" else EVENTS.c.id.desc()
     q = sa.select(EVENTS).where(*mine).order_by(key).offset(offset).limit(limit)
-    return int(total.scalar_one()), rows.KindEvent.all(conn.execute(q))
+    return int(total.scalar_one()), kind_rows.KindEvent.all(conn.execute(q))
 
 
 def delete_events(conn: sa.Connection, kind: str, object_id: str) -> None:

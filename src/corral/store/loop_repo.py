@@ -17,11 +17,11 @@ import sqlalchemy as sa
 
 from corral.domain import errors
 from corral.domain.incremental import states
-from corral.store import kind_repo, rows, schema
+from corral.store import kind_repo, kind_rows, kind_tables
 
-LOOPS = schema.il_loops
-ROUNDS = schema.il_rounds
-DEPLOYS = schema.il_deploys
+LOOPS = kind_tables.il_loops
+ROUNDS = kind_tables.il_rounds
+DEPLOYS = kind_tables.il_deploys
 KIND = states.KIND
 _OPEN_DEPLOYS = [s.value for s in states.DEPLOY_OPEN]
 
@@ -49,7 +49,7 @@ def insert_loop(conn: sa.Connection, values: Mapping[str, Any]) -> str:
 
 
 def get_loop(conn: sa.Connection, project_id: str, ref: str, *, lock: bool = False
-             ) -> rows.Loop:
+             ) -> kind_rows.Loop:
     """The project's loop with this id or name, or LoopNotFound."""
     q = (sa.select(LOOPS).where(LOOPS.c.project_id == project_id,
                                 sa.or_(LOOPS.c.id == ref, LOOPS.c.name == ref))
@@ -57,18 +57,18 @@ def get_loop(conn: sa.Connection, project_id: str, ref: str, *, lock: bool = Fal
     r = conn.execute(q.with_for_update() if lock else q).first()
     if r is None:
         raise LoopNotFound(f"incremental-learning job '{ref}' does not exist")
-    return rows.Loop.of(r)
+    return kind_rows.Loop.of(r)
 
 
-def loop_by_id(conn: sa.Connection, loop_id: str, *, lock: bool = False) -> rows.Loop | None:
+def loop_by_id(conn: sa.Connection, loop_id: str, *, lock: bool = False) -> kind_rows.Loop | None:
     q = sa.select(LOOPS).where(LOOPS.c.id == loop_id)
     r = conn.execute(q.with_for_update() if lock else q).first()
-    return None if r is None else rows.Loop.of(r)
+    return None if r is None else kind_rows.Loop.of(r)
 
 
-def list_loops(conn: sa.Connection, project_id: str) -> list[rows.Loop]:
+def list_loops(conn: sa.Connection, project_id: str) -> list[kind_rows.Loop]:
     q = sa.select(LOOPS).where(LOOPS.c.project_id == project_id).order_by(LOOPS.c.created_at)
-    return rows.Loop.all(conn.execute(q))
+    return kind_rows.Loop.all(conn.execute(q))
 
 
 def busy_loops(conn: sa.Connection) -> list[str]:
@@ -84,7 +84,7 @@ def update_loop(conn: sa.Connection, loop_id: str, now: int, **values: Any) -> N
     conn.execute(LOOPS.update().where(LOOPS.c.id == loop_id).values(updated_at=now, **values))
 
 
-def move(conn: sa.Connection, loop: rows.Loop, *, to: states.LoopState,
+def move(conn: sa.Connection, loop: kind_rows.Loop, *, to: states.LoopState,
          allowed_from: Collection[states.LoopState], now: int, event: str,
          level: str = "Info", **values: Any) -> bool:
     """Move the loop to `to` if it is in one of `allowed_from`, with its `event` (`values`
@@ -118,18 +118,18 @@ def insert_round(conn: sa.Connection, values: Mapping[str, Any]) -> None:
     conn.execute(ROUNDS.insert().values(**row))
 
 
-def get_round(conn: sa.Connection, loop_id: str, number: int) -> rows.Round | None:
+def get_round(conn: sa.Connection, loop_id: str, number: int) -> kind_rows.Round | None:
     r = conn.execute(sa.select(ROUNDS).where(ROUNDS.c.loop_id == loop_id,
                                              ROUNDS.c.number == number)).first()
-    return None if r is None else rows.Round.of(r)
+    return None if r is None else kind_rows.Round.of(r)
 
 
-def rounds_of(conn: sa.Connection, loop_id: str) -> list[rows.Round]:
+def rounds_of(conn: sa.Connection, loop_id: str) -> list[kind_rows.Round]:
     q = sa.select(ROUNDS).where(ROUNDS.c.loop_id == loop_id).order_by(ROUNDS.c.number)
-    return rows.Round.all(conn.execute(q))
+    return kind_rows.Round.all(conn.execute(q))
 
 
-def move_round(conn: sa.Connection, rnd: rows.Round, *, to: states.RoundState,
+def move_round(conn: sa.Connection, rnd: kind_rows.Round, *, to: states.RoundState,
                allowed_from: Collection[states.RoundState], **values: Any) -> bool:
     """Move a round to `to` if it is in one of `allowed_from` (its loop's event says why)."""
     q = (ROUNDS.update().where(ROUNDS.c.loop_id == rnd.loop_id, ROUNDS.c.number == rnd.number,
@@ -150,18 +150,18 @@ def insert_deploy(conn: sa.Connection, values: Mapping[str, Any]) -> None:
     conn.execute(DEPLOYS.insert().values(**values))
 
 
-def deploys_of(conn: sa.Connection, loop_id: str) -> list[rows.Deploy]:
+def deploys_of(conn: sa.Connection, loop_id: str) -> list[kind_rows.Deploy]:
     q = sa.select(DEPLOYS).where(DEPLOYS.c.loop_id == loop_id).order_by(DEPLOYS.c.seq)
-    return rows.Deploy.all(conn.execute(q))
+    return kind_rows.Deploy.all(conn.execute(q))
 
 
-def get_deploy(conn: sa.Connection, loop_id: str, seq: int) -> rows.Deploy | None:
+def get_deploy(conn: sa.Connection, loop_id: str, seq: int) -> kind_rows.Deploy | None:
     r = conn.execute(sa.select(DEPLOYS).where(DEPLOYS.c.loop_id == loop_id,
                                               DEPLOYS.c.seq == seq)).first()
-    return None if r is None else rows.Deploy.of(r)
+    return None if r is None else kind_rows.Deploy.of(r)
 
 
-def move_deploy(conn: sa.Connection, d: rows.Deploy, *, to: states.DeployState,
+def move_deploy(conn: sa.Connection, d: kind_rows.Deploy, *, to: states.DeployState,
                 allowed_from: Collection[states.DeployState], **values: Any) -> bool:
     q = (DEPLOYS.update().where(DEPLOYS.c.loop_id == d.loop_id, DEPLOYS.c.seq == d.seq,
                                 DEPLOYS.c.state.in_([s.value for s in allowed_from]))

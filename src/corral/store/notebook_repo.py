@@ -10,9 +10,9 @@ from typing import Any
 import sqlalchemy as sa
 
 from corral.domain import errors, notebooks
-from corral.store import job_repo, kind_repo, rows, schema
+from corral.store import job_repo, kind_repo, kind_rows, kind_tables, schema
 
-T = schema.notebooks
+T = kind_tables.notebooks
 
 
 class NotebookNotFound(errors.NotFound):
@@ -27,31 +27,31 @@ def insert(conn: sa.Connection, values: Mapping[str, Any]) -> None:
     conn.execute(T.insert(), dict(values))
 
 
-def get(conn: sa.Connection, project_id: str, notebook_id: str) -> rows.Notebook:
+def get(conn: sa.Connection, project_id: str, notebook_id: str) -> kind_rows.Notebook:
     """The project's notebook, or NotebookNotFound (also for another project's)."""
     found = conn.execute(sa.select(T).where(T.c.id == notebook_id,
                                             T.c.project_id == project_id)).first()
     if found is None:
         raise NotebookNotFound(f"notebook '{notebook_id}' does not exist")
-    return rows.Notebook.of(found)
+    return kind_rows.Notebook.of(found)
 
 
-def by_id(conn: sa.Connection, notebook_id: str) -> rows.Notebook | None:
+def by_id(conn: sa.Connection, notebook_id: str) -> kind_rows.Notebook | None:
     found = conn.execute(sa.select(T).where(T.c.id == notebook_id)).first()
-    return rows.Notebook.of(found) if found is not None else None
+    return kind_rows.Notebook.of(found) if found is not None else None
 
 
-def live(conn: sa.Connection) -> list[rows.Notebook]:
+def live(conn: sa.Connection) -> list[kind_rows.Notebook]:
     """Every notebook with a session, or getting or losing one (the controller's work)."""
     q = sa.select(T).where(T.c.state.in_(sorted(notebooks.LIVE))).order_by(T.c.created_at)
-    return rows.Notebook.all(conn.execute(q))
+    return kind_rows.Notebook.all(conn.execute(q))
 
 
 def search(conn: sa.Connection, project_id: str, *, name: str | None = None,
            states: Collection[str] = (), flavor: str | None = None,
            image_id: str | None = None, owner: str | None = None, offset: int = 0,
            limit: int = 10, sort_key: str = "created_at",
-           descending: bool = True) -> tuple[int, list[rows.Notebook]]:
+           descending: bool = True) -> tuple[int, list[kind_rows.Notebook]]:
     """(how many notebooks match, the page asked for)."""
     where = [T.c.project_id == project_id]
     if name:
@@ -66,10 +66,10 @@ def search(conn: sa.Connection, project_id: str, *, name: str | None = None,
     key = T.c[sort_key]
     order = [key.desc() if descending else key.asc(), T.c.id]
     q = sa.select(T).where(*where).order_by(*order).offset(offset).limit(limit)
-    return int(total), rows.Notebook.all(conn.execute(q))
+    return int(total), kind_rows.Notebook.all(conn.execute(q))
 
 
-def transition(conn: sa.Connection, nb: rows.Notebook, *, to: notebooks.State,
+def transition(conn: sa.Connection, nb: kind_rows.Notebook, *, to: notebooks.State,
                allowed_from: Collection[str], now: int, message: str, level: str = "Info",
                **values: Any) -> bool:
     """Move `nb` to state `to` from one of `allowed_from` (and its session must still be
@@ -80,7 +80,7 @@ def transition(conn: sa.Connection, nb: rows.Notebook, *, to: notebooks.State,
         now=now, message=message, level=level, values={**values, "updated_at": now})
 
 
-def update(conn: sa.Connection, nb: rows.Notebook, now: int, **values: Any) -> bool:
+def update(conn: sa.Connection, nb: kind_rows.Notebook, now: int, **values: Any) -> bool:
     """Change fields of `nb` while its state and session are the ones read."""
     q = (T.update().where(T.c.id == nb.id, T.c.state == nb.state, T.c.session == nb.session)
          .values(**values, updated_at=now))

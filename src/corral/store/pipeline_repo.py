@@ -14,12 +14,12 @@ from typing import Any
 import sqlalchemy as sa
 
 from corral.domain import errors
-from corral.store import kind_repo, rows, schema
+from corral.store import kind_repo, kind_rows, kind_tables
 
 KIND = "pipeline"
-PIPELINES = schema.pipelines
-ATTEMPTS = schema.pipeline_attempts
-RUNS = schema.pipeline_runs
+PIPELINES = kind_tables.pipelines
+ATTEMPTS = kind_tables.pipeline_attempts
+RUNS = kind_tables.pipeline_runs
 RUNNING = "running"
 
 
@@ -48,24 +48,24 @@ def insert(conn: sa.Connection, values: Mapping[str, Any]) -> None:
         raise DuplicatePipeline(message) from None
 
 
-def get(conn: sa.Connection, project_id: str, pipeline_id: str) -> rows.Pipeline:
+def get(conn: sa.Connection, project_id: str, pipeline_id: str) -> kind_rows.Pipeline:
     """A live pipeline of the project, or PipelineNotFound."""
     row = conn.execute(sa.select(PIPELINES).where(
         PIPELINES.c.id == pipeline_id, PIPELINES.c.project_id == project_id,
         PIPELINES.c.deleted_at.is_(None))).first()
     if row is None:
         raise PipelineNotFound(f"pipeline '{pipeline_id}' does not exist")
-    return rows.Pipeline.of(row)
+    return kind_rows.Pipeline.of(row)
 
 
-def by_id(conn: sa.Connection, pipeline_id: str) -> rows.Pipeline | None:
+def by_id(conn: sa.Connection, pipeline_id: str) -> kind_rows.Pipeline | None:
     row = conn.execute(sa.select(PIPELINES).where(PIPELINES.c.id == pipeline_id)).first()
-    return None if row is None else rows.Pipeline.of(row)
+    return None if row is None else kind_rows.Pipeline.of(row)
 
 
 def search(conn: sa.Connection, project_id: str, *, states: Collection[str] = (),
            name: str | None = None, offset: int = 0, limit: int = 20,
-           ) -> tuple[int, list[tuple[rows.Pipeline, rows.PipelineAttempt]]]:
+           ) -> tuple[int, list[tuple[kind_rows.Pipeline, kind_rows.PipelineAttempt]]]:
     """(how many match, the page of them, newest first) with each one's current attempt."""
     conds = [PIPELINES.c.project_id == project_id, PIPELINES.c.deleted_at.is_(None)]
     if states:
@@ -80,7 +80,7 @@ def search(conn: sa.Connection, project_id: str, *, states: Collection[str] = ()
     return int(total.scalar_one()), [_pair(r) for r in conn.execute(q)]
 
 
-def live(conn: sa.Connection) -> list[tuple[rows.Pipeline, rows.PipelineAttempt]]:
+def live(conn: sa.Connection) -> list[tuple[kind_rows.Pipeline, kind_rows.PipelineAttempt]]:
     """Pipelines the controller has work on: a running current attempt, or a deletion to
     finish."""
     joined = PIPELINES.join(ATTEMPTS, sa.and_(ATTEMPTS.c.pipeline_id == PIPELINES.c.id,
@@ -95,10 +95,10 @@ def _prefixed(table: sa.Table) -> list[Any]:
     return [c.label(f"a_{c.name}") for c in table.columns]
 
 
-def _pair(r: Any) -> tuple[rows.Pipeline, rows.PipelineAttempt]:
+def _pair(r: Any) -> tuple[kind_rows.Pipeline, kind_rows.PipelineAttempt]:
     m = r._mapping
-    pipeline = rows.Pipeline(**{c.name: m[c.name] for c in PIPELINES.columns})
-    attempt = rows.PipelineAttempt(**{c.name: m[f"a_{c.name}"] for c in ATTEMPTS.columns})
+    pipeline = kind_rows.Pipeline(**{c.name: m[c.name] for c in PIPELINES.columns})
+    attempt = kind_rows.PipelineAttempt(**{c.name: m[f"a_{c.name}"] for c in ATTEMPTS.columns})
     return pipeline, attempt
 
 
@@ -145,13 +145,13 @@ def first_attempt(conn: sa.Connection, pipeline_id: str, values: Mapping[str, An
                                      "state": RUNNING, "created_at": now})
 
 
-def attempt(conn: sa.Connection, pipeline_id: str, number: int) -> rows.PipelineAttempt:
-    return rows.PipelineAttempt.of(conn.execute(sa.select(ATTEMPTS).where(
+def attempt(conn: sa.Connection, pipeline_id: str, number: int) -> kind_rows.PipelineAttempt:
+    return kind_rows.PipelineAttempt.of(conn.execute(sa.select(ATTEMPTS).where(
         ATTEMPTS.c.pipeline_id == pipeline_id, ATTEMPTS.c.number == number)).one())
 
 
-def attempts_of(conn: sa.Connection, pipeline_id: str) -> list[rows.PipelineAttempt]:
-    return rows.PipelineAttempt.all(conn.execute(sa.select(ATTEMPTS).where(
+def attempts_of(conn: sa.Connection, pipeline_id: str) -> list[kind_rows.PipelineAttempt]:
+    return kind_rows.PipelineAttempt.all(conn.execute(sa.select(ATTEMPTS).where(
         ATTEMPTS.c.pipeline_id == pipeline_id).order_by(ATTEMPTS.c.number)))
 
 
@@ -214,15 +214,15 @@ def insert_runs(conn: sa.Connection, values: Sequence[Mapping[str, Any]]) -> Non
 
 
 def runs_of(conn: sa.Connection, pipeline_id: str,
-            attempt: int | None = None) -> list[rows.PipelineRun]:
+            attempt: int | None = None) -> list[kind_rows.PipelineRun]:
     """The runs of one attempt (or of all), in the order they were made."""
     q = sa.select(RUNS).where(RUNS.c.pipeline_id == pipeline_id)
     if attempt is not None:
         q = q.where(RUNS.c.attempt == attempt)
-    return rows.PipelineRun.all(conn.execute(q.order_by(RUNS.c.attempt)))
+    return kind_rows.PipelineRun.all(conn.execute(q.order_by(RUNS.c.attempt)))
 
 
-def move_run(conn: sa.Connection, run: rows.PipelineRun, *, to: str,
+def move_run(conn: sa.Connection, run: kind_rows.PipelineRun, *, to: str,
              allowed_from: Collection[str], now: int, message: str, level: str = "Info",
              values: Mapping[str, Any] | None = None) -> bool:
     """Move a run to state `to` if it is in one of `allowed_from`, with its event."""
@@ -232,7 +232,7 @@ def move_run(conn: sa.Connection, run: rows.PipelineRun, *, to: str,
         message=message, level=level, values={**(values or {}), "updated_at": now})
 
 
-def set_run(conn: sa.Connection, run: rows.PipelineRun, now: int, **values: Any) -> None:
+def set_run(conn: sa.Connection, run: kind_rows.PipelineRun, now: int, **values: Any) -> None:
     """Write some of a run's columns (never its state: that is `move_run`'s)."""
     assert "state" not in values
     conn.execute(RUNS.update().where(
@@ -241,7 +241,7 @@ def set_run(conn: sa.Connection, run: rows.PipelineRun, now: int, **values: Any)
 
 
 def cached_run(conn: sa.Connection, project_id: str, cache_key: str,
-               since: int) -> rows.PipelineRun | None:
+               since: int) -> kind_rows.PipelineRun | None:
     """The latest run of the project with this cache key that succeeded by itself since
     `since`, whose final metrics are read and whose outputs are still there."""
     q = (sa.select(RUNS).where(
@@ -250,13 +250,13 @@ def cached_run(conn: sa.Connection, project_id: str, cache_key: str,
         RUNS.c.metrics.is_not(None), RUNS.c.outputs_removed_at.is_(None))
         .order_by(RUNS.c.ended_at.desc()).limit(1))
     row = conn.execute(q).first()
-    return None if row is None else rows.PipelineRun.of(row)
+    return None if row is None else kind_rows.PipelineRun.of(row)
 
 
-def borrowers(conn: sa.Connection, pipeline_id: str) -> list[rows.PipelineRun]:
+def borrowers(conn: sa.Connection, pipeline_id: str) -> list[kind_rows.PipelineRun]:
     """Runs of other pipelines that use outputs of this one's runs (cached from them)."""
     prefix = f"{pipeline_id}/"
-    return rows.PipelineRun.all(conn.execute(sa.select(RUNS).where(
+    return kind_rows.PipelineRun.all(conn.execute(sa.select(RUNS).where(
         RUNS.c.pipeline_id != pipeline_id, RUNS.c.origin == "cached",
         RUNS.c.source.like(f"{prefix}%"))))
 

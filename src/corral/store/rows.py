@@ -16,7 +16,7 @@ from typing import Any, Self
 import sqlalchemy as sa
 
 
-class _FromRow:
+class FromRow:
     """`of`: a dataclass from a result row whose columns carry its field names."""
 
     __slots__ = ()
@@ -34,7 +34,7 @@ class _FromRow:
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
-class Job(_FromRow):
+class Job(FromRow):
     """A training job (the `jobs` table)."""
 
     id: str
@@ -86,7 +86,7 @@ class Job(_FromRow):
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
-class QueuedJob(_FromRow):
+class QueuedJob(FromRow):
     """What the scheduler reads of a job waiting to start (a long queue is read often:
     only what placement needs, no spec)."""
 
@@ -110,7 +110,7 @@ class QueuedJob(_FromRow):
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
-class Task(_FromRow):
+class Task(FromRow):
     """One task (process) of one attempt of a job (the `tasks` table)."""
 
     job_id: str
@@ -138,7 +138,7 @@ class LiveTask(Task):
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
-class Attempt(_FromRow):
+class Attempt(FromRow):
     """A running record: one start of a job's tasks (the `attempts` table)."""
 
     job_id: str
@@ -153,7 +153,7 @@ class Attempt(_FromRow):
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
-class Event(_FromRow):
+class Event(FromRow):
     """A job event (the `job_events` table)."""
 
     id: int
@@ -165,13 +165,13 @@ class Event(_FromRow):
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
-class DeletedJob(_FromRow):
+class DeletedJob(FromRow):
     id: str
     phase: str
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
-class PendingJob(_FromRow):
+class PendingJob(FromRow):
     """A waiting job as the queue view shows it."""
 
     id: str
@@ -188,7 +188,7 @@ class PendingJob(_FromRow):
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
-class Held(_FromRow):
+class Held(FromRow):
     """What the jobs holding resources hold, summed per project, pool and accelerators."""
 
     project_id: str
@@ -201,7 +201,7 @@ class Held(_FromRow):
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
-class Quota(_FromRow):
+class Quota(FromRow):
     """A project's quota in one pool (the `quotas` table)."""
 
     project_id: str
@@ -216,7 +216,7 @@ class Quota(_FromRow):
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
-class Usage(_FromRow):
+class Usage(FromRow):
     """A project's recent share of a pool, for fair share (the `project_usage` table)."""
 
     project_id: str
@@ -226,7 +226,7 @@ class Usage(_FromRow):
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
-class TaskMetric(_FromRow):
+class TaskMetric(FromRow):
     """A resource sample of a task (the `task_metrics` table)."""
 
     id: int
@@ -242,7 +242,7 @@ class TaskMetric(_FromRow):
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
-class RunningTask(_FromRow):
+class RunningTask(FromRow):
     """A running task with what its job was given (what resource sampling needs)."""
 
     job_id: str
@@ -258,7 +258,7 @@ class RunningTask(_FromRow):
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
-class Project(_FromRow):
+class Project(FromRow):
     """A project (the `projects` table): what jobs, quotas, keys and models belong to."""
 
     id: str  #: 32 hex characters, as on ModelArts
@@ -267,7 +267,7 @@ class Project(_FromRow):
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
-class User(_FromRow):
+class User(FromRow):
     """A user (the `users` table)."""
 
     id: str
@@ -278,7 +278,7 @@ class User(_FromRow):
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
-class AccessKey(_FromRow):
+class AccessKey(FromRow):
     """An access key pair (the `access_keys` table)."""
 
     access_key: str
@@ -291,7 +291,7 @@ class AccessKey(_FromRow):
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
-class LiveKey(_FromRow):
+class LiveKey(FromRow):
     """What verifying a signature needs of an access key that works (not revoked, its user
     not disabled)."""
 
@@ -302,7 +302,7 @@ class LiveKey(_FromRow):
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
-class ListedKey(_FromRow):
+class ListedKey(FromRow):
     """An access key as listings show it: never its secret, with its user's name."""
 
     access_key: str
@@ -314,7 +314,7 @@ class ListedKey(_FromRow):
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
-class LiveToken(_FromRow):
+class LiveToken(FromRow):
     """A bearer token that works (neither revoked nor expired)."""
 
     id: str  #: the token's public id (the token itself is never stored)
@@ -324,7 +324,7 @@ class LiveToken(_FromRow):
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
-class ListedToken(_FromRow):
+class ListedToken(FromRow):
     """A bearer token as listings show it: never its hash."""
 
     id: str  #: the token's public id
@@ -339,7 +339,7 @@ class ListedToken(_FromRow):
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
-class Version(_FromRow):
+class Version(FromRow):
     """Which version of which family a job is (the `job_versions` table)."""
 
     job_id: str
@@ -357,7 +357,7 @@ class Version(_FromRow):
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
-class MetricPoint(_FromRow):
+class MetricPoint(FromRow):
     """One value of a training metric a job reported (the `training_metrics` table)."""
 
     id: int
@@ -374,7 +374,7 @@ class MetricPoint(_FromRow):
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
-class Model(_FromRow):
+class Model(FromRow):
     """A registered model (the `models` table)."""
 
     id: str
@@ -386,7 +386,7 @@ class Model(_FromRow):
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
-class ModelVersion(_FromRow):
+class ModelVersion(FromRow):
     """A numbered version of a model: files a job wrote (the `model_versions` table)."""
 
     model_id: str
@@ -415,19 +415,7 @@ class RegisteredVersion(ModelVersion):
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
-class KindEvent(_FromRow):
-    """An event of a job kind's object (the `kind_events` table)."""
-
-    id: int
-    kind: str  #: the job kind ("incremental_learning", "pipeline", "notebook")
-    object_id: str
-    time: int
-    level: str
-    message: str
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class EndedJob(_FromRow):
+class EndedJob(FromRow):
     """An ended job as retention sees it."""
 
     id: str
@@ -440,109 +428,7 @@ class EndedJob(_FromRow):
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
-class Dataset(_FromRow):
-    """A dataset: an index file of samples, one a line (the `datasets` table)."""
-
-    id: str
-    project_id: str
-    name: str
-    description: str
-    url: str  #: the index file: a local path or an s3:// URL
-    format: str  #: txt or csv (a csv's header is not a sample)
-    number_of_samples: int
-    stamp: str | None  #: the file's size and mtime (or ETag) when its samples were counted
-    checked_at: int | None
-    user_name: str
-    created_at: int
-    updated_at: int
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class Loop(_FromRow):
-    """An incremental-learning loop (the `il_loops` table)."""
-
-    id: str
-    project_id: str
-    name: str
-    description: str
-    user_name: str
-    spec: str  #: the LoopSpec as JSON
-    state: str  #: a domain.incremental.states.LoopState
-    dataset_id: str
-    initial_model: str
-    initial_version: int
-    eval_model: str | None
-    eval_version: int | None
-    rounds: int  #: the number of the latest round started
-    failed_rounds: int  #: in a row
-    not_before: int | None
-    next_check_at: int
-    trigger_requested_at: int | None
-    trigger_requested_by: str | None
-    split_upto: int
-    train_pending: str  #: JSON ranges of line numbers
-    eval_versions: str  #: JSON ranges of line numbers, oldest first
-    deploys: int
-    services: int
-    hard_examples_read: int
-    message: str | None
-    created_at: int
-    updated_at: int
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class Round(_FromRow):
-    """One round of a loop (the `il_rounds` table)."""
-
-    loop_id: str
-    number: int
-    state: str  #: a domain.incremental.states.RoundState
-    started_at: int
-    ended_at: int | None
-    trigger: str  #: JSON
-    train_ranges: str  #: JSON
-    train_samples: int
-    eval_samples: int
-    eval_hash: str
-    base_model: str
-    base_version: int
-    current_model: str | None
-    current_version: int | None
-    train_job_id: str | None
-    eval_job_id: str | None
-    new_version: int | None
-    metrics_new: str | None  #: JSON
-    metrics_current: str | None  #: JSON
-    decision: str | None  #: promote or reject
-    rule: str | None
-    deploy_seq: int | None
-    message: str | None
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class Deploy(_FromRow):
-    """A model written for a loop's service, and its acknowledgement (`il_deploys`)."""
-
-    loop_id: str
-    seq: int
-    round: int | None
-    model_name: str
-    version: int
-    token: str  #: model_config.json's model_update_time
-    moves_alias: bool
-    reason: str
-    user_name: str
-    state: str  #: a domain.incremental.states.DeployState
-    service_role: str | None
-    created_at: int
-    written_at: int | None
-    deadline: int | None
-    ended_at: int | None
-    message: str | None
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class AliasMove(_FromRow):
+class AliasMove(FromRow):
     """A move of a model alias (the `model_alias_history` table)."""
 
     id: int
@@ -556,103 +442,3 @@ class AliasMove(_FromRow):
 
 
 # --- pipelines (store/pipeline_repo.py) ------------------------------------------------------
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class Pipeline(_FromRow):
-    """A pipeline (the `pipelines` table); its state is its current attempt's."""
-
-    id: str
-    project_id: str
-    name: str
-    description: str
-    user_name: str
-    spec: str  #: the PipelineCreate as accepted, JSON
-    output_base: str  #: the folder its runs' output folders go under
-    attempt: int  #: its current attempt
-    model_name: str | None  #: the model registered when it succeeded
-    model_version: int | None
-    created_at: int
-    updated_at: int
-    deleted_at: int | None  #: deleted while it ran: purged once its jobs have ended
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class PipelineAttempt(_FromRow):
-    """A run of a pipeline: its first, or a rerun (the `pipeline_attempts` table)."""
-
-    pipeline_id: str
-    number: int
-    state: str  #: domain.pipelines.status.Status
-    mode: str  #: initial, from_failed, from_task or all
-    from_task: str | None
-    parameters: str  #: JSON: the pipeline's parameters for this attempt
-    overrides: str  #: JSON: task -> parameter -> value
-    progress: int  #: percent of its runs ended
-    message: str | None
-    created_at: int
-    started_at: int | None
-    ended_at: int | None
-    stop_requested_at: int | None
-    timed_out_at: int | None
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class PipelineRun(_FromRow):
-    """A task's run (an item's) in an attempt (the `pipeline_runs` table)."""
-
-    pipeline_id: str
-    attempt: int
-    key: str  #: `train`, or `train[1]`
-    project_id: str
-    task: str
-    item: int | None
-    state: str  #: domain.pipelines.status.TaskState
-    origin: str  #: run, reused or cached
-    job_id: str | None
-    source: str | None  #: "<pipeline id>/<attempt>/<key>" of a reused or cached run
-    cache_key: str | None
-    parameters: str | None  #: JSON, as resolved at submit
-    inputs: str | None
-    outputs: str | None
-    metrics: str | None  #: JSON: its final metrics, once read
-    message: str | None
-    submitted_at: int | None
-    ended_at: int | None
-    outputs_removed_at: int | None
-    updated_at: int
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class Notebook(_FromRow):
-    """A notebook (the `notebooks` table; kinds/notebooks/)."""
-
-    id: str
-    project_id: str
-    name: str
-    description: str
-    user_name: str
-    flavor_id: str
-    image_id: str  #: the engine that runs its JupyterLab
-    pool_id: str | None
-    workspace: str  #: the folder kept from one session to the next
-    volume: str  #: JSON: the volume as asked for
-    state: str  #: a domain.notebooks.State
-    session: int  #: its latest session's number (its job's role is `session-<n>`)
-    lease_type: str
-    lease_ms: int
-    lease_updated_at: int | None
-    started_at: int | None
-    ready_at: int | None
-    stops_at: int | None
-    stop_requested_at: int | None
-    stop_reason: str | None
-    port: int | None
-    jupyter_token: str | None
-    access_token: str | None
-    cookie_secret: str | None
-    last_request_at: int | None
-    last_active_at: int | None
-    checked_at: int | None
-    created_at: int
-    updated_at: int

@@ -20,7 +20,7 @@ from corral.kinds import owned
 from corral.kinds.incremental import bodies, common, current, deploys
 from corral.services import datasets
 from corral.storage import objects, wholefiles
-from corral.store import dataset_repo, job_repo, loop_repo, model_repo, rows
+from corral.store import dataset_repo, job_repo, kind_rows, loop_repo, model_repo, rows
 
 LS, RS, DS = states.LoopState, states.RoundState, states.DeployState
 
@@ -75,7 +75,7 @@ def _output_dir(spec: loopspec.LoopSpec, confine: datasets.Confine) -> pathlib.P
     return confine(spec.outputDir, "spec.outputDir")
 
 
-def _start_service(conn: sa.Connection, loop: rows.Loop, spec: loopspec.LoopSpec,
+def _start_service(conn: sa.Connection, loop: kind_rows.Loop, spec: loopspec.LoopSpec,
                    user_name: str, why: str, now: int) -> None:
     if spec.deploySpec.template is None:
         return
@@ -85,19 +85,19 @@ def _start_service(conn: sa.Connection, loop: rows.Loop, spec: loopspec.LoopSpec
                    now=now)
 
 
-def _locked(conn: sa.Connection, loop: rows.Loop) -> rows.Loop:
+def _locked(conn: sa.Connection, loop: kind_rows.Loop) -> kind_rows.Loop:
     found = loop_repo.loop_by_id(conn, loop.id, lock=True)
     if found is None:
         raise loop_repo.LoopNotFound(f"incremental-learning job '{loop.name}' does not exist")
     return found
 
 
-def _refuse(loop: rows.Loop, what: str) -> errors.InvalidState:
+def _refuse(loop: kind_rows.Loop, what: str) -> errors.InvalidState:
     return errors.InvalidState(f"incremental-learning job '{loop.name}' is {loop.state}: "
                                f"it cannot {what} now")
 
 
-def trigger(conn: sa.Connection, loop: rows.Loop, user_name: str, now: int) -> None:
+def trigger(conn: sa.Connection, loop: kind_rows.Loop, user_name: str, now: int) -> None:
     """Ask for a round now, whatever the trigger says (it needs new training samples)."""
     loop = _locked(conn, loop)
     if loop.state != LS.WAITING:
@@ -107,7 +107,7 @@ def trigger(conn: sa.Connection, loop: rows.Loop, user_name: str, now: int) -> N
     loop_repo.add_event(conn, loop.id, now, f"Round asked for by {user_name or 'a user'}")
 
 
-def stop(conn: sa.Connection, loop: rows.Loop, user_name: str, now: int) -> None:
+def stop(conn: sa.Connection, loop: kind_rows.Loop, user_name: str, now: int) -> None:
     """Stop the loop: its round (its samples wait for the next), its deploy, its jobs."""
     loop = _locked(conn, loop)
     if loop.state not in states.LIVE:
@@ -128,7 +128,7 @@ def stop(conn: sa.Connection, loop: rows.Loop, user_name: str, now: int) -> None
                    **common.pool_values(pool))
 
 
-def resume(conn: sa.Connection, loop: rows.Loop, user_name: str, now: int) -> None:
+def resume(conn: sa.Connection, loop: kind_rows.Loop, user_name: str, now: int) -> None:
     """Set a stopped or failed loop going again (its service starts again)."""
     loop = _locked(conn, loop)
     if loop.state not in (LS.STOPPED, LS.FAILED):
@@ -144,7 +144,7 @@ def resume(conn: sa.Connection, loop: rows.Loop, user_name: str, now: int) -> No
                        now)
 
 
-def promote(conn: sa.Connection, loop: rows.Loop, user_name: str, reason: str,
+def promote(conn: sa.Connection, loop: kind_rows.Loop, user_name: str, reason: str,
             version: int | None, now: int) -> int:
     """Deploy a version of the loop's model and move its alias to it, by hand; returns the
     version. Recorded as forced, with `reason`."""
@@ -171,7 +171,7 @@ def promote(conn: sa.Connection, loop: rows.Loop, user_name: str, reason: str,
     return version
 
 
-def rollback(conn: sa.Connection, loop: rows.Loop, user_name: str, reason: str,
+def rollback(conn: sa.Connection, loop: kind_rows.Loop, user_name: str, reason: str,
              now: int) -> int:
     """Deploy the version the loop's alias named before its last move, and move it back;
     returns that version."""
@@ -194,7 +194,7 @@ def rollback(conn: sa.Connection, loop: rows.Loop, user_name: str, reason: str,
     return version
 
 
-def _history(conn: sa.Connection, loop: rows.Loop,
+def _history(conn: sa.Connection, loop: kind_rows.Loop,
              spec: loopspec.LoopSpec) -> list[rows.AliasMove]:
     try:
         model = model_repo.get(conn, loop.project_id, spec.model_name)
@@ -203,7 +203,7 @@ def _history(conn: sa.Connection, loop: rows.Loop,
     return model_repo.alias_history(conn, model.id, spec.deploySpec.model.alias)
 
 
-def _deploy_by_hand(conn: sa.Connection, loop: rows.Loop, spec: loopspec.LoopSpec,
+def _deploy_by_hand(conn: sa.Connection, loop: kind_rows.Loop, spec: loopspec.LoopSpec,
                     model: str, version: int, user_name: str, why: str, now: int) -> None:
     deploys.create(conn, loop, spec, round_number=None, model=model, version=version,
                    moves_alias=True, user_name=user_name, reason=why, now=now)
@@ -211,7 +211,7 @@ def _deploy_by_hand(conn: sa.Connection, loop: rows.Loop, spec: loopspec.LoopSpe
                    event=f"Deploying {model} v{version} ({why})")
 
 
-def delete(conn: sa.Connection, loop: rows.Loop, now: int) -> None:
+def delete(conn: sa.Connection, loop: kind_rows.Loop, now: int) -> None:
     """Delete the loop and its jobs (stopped first); its models, their aliases and the
     files under its outputDir stay."""
     loop = _locked(conn, loop)
@@ -219,7 +219,7 @@ def delete(conn: sa.Connection, loop: rows.Loop, now: int) -> None:
     loop_repo.delete_loop(conn, loop.id)
 
 
-def service_job(conn: sa.Connection, loop: rows.Loop) -> rows.Job | None:
+def service_job(conn: sa.Connection, loop: kind_rows.Loop) -> rows.Job | None:
     """The loop's latest service job, running or not."""
     if not loop.services:
         return None
@@ -227,5 +227,5 @@ def service_job(conn: sa.Connection, loop: rows.Loop) -> rows.Job | None:
         deploys.service_role(loop.services))
 
 
-def out_dir(loop: rows.Loop) -> pathlib.Path:
+def out_dir(loop: kind_rows.Loop) -> pathlib.Path:
     return pathlib.Path(common.spec_of(loop).outputDir)

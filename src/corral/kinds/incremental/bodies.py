@@ -29,7 +29,7 @@ from collections.abc import Callable
 from corral.domain import models, specs
 from corral.domain.incremental import loopspec
 from corral.kinds.incremental import current, layout
-from corral.store import rows
+from corral.store import kind_rows
 
 DATA = "data_url"
 MODEL_OUT = "train_url"
@@ -60,7 +60,7 @@ def _done(body: specs.JobCreate) -> specs.JobCreate:
         raise ValueError(specs.describe(exc)) from None
 
 
-def _env(body: specs.JobCreate, loop: rows.Loop, dataset: rows.Dataset,
+def _env(body: specs.JobCreate, loop: kind_rows.Loop, dataset: kind_rows.Dataset,
          number: int | None, values: dict[str, str]) -> None:
     env = body.algorithm.environments
     env.update(values)
@@ -69,8 +69,8 @@ def _env(body: specs.JobCreate, loop: rows.Loop, dataset: rows.Dataset,
         env["IL_ROUND"] = str(number)
 
 
-def train(spec: loopspec.LoopSpec, loop: rows.Loop, where: layout.Layout, number: int,
-          base: current.ModelAt, dataset: rows.Dataset) -> specs.JobCreate:
+def train(spec: loopspec.LoopSpec, loop: kind_rows.Loop, where: layout.Layout, number: int,
+          base: current.ModelAt, dataset: kind_rows.Dataset) -> specs.JobCreate:
     body = _template(spec.trainSpec.template)
     body.kind = "job"
     body.model = specs.ModelRef(name=base.name, version=base.version)
@@ -85,9 +85,9 @@ def train(spec: loopspec.LoopSpec, loop: rows.Loop, where: layout.Layout, number
     return _done(body)
 
 
-def evaluation(spec: loopspec.LoopSpec, loop: rows.Loop, where: layout.Layout, number: int,
+def evaluation(spec: loopspec.LoopSpec, loop: kind_rows.Loop, where: layout.Layout, number: int,
                new: current.ModelAt, now: current.ModelAt,
-               dataset: rows.Dataset) -> specs.JobCreate:
+               dataset: kind_rows.Dataset) -> specs.JobCreate:
     body = _template(spec.evalSpec.template)
     body.kind = "evaluation"
     body.model = specs.ModelRef(name=new.name, version=new.version)
@@ -99,8 +99,8 @@ def evaluation(spec: loopspec.LoopSpec, loop: rows.Loop, where: layout.Layout, n
     return _done(body)
 
 
-def service(spec: loopspec.LoopSpec, loop: rows.Loop, where: layout.Layout,
-            model_dir: pathlib.Path, dataset: rows.Dataset) -> specs.JobCreate:
+def service(spec: loopspec.LoopSpec, loop: kind_rows.Loop, where: layout.Layout,
+            model_dir: pathlib.Path, dataset: kind_rows.Dataset) -> specs.JobCreate:
     assert spec.deploySpec.template is not None
     body = _template(spec.deploySpec.template)
     body.kind = "job"
@@ -125,7 +125,7 @@ def service(spec: loopspec.LoopSpec, loop: rows.Loop, where: layout.Layout,
     return _done(body)
 
 
-def check(spec: loopspec.LoopSpec, loop: rows.Loop, dataset: rows.Dataset,
+def check(spec: loopspec.LoopSpec, loop: kind_rows.Loop, dataset: kind_rows.Dataset,
           each: Callable[[specs.JobCreate], object] = lambda _body: None) -> None:
     """Build every job the loop would submit, so that a template that cannot make one is
     refused when the loop is made rather than in its first round (ValueError; `each` is

@@ -20,12 +20,12 @@ from corral.domain.incremental import loopspec, samples, states, triggers
 from corral.kinds.incremental import common, rounds
 from corral.services import datasets
 from corral.storage import indexfiles
-from corral.store import dataset_repo, loop_repo, rows
+from corral.store import dataset_repo, kind_rows, loop_repo
 
 log = logging.getLogger(__name__)
 
 
-def due(loop: rows.Loop, now: int) -> bool:
+def due(loop: kind_rows.Loop, now: int) -> bool:
     manual = loop.state == states.LoopState.WAITING and loop.trigger_requested_at is not None
     return manual or now >= loop.next_check_at
 
@@ -39,7 +39,7 @@ def next_check(scheduled: int, period_ms: int, now: int) -> int:
     return nxt if nxt > now else now + period_ms
 
 
-def check(ctx: common.Ctx, loop: rows.Loop, spec: loopspec.LoopSpec, now: int) -> bool:
+def check(ctx: common.Ctx, loop: kind_rows.Loop, spec: loopspec.LoopSpec, now: int) -> bool:
     """Check the loop if it is due; True when a round started."""
     if not due(loop, now):
         return False
@@ -69,7 +69,7 @@ def check(ctx: common.Ctx, loop: rows.Loop, spec: loopspec.LoopSpec, now: int) -
     return rounds.start(ctx, loop.id, trigger, now)
 
 
-def _look(ctx: common.Ctx, loop: rows.Loop) -> tuple[indexfiles.Snapshot | None, str | None]:
+def _look(ctx: common.Ctx, loop: kind_rows.Loop) -> tuple[indexfiles.Snapshot | None, str | None]:
     """The dataset's file if it changed since it was counted, or what keeps it from being
     read."""
     with ctx.store.read() as conn:
@@ -81,7 +81,7 @@ def _look(ctx: common.Ctx, loop: rows.Loop) -> tuple[indexfiles.Snapshot | None,
             return None, f"dataset '{dataset.name}' cannot be read: {exc.message}"
 
 
-def _split(conn: sa.Connection, loop: rows.Loop, spec: loopspec.LoopSpec, total: int,
+def _split(conn: sa.Connection, loop: kind_rows.Loop, spec: loopspec.LoopSpec, total: int,
            now: int) -> samples.Pool:
     pool = common.pool_of(loop)
     if total < pool.split_upto:
@@ -98,7 +98,8 @@ def _split(conn: sa.Connection, loop: rows.Loop, spec: loopspec.LoopSpec, total:
     return after
 
 
-def _problem(conn: sa.Connection, loop: rows.Loop, problem: str | None, now: int) -> dict[str, Any]:
+def _problem(conn: sa.Connection, loop: kind_rows.Loop, problem: str | None,
+             now: int) -> dict[str, Any]:
     """The loop's message while its dataset cannot be read (an event when it changes)."""
     if problem == loop.message:
         return {}
@@ -107,7 +108,7 @@ def _problem(conn: sa.Connection, loop: rows.Loop, problem: str | None, now: int
     return {"message": problem}
 
 
-def decide(conn: sa.Connection, loop: rows.Loop, spec: loopspec.LoopSpec, pool: samples.Pool,
+def decide(conn: sa.Connection, loop: kind_rows.Loop, spec: loopspec.LoopSpec, pool: samples.Pool,
            now: int) -> dict[str, Any] | None:
     """What starts a round now (the round record keeps it), or None."""
     n = pool.num_of_samples

@@ -15,7 +15,7 @@ from corral.domain.incremental import loopspec, samples, states, triggers
 from corral.kinds import owned
 from corral.services import datasets
 from corral.storage import objects
-from corral.store import db, rows
+from corral.store import db, kind_rows, rows
 
 KIND = states.KIND
 
@@ -28,20 +28,20 @@ class Ctx:
     stores: objects.Stores | None = None
 
 
-def spec_of(loop: rows.Loop) -> loopspec.LoopSpec:
+def spec_of(loop: kind_rows.Loop) -> loopspec.LoopSpec:
     return loopspec.LoopSpec.model_validate_json(loop.spec)
 
 
-def owner(loop: rows.Loop) -> owned.Owner:
+def owner(loop: kind_rows.Loop) -> owned.Owner:
     return owned.Owner(kind=KIND, id=loop.id, project_id=loop.project_id,
                        user_name=loop.user_name, name=loop.name)
 
 
-def confine(ctx: Ctx, conn: sa.Connection, loop: rows.Loop) -> datasets.Confine:
+def confine(ctx: Ctx, conn: sa.Connection, loop: kind_rows.Loop) -> datasets.Confine:
     return functools.partial(ctx.jobs.confine, conn, loop.project_id)
 
 
-def pool_of(loop: rows.Loop) -> samples.Pool:
+def pool_of(loop: kind_rows.Loop) -> samples.Pool:
     return samples.Pool.of(loop.split_upto, loop.train_pending, loop.eval_versions)
 
 
@@ -63,7 +63,7 @@ def window_open(trigger: loopspec.Trigger | None, now: int) -> bool:
     return triggers.in_window(start, end, minute_of_day(now))
 
 
-def submit(ctx: Ctx, conn: sa.Connection, loop: rows.Loop, role: str,
+def submit(ctx: Ctx, conn: sa.Connection, loop: kind_rows.Loop, role: str,
            body: specs.JobCreate, now: int) -> rows.Job | str:
     """The job playing `role` for the loop, or why it could not be submitted (in a
     savepoint, so that a refusal leaves the rest of the transaction whole)."""

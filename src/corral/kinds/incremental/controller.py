@@ -58,6 +58,6 @@ class Controller:
             moved = act(ctx, loop, spec, now) or moved
         return moved
 
-    def _read(self, loop_id: str) -> loop_repo.rows.Loop | None:
+    def _read(self, loop_id: str) -> loop_repo.kind_rows.Loop | None:
         with self.ctx.store.read() as conn:
             return loop_repo.loop_by_id(conn, loop_id)

@@ -14,7 +14,7 @@ import sqlalchemy as sa
 
 from corral.domain import errors
 from corral.domain.incremental import loopspec
-from corral.store import model_repo, rows
+from corral.store import kind_rows, model_repo
 
 
 @dataclasses.dataclass(frozen=True)
@@ -34,7 +34,7 @@ def version(conn: sa.Connection, project_id: str, name: str, number: int) -> Mod
     return ModelAt(name=name, version=row.version, location=row.location)
 
 
-def alias_target(conn: sa.Connection, loop: rows.Loop, spec: loopspec.LoopSpec) -> int | None:
+def alias_target(conn: sa.Connection, loop: kind_rows.Loop, spec: loopspec.LoopSpec) -> int | None:
     """The version the loop's alias names on its model, if it names one."""
     try:
         model = model_repo.get(conn, loop.project_id, spec.model_name)
@@ -43,14 +43,14 @@ def alias_target(conn: sa.Connection, loop: rows.Loop, spec: loopspec.LoopSpec) 
     return model_repo.aliases(conn, model.id).get(spec.deploySpec.model.alias)
 
 
-def current(conn: sa.Connection, loop: rows.Loop, spec: loopspec.LoopSpec) -> ModelAt:
+def current(conn: sa.Connection, loop: kind_rows.Loop, spec: loopspec.LoopSpec) -> ModelAt:
     target = alias_target(conn, loop, spec)
     if target is not None:
         return version(conn, loop.project_id, spec.model_name, target)
     return version(conn, loop.project_id, loop.initial_model, loop.initial_version)
 
 
-def baseline(conn: sa.Connection, loop: rows.Loop, spec: loopspec.LoopSpec,
+def baseline(conn: sa.Connection, loop: kind_rows.Loop, spec: loopspec.LoopSpec,
              promoted: bool) -> ModelAt:
     """What a round's new model is judged against."""
     if loop.eval_model is not None and loop.eval_version is not None and not promoted:

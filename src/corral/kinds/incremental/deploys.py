@@ -29,7 +29,7 @@ from corral.domain.incremental import loopspec, states
 from corral.kinds import owned
 from corral.kinds.incremental import bodies, common, current, layout, outcomes
 from corral.storage import wholefiles
-from corral.store import dataset_repo, job_repo, loop_repo, model_repo, rows
+from corral.store import dataset_repo, job_repo, kind_rows, loop_repo, model_repo, rows
 
 log = logging.getLogger(__name__)
 LS, RS, DS = states.LoopState, states.RoundState, states.DeployState
@@ -41,7 +41,7 @@ def service_role(number: int) -> str:
     return f"serve-{number}"
 
 
-def create(conn: sa.Connection, loop: rows.Loop, spec: loopspec.LoopSpec, *,
+def create(conn: sa.Connection, loop: kind_rows.Loop, spec: loopspec.LoopSpec, *,
            round_number: int | None, model: str, version: int, moves_alias: bool,
            user_name: str, reason: str, now: int) -> int:
     """Record a new deploy (Writing), replacing any still open; returns its number."""
@@ -60,7 +60,7 @@ def create(conn: sa.Connection, loop: rows.Loop, spec: loopspec.LoopSpec, *,
     return seq
 
 
-def advance(ctx: common.Ctx, loop: rows.Loop, spec: loopspec.LoopSpec, now: int) -> bool:
+def advance(ctx: common.Ctx, loop: kind_rows.Loop, spec: loopspec.LoopSpec, now: int) -> bool:
     """Move the loop's open deploy along; True when it moved."""
     with ctx.store.read() as conn:
         open_ = [d for d in loop_repo.deploys_of(conn, loop.id) if d.state in states.DEPLOY_OPEN]
@@ -74,7 +74,7 @@ def advance(ctx: common.Ctx, loop: rows.Loop, spec: loopspec.LoopSpec, now: int)
 # --- writing -------------------------------------------------------------------------------
 
 
-def config(where: layout.Layout, d: rows.Deploy) -> bytes:
+def config(where: layout.Layout, d: kind_rows.Deploy) -> bytes:
     """model_config.json for a deploy: Sedna's shape, and what corral knows of it."""
     return json.dumps({
         "model_config": {"model_path": str(where.deployed(d.model_name, d.version)),
@@ -83,7 +83,7 @@ def config(where: layout.Layout, d: rows.Deploy) -> bytes:
     }, indent=2).encode() + b"\n"
 
 
-def _write(ctx: common.Ctx, loop: rows.Loop, spec: loopspec.LoopSpec, d: rows.Deploy,
+def _write(ctx: common.Ctx, loop: kind_rows.Loop, spec: loopspec.LoopSpec, d: kind_rows.Deploy,
            now: int) -> bool:
     try:
         with ctx.store.read() as conn:
@@ -113,7 +113,7 @@ def _write(ctx: common.Ctx, loop: rows.Loop, spec: loopspec.LoopSpec, d: rows.De
     return True
 
 
-def _copy(ctx: common.Ctx, loop: rows.Loop, model: current.ModelAt,
+def _copy(ctx: common.Ctx, loop: kind_rows.Loop, model: current.ModelAt,
           where: layout.Layout) -> None:
     """The model's files, whole, in the deploy folder (once: they never change)."""
     dest = where.deployed(model.name, model.version)
@@ -131,8 +131,8 @@ def _copy(ctx: common.Ctx, loop: rows.Loop, model: current.ModelAt,
     wholefiles.write_tree(dest, list(src.files()), source)
 
 
-def _service(ctx: common.Ctx, conn: sa.Connection, loop: rows.Loop, spec: loopspec.LoopSpec,
-             d: rows.Deploy, where: layout.Layout, now: int) -> str:
+def _service(ctx: common.Ctx, conn: sa.Connection, loop: kind_rows.Loop, spec: loopspec.LoopSpec,
+             d: kind_rows.Deploy, where: layout.Layout, now: int) -> str:
     """The role of the service that is to load the deploy, started when needed ("!" and
     why, when it cannot be)."""
     running = running_service(conn, loop)
@@ -158,7 +158,7 @@ def _service(ctx: common.Ctx, conn: sa.Connection, loop: rows.Loop, spec: loopsp
     return service_role(number)
 
 
-def running_service(conn: sa.Connection, loop: rows.Loop) -> rows.Job | None:
+def running_service(conn: sa.Connection, loop: kind_rows.Loop) -> rows.Job | None:
     if not loop.services:
         return None
     job = job_repo.owned_jobs(conn, states.KIND, loop.id).get(service_role(loop.services))
@@ -179,7 +179,7 @@ def read_ack(where: layout.Layout) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else None
 
 
-def _await(ctx: common.Ctx, loop: rows.Loop, spec: loopspec.LoopSpec, d: rows.Deploy,
+def _await(ctx: common.Ctx, loop: kind_rows.Loop, spec: loopspec.LoopSpec, d: kind_rows.Deploy,
            now: int) -> bool:
     with ctx.store.read() as conn:
         try:
@@ -206,7 +206,7 @@ def _await(ctx: common.Ctx, loop: rows.Loop, spec: loopspec.LoopSpec, d: rows.De
     return _end(ctx, loop, d, state, message, now)
 
 
-def _end(ctx: common.Ctx, loop: rows.Loop, d: rows.Deploy, state: states.DeployState,
+def _end(ctx: common.Ctx, loop: kind_rows.Loop, d: kind_rows.Deploy, state: states.DeployState,
          message: str, now: int) -> bool:
     with ctx.store.begin() as conn:
         locked = loop_repo.loop_by_id(conn, loop.id, lock=True)
@@ -222,13 +222,13 @@ def _end(ctx: common.Ctx, loop: rows.Loop, d: rows.Deploy, state: states.DeployS
     return True
 
 
-def _last_loaded(conn: sa.Connection, loop_id: str) -> rows.Deploy | None:
+def _last_loaded(conn: sa.Connection, loop_id: str) -> kind_rows.Deploy | None:
     loaded = [d for d in loop_repo.deploys_of(conn, loop_id) if d.state == DS.LOADED]
     return loaded[-1] if loaded else None
 
 
-def _restore(ctx: common.Ctx, loop: rows.Loop, spec: loopspec.LoopSpec,
-             last: rows.Deploy) -> None:
+def _restore(ctx: common.Ctx, loop: kind_rows.Loop, spec: loopspec.LoopSpec,
+             last: kind_rows.Deploy) -> None:
     """model_config.json back to the model last loaded, so that it says what serves (a
     service that never loaded the failed one sees the token it has and does nothing)."""
     try:
@@ -239,7 +239,7 @@ def _restore(ctx: common.Ctx, loop: rows.Loop, spec: loopspec.LoopSpec,
         log.warning("loop %s: model_config.json not restored: %s", loop.name, exc)
 
 
-def finish(conn: sa.Connection, loop: rows.Loop, spec: loopspec.LoopSpec, d: rows.Deploy,
+def finish(conn: sa.Connection, loop: kind_rows.Loop, spec: loopspec.LoopSpec, d: kind_rows.Deploy,
            state: states.DeployState, message: str, now: int) -> None:
     """End a deploy Loaded or Failed, with what follows for the alias, its round and its
     loop (whose row the caller has locked)."""
@@ -268,8 +268,8 @@ def finish(conn: sa.Connection, loop: rows.Loop, spec: loopspec.LoopSpec, d: row
                        event=f"{what} {'done' if state == DS.LOADED else 'failed'}")
 
 
-def _move_alias(conn: sa.Connection, loop: rows.Loop, spec: loopspec.LoopSpec, d: rows.Deploy,
-                now: int) -> None:
+def _move_alias(conn: sa.Connection, loop: kind_rows.Loop, spec: loopspec.LoopSpec,
+                d: kind_rows.Deploy, now: int) -> None:
     """The loop's alias to the deployed version (or removed, when what was deployed is the
     initial model of another name: a rollback past the first promotion)."""
     model = model_repo.ensure(conn, loop.project_id, spec.model_name, now)

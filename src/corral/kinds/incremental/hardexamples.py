@@ -18,14 +18,14 @@ from corral.domain.incremental import loopspec, states
 from corral.kinds.incremental import common, layout
 from corral.services import datasets
 from corral.storage import wholefiles
-from corral.store import dataset_repo, loop_repo, rows
+from corral.store import dataset_repo, kind_rows, loop_repo
 
 log = logging.getLogger(__name__)
 #: the most read of the file in one pass
 MAX_READ = 1024 * 1024
 
 
-def ingest(ctx: common.Ctx, loop: rows.Loop, spec: loopspec.LoopSpec, now: int) -> bool:
+def ingest(ctx: common.Ctx, loop: kind_rows.Loop, spec: loopspec.LoopSpec, now: int) -> bool:
     """Add what the service wrote since the last pass to the dataset; True if it did."""
     if spec.deploySpec.hardExampleMining is None:
         return False

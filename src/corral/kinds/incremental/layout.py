@@ -29,7 +29,7 @@ import sqlalchemy as sa
 from corral.domain.incremental import loopspec
 from corral.kinds import owned
 from corral.services import datasets
-from corral.store import rows
+from corral.store import kind_rows
 
 
 @dataclasses.dataclass(frozen=True)
@@ -37,7 +37,7 @@ class Layout:
     root: pathlib.Path
 
     @classmethod
-    def of(cls, conn: sa.Connection, jobs: owned.Jobs, loop: rows.Loop,
+    def of(cls, conn: sa.Connection, jobs: owned.Jobs, loop: kind_rows.Loop,
            spec: loopspec.LoopSpec) -> Layout:
         confine = functools.partial(jobs.confine, conn, loop.project_id)
         return cls(datasets.unmoved(confine, spec.outputDir, "outputDir"))

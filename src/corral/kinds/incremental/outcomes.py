@@ -16,7 +16,7 @@ import sqlalchemy as sa
 
 from corral.domain.incremental import loopspec, samples, states
 from corral.kinds.incremental import common
-from corral.store import loop_repo, rows
+from corral.store import kind_rows, loop_repo
 
 LS, RS = states.LoopState, states.RoundState
 #: the longest a loop backs off after failed rounds
@@ -28,7 +28,7 @@ def backoff_s(spec: loopspec.LoopSpec, failed: int) -> int:
     return int(min(period * 2 ** max(failed - 1, 0), MAX_BACKOFF_S))
 
 
-def fail(conn: sa.Connection, loop: rows.Loop, spec: loopspec.LoopSpec, rnd: rows.Round,
+def fail(conn: sa.Connection, loop: kind_rows.Loop, spec: loopspec.LoopSpec, rnd: kind_rows.Round,
          why: str, now: int, *, give_back: bool = True, **values: Any) -> None:
     """End `rnd` Failed because of `why` (the loop's row is locked by the caller)."""
     loop_repo.move_round(conn, rnd, to=RS.FAILED, allowed_from=states.ROUND_OPEN, ended_at=now,

@@ -24,7 +24,15 @@ from corral.kinds import owned
 from corral.kinds.incremental import bodies, common, current, deploys, layout, outcomes
 from corral.services import datasets
 from corral.storage import indexfiles, wholefiles
-from corral.store import dataset_repo, job_repo, loop_repo, model_repo, rows, version_repo
+from corral.store import (
+    dataset_repo,
+    job_repo,
+    kind_rows,
+    loop_repo,
+    model_repo,
+    rows,
+    version_repo,
+)
 
 LS, RS = states.LoopState, states.RoundState
 
@@ -40,9 +48,9 @@ def role(number: int, stage: str) -> str:
 class _Plan:
     """What a round starts with, read before its transaction."""
 
-    loop: rows.Loop
+    loop: kind_rows.Loop
     spec: loopspec.LoopSpec
-    dataset: rows.Dataset
+    dataset: kind_rows.Dataset
     where: layout.Layout
     base: current.ModelAt  #: the model it trains from
     judged: current.ModelAt  #: the model its new one is judged against
@@ -73,7 +81,7 @@ def start(ctx: common.Ctx, loop_id: str, trigger: dict[str, Any], now: int) -> b
     return True
 
 
-def _plan(ctx: common.Ctx, loop_id: str) -> _Plan | tuple[rows.Loop, str] | None:
+def _plan(ctx: common.Ctx, loop_id: str) -> _Plan | tuple[kind_rows.Loop, str] | None:
     """What the round needs, or (the loop, why it cannot start), or None (not waiting)."""
     with ctx.store.read() as conn:
         loop = loop_repo.loop_by_id(conn, loop_id)
@@ -93,7 +101,7 @@ def _plan(ctx: common.Ctx, loop_id: str) -> _Plan | tuple[rows.Loop, str] | None
             return loop, exc.message
 
 
-def _begin(ctx: common.Ctx, conn: sa.Connection, locked: rows.Loop, plan: _Plan,
+def _begin(ctx: common.Ctx, conn: sa.Connection, locked: kind_rows.Loop, plan: _Plan,
            trigger: dict[str, Any], eval_hash: str, now: int) -> None:
     """Record the round, take its samples and submit its train job (one transaction)."""
     number, spec = locked.rounds + 1, plan.spec
@@ -126,7 +134,7 @@ def _begin(ctx: common.Ctx, conn: sa.Connection, locked: rows.Loop, plan: _Plan,
                    **started, **common.pool_values(rest))
 
 
-def _same(locked: rows.Loop, seen: rows.Loop) -> bool:
+def _same(locked: kind_rows.Loop, seen: kind_rows.Loop) -> bool:
     return (locked.state == LS.WAITING and locked.rounds == seen.rounds
             and (locked.split_upto, locked.train_pending, locked.eval_versions)
             == (seen.split_upto, seen.train_pending, seen.eval_versions))
@@ -148,7 +156,7 @@ def _write_samples(where: layout.Layout, number: int, fmt: str, snap: indexfiles
     return samples.content_hash(evals)
 
 
-def _not_started(ctx: common.Ctx, loop: rows.Loop, trigger: dict[str, Any], why: str,
+def _not_started(ctx: common.Ctx, loop: kind_rows.Loop, trigger: dict[str, Any], why: str,
                  now: int) -> bool:
     """A round that could not even start: recorded as failed, its samples kept."""
     with ctx.store.begin() as conn:
@@ -167,7 +175,7 @@ def _not_started(ctx: common.Ctx, loop: rows.Loop, trigger: dict[str, Any], why:
     return True
 
 
-def _promoted(conn: sa.Connection, loop: rows.Loop) -> bool:
+def _promoted(conn: sa.Connection, loop: kind_rows.Loop) -> bool:
     """Whether the loop has had a model promoted (its evaluations then judge against the
     current model rather than evalSpec.initialModel)."""
     return any(d.moves_alias and d.state == states.DeployState.LOADED
@@ -177,7 +185,7 @@ def _promoted(conn: sa.Connection, loop: rows.Loop) -> bool:
 # --- moving along ----------------------------------------------------------------------------
 
 
-def advance(ctx: common.Ctx, loop: rows.Loop, spec: loopspec.LoopSpec, now: int) -> bool:
+def advance(ctx: common.Ctx, loop: kind_rows.Loop, spec: loopspec.LoopSpec, now: int) -> bool:
     """Take the loop's current round a step further if its jobs allow; True if it moved."""
     with ctx.store.read() as conn:
         rnd = loop_repo.get_round(conn, loop.id, loop.rounds)
@@ -199,7 +207,7 @@ def advance(ctx: common.Ctx, loop: rows.Loop, spec: loopspec.LoopSpec, now: int)
     return True
 
 
-def _ready(conn: sa.Connection, loop: rows.Loop, spec: loopspec.LoopSpec, rnd: rows.Round,
+def _ready(conn: sa.Connection, loop: kind_rows.Loop, spec: loopspec.LoopSpec, rnd: kind_rows.Round,
            now: int) -> bool:
     """Whether the round has a step to take (read before the write transaction takes it)."""
     if loop.state == LS.TRAINING and rnd.state == RS.TRAINING:
@@ -231,8 +239,8 @@ def _outcome(conn: sa.Connection, job_id: str | None, what: str) -> tuple[rows.J
     return (job, "") if job.finalized_at is not None else (None, "")
 
 
-def _after_train(ctx: common.Ctx, conn: sa.Connection, loop: rows.Loop,
-                 spec: loopspec.LoopSpec, rnd: rows.Round, now: int) -> None:
+def _after_train(ctx: common.Ctx, conn: sa.Connection, loop: kind_rows.Loop,
+                 spec: loopspec.LoopSpec, rnd: kind_rows.Round, now: int) -> None:
     job, why = _outcome(conn, rnd.train_job_id, "train")
     if job is None:
         if why:
@@ -279,8 +287,8 @@ def verdict(spec: loopspec.LoopSpec, results: list[triggers.Metrics]) -> trigger
     return triggers.judge(cond.metric, cond.operator, cond.threshold, value)
 
 
-def _after_eval(conn: sa.Connection, loop: rows.Loop, spec: loopspec.LoopSpec,
-                rnd: rows.Round, now: int) -> None:
+def _after_eval(conn: sa.Connection, loop: kind_rows.Loop, spec: loopspec.LoopSpec,
+                rnd: kind_rows.Round, now: int) -> None:
     job, why = _outcome(conn, rnd.eval_job_id, "evaluation")
     if job is None:
         if why:
@@ -314,8 +322,8 @@ def _after_eval(conn: sa.Connection, loop: rows.Loop, spec: loopspec.LoopSpec,
         _deploy(conn, loop, spec, fresh, now)
 
 
-def _deploy(conn: sa.Connection, loop: rows.Loop, spec: loopspec.LoopSpec, rnd: rows.Round,
-            now: int) -> None:
+def _deploy(conn: sa.Connection, loop: kind_rows.Loop, spec: loopspec.LoopSpec,
+            rnd: kind_rows.Round, now: int) -> None:
     """Deploy the round's new model (its deploy window is open)."""
     assert rnd.new_version is not None
     seq = deploys.create(conn, loop, spec, round_number=rnd.number, model=spec.model_name,

@@ -16,7 +16,7 @@ from corral.domain import errors, notebooks
 from corral.kinds.notebooks import session
 from corral.scheduler import catalog as catalog_mod
 from corral.storage import paths
-from corral.store import kind_repo, notebook_repo, rows
+from corral.store import kind_repo, kind_rows, notebook_repo
 
 State = notebooks.State
 
@@ -73,7 +73,7 @@ def create(conn: sa.Connection, body: notebooks.NotebookCreate, *,
     return notebook_id
 
 
-def update(conn: sa.Connection, nb: rows.Notebook, body: notebooks.NotebookUpdate, *,
+def update(conn: sa.Connection, nb: kind_rows.Notebook, body: notebooks.NotebookUpdate, *,
            cat: catalog_mod.Catalog, now: int) -> None:
     """Name and description at any time; flavor and engine while it has no session."""
     values: dict[str, str] = {}
@@ -96,7 +96,7 @@ def update(conn: sa.Connection, nb: rows.Notebook, body: notebooks.NotebookUpdat
         kind_repo.add_event(conn, notebooks.KIND, nb.id, now, f"Changed: {changed}")
 
 
-def start(conn: sa.Connection, nb: rows.Notebook, *, settings: settings_mod.Settings,
+def start(conn: sa.Connection, nb: kind_rows.Notebook, *, settings: settings_mod.Settings,
           lease: notebooks.LeaseReq | None, duration: int | None, user_name: str,
           now: int) -> None:
     """A new session for a stopped notebook (with a new lease when one is given)."""
@@ -118,7 +118,7 @@ def start(conn: sa.Connection, nb: rows.Notebook, *, settings: settings_mod.Sett
         raise errors.InvalidState(f"notebook '{nb.id}' changed meanwhile; try again")
 
 
-def stop(conn: sa.Connection, nb: rows.Notebook, *, reason: str, now: int) -> None:
+def stop(conn: sa.Connection, nb: kind_rows.Notebook, *, reason: str, now: int) -> None:
     """Stop its session (gracefully, by the controller); a stopped notebook stays so."""
     if nb.state in notebooks.STARTABLE or nb.state == State.STOPPING:
         return
@@ -128,7 +128,7 @@ def stop(conn: sa.Connection, nb: rows.Notebook, *, reason: str, now: int) -> No
         raise errors.InvalidState(f"notebook '{nb.id}' is {nb.state}; it cannot stop now")
 
 
-def renew(conn: sa.Connection, nb: rows.Notebook, *, lease: notebooks.LeaseReq | None,
+def renew(conn: sa.Connection, nb: kind_rows.Notebook, *, lease: notebooks.LeaseReq | None,
           duration: int | None, settings: settings_mod.Settings, now: int) -> None:
     """A new lease from now: a running session with a timing lease stops at now +
     duration; an idle lease counts its duration from the latest activity."""
@@ -143,7 +143,7 @@ def renew(conn: sa.Connection, nb: rows.Notebook, *, lease: notebooks.LeaseReq |
                         f"Lease renewed: {kind.value}, {notebooks.duration_words(ms)}")
 
 
-def delete(conn: sa.Connection, nb: rows.Notebook, *, user_name: str, now: int) -> None:
+def delete(conn: sa.Connection, nb: kind_rows.Notebook, *, user_name: str, now: int) -> None:
     """Stop its session and remove it (its workspace folder stays)."""
     if nb.state == State.DELETING:
         return
@@ -167,7 +167,7 @@ def redeem(conn: sa.Connection, notebook_id: str, token: str, now: int) -> str |
     return nb.cookie_secret
 
 
-def volume(nb: rows.Notebook) -> dict[str, object]:
+def volume(nb: kind_rows.Notebook) -> dict[str, object]:
     """The notebook's volume as ModelArts shows one: the workspace is its mount path."""
     asked = notebooks.VolumeReq.model_validate(json.loads(nb.volume))
     out: dict[str, object] = {"category": asked.category, "ownership": asked.ownership,

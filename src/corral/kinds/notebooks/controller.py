@@ -24,18 +24,18 @@ from corral.kinds import owned
 from corral.kinds.notebooks import jupyter, session
 from corral.scheduler import catalog as catalog_mod
 from corral.scheduler import launching
-from corral.store import db, job_repo, kind_repo, notebook_repo, rows
+from corral.store import db, job_repo, kind_repo, kind_rows, notebook_repo, rows
 
 log = logging.getLogger(__name__)
 State = notebooks.State
 
 
-def owner_of(nb: rows.Notebook) -> owned.Owner:
+def owner_of(nb: kind_rows.Notebook) -> owned.Owner:
     return owned.Owner(kind=notebooks.KIND, id=nb.id, project_id=nb.project_id,
                        user_name=nb.user_name, name=nb.name)
 
 
-def where(nb: rows.Notebook) -> jupyter.Where | None:
+def where(nb: kind_rows.Notebook) -> jupyter.Where | None:
     """Where the notebook's session listens, once it has answered."""
     if nb.port is None or not nb.jupyter_token:
         return None
@@ -66,7 +66,7 @@ class Controller:
                 log.exception("notebook %s: controller step failed", nb.id)
         return False
 
-    def _step(self, nb: rows.Notebook, owned_jobs: dict[str, rows.Job], now: int) -> None:
+    def _step(self, nb: kind_rows.Notebook, owned_jobs: dict[str, rows.Job], now: int) -> None:
         job = owned_jobs.get(session.role(nb.session))
         match State(nb.state):
             case State.STARTING:
@@ -80,7 +80,7 @@ class Controller:
 
     # --- a session on its way up ---------------------------------------------------------
 
-    def _starting(self, nb: rows.Notebook, job: rows.Job | None, now: int) -> None:
+    def _starting(self, nb: kind_rows.Notebook, job: rows.Job | None, now: int) -> None:
         if job is None:
             self._submit(nb, now)
         elif owned.ended(job):
@@ -88,7 +88,7 @@ class Controller:
         elif job.phase == jobs.Phase.RUNNING:
             self._came_up(nb, job, now)
 
-    def _submit(self, nb: rows.Notebook, now: int) -> None:
+    def _submit(self, nb: kind_rows.Notebook, now: int) -> None:
         try:
             owner = launching.task_user(self.settings, quiet=True)
             session.prepare(self.settings, nb, owner)
@@ -105,7 +105,7 @@ class Controller:
         self.jobs.wake()
         log.info("notebook %s: session %d is job %s", nb.id, nb.session, job.id)
 
-    def _came_up(self, nb: rows.Notebook, job: rows.Job, now: int) -> None:
+    def _came_up(self, nb: kind_rows.Notebook, job: rows.Job, now: int) -> None:
         folder = session.session_dir(self.settings, nb)
         port = jupyter.listening_port(folder, session.base_url(nb.id))
         if port is not None and nb.jupyter_token and jupyter.answers(
@@ -129,7 +129,7 @@ class Controller:
 
     # --- a session that is up --------------------------------------------------------------
 
-    def _running(self, nb: rows.Notebook, job: rows.Job | None, now: int) -> None:
+    def _running(self, nb: kind_rows.Notebook, job: rows.Job | None, now: int) -> None:
         if job is None or owned.ended(job):
             self._ended(nb, job, now)
             return
@@ -147,7 +147,7 @@ class Controller:
                     conn, nb, to=State.STOPPING, allowed_from={State.RUNNING}, now=now,
                     message=f"Stopping: {reason}", stop_requested_at=now, stop_reason=reason)
 
-    def _lease_ends(self, nb: rows.Notebook, job: rows.Job, now: int) -> str | None:
+    def _lease_ends(self, nb: kind_rows.Notebook, job: rows.Job, now: int) -> str | None:
         if nb.lease_type == notebooks.LeaseType.TIMING:
             return notebooks.lease_stop(nb.lease_type, nb.lease_ms, now=now,
                                         stops_at=nb.stops_at, last_active=None, busy=False)
@@ -168,7 +168,7 @@ class Controller:
 
     # --- a session on its way down ---------------------------------------------------------
 
-    def _stopping(self, nb: rows.Notebook, job: rows.Job | None, now: int) -> None:
+    def _stopping(self, nb: kind_rows.Notebook, job: rows.Job | None, now: int) -> None:
         if job is None or owned.ended(job):
             with self.store.begin() as conn:
                 notebook_repo.transition(
@@ -178,7 +178,7 @@ class Controller:
             return
         self._wind_down(nb, job, now, gracefully=True)
 
-    def _wind_down(self, nb: rows.Notebook, job: rows.Job, now: int, *,
+    def _wind_down(self, nb: kind_rows.Notebook, job: rows.Job, now: int, *,
                    gracefully: bool) -> None:
         """JupyterLab's own shutdown first (its kernels and terminals end cleanly), then,
         if the job still runs after the grace period, the job's stop."""
@@ -199,7 +199,7 @@ class Controller:
                        f"{nb.stop_reason or 'deleted'}")
         self.jobs.wake()
 
-    def _deleting(self, nb: rows.Notebook, all_jobs: list[rows.Job], now: int) -> None:
+    def _deleting(self, nb: kind_rows.Notebook, all_jobs: list[rows.Job], now: int) -> None:
         running = [j for j in all_jobs if not owned.ended(j)]
         for job in running:
             self._wind_down(nb, job, now, gracefully=False)
@@ -213,7 +213,7 @@ class Controller:
 
     # --- a session that ended by itself ----------------------------------------------------
 
-    def _ended(self, nb: rows.Notebook, job: rows.Job | None, now: int) -> None:
+    def _ended(self, nb: kind_rows.Notebook, job: rows.Job | None, now: int) -> None:
         phase = job.phase if job is not None else None
         if phase == jobs.Phase.COMPLETED:
             to, reason = State.STOPPED, "JupyterLab was shut down"
@@ -230,7 +230,7 @@ class Controller:
                 level="Info" if to is State.STOPPED else "Error", stop_reason=reason,
                 **_closed())
 
-    def _fail(self, nb: rows.Notebook, now: int, reason: str, *,
+    def _fail(self, nb: kind_rows.Notebook, now: int, reason: str, *,
               stop_job: bool = False) -> None:
         with self.store.begin() as conn:
             moved = notebook_repo.transition(

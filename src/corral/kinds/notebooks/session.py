@@ -21,7 +21,7 @@ from corral import settings as settings_mod
 from corral.domain import errors, notebooks, specs
 from corral.scheduler import catalog as catalog_mod
 from corral.storage import nofollow
-from corral.store import rows
+from corral.store import kind_rows
 
 
 def role(session: int) -> str:
@@ -37,7 +37,7 @@ def state_dir(settings: settings_mod.Settings, notebook_id: str) -> pathlib.Path
     return settings.home / "notebooks" / notebook_id
 
 
-def session_dir(settings: settings_mod.Settings, nb: rows.Notebook) -> pathlib.Path:
+def session_dir(settings: settings_mod.Settings, nb: kind_rows.Notebook) -> pathlib.Path:
     return state_dir(settings, nb.id) / role(nb.session)
 
 
@@ -56,7 +56,7 @@ def check_engine(cat: catalog_mod.Catalog, image_id: str) -> None:
             "corral[notebook], or name an engine that has it")
 
 
-def prepare(settings: settings_mod.Settings, nb: rows.Notebook,
+def prepare(settings: settings_mod.Settings, nb: kind_rows.Notebook,
             owner: tuple[int, int] | None) -> pathlib.Path:
     """Make the workspace (where missing) and a fresh folder for the session, holding its
     JupyterLab token, both the task user's (`owner`, None: the server's); the folder."""
@@ -84,7 +84,7 @@ def prepare(settings: settings_mod.Settings, nb: rows.Notebook,
 
 
 def job_body(settings: settings_mod.Settings, cat: catalog_mod.Catalog,
-             nb: rows.Notebook) -> specs.JobCreate:
+             nb: kind_rows.Notebook) -> specs.JobCreate:
     """The session job: JupyterLab in the workspace, at the notebook's flavor and pool,
     with the priority of interactive work."""
     engine = cat.engine(specs.Engine(engine_id=nb.image_id))

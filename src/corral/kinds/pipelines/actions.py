@@ -24,7 +24,7 @@ from corral.domain.pipelines import build, dag, shape, status
 from corral.kinds import owned
 from corral.kinds.pipelines import cleaning, common
 from corral.storage import paths
-from corral.store import db, kind_repo, pipeline_repo, rows
+from corral.store import db, kind_repo, kind_rows, pipeline_repo
 
 TaskState = status.TaskState
 
@@ -36,7 +36,7 @@ class Rerun(enum.StrEnum):
 
 
 def create(conn: sa.Connection, settings: settings_mod.Settings, submit: owned.Submit, *,
-           project_id: str, user_name: str, data: Any, now: int) -> rows.Pipeline:
+           project_id: str, user_name: str, data: Any, now: int) -> kind_rows.Pipeline:
     """A new pipeline from a body (validated; BadParameter otherwise), its first attempt
     waiting for the controller."""
     checked = build.parse(data)
@@ -81,7 +81,7 @@ def _probe(conn: sa.Connection, submit: owned.Submit, checked: shape.Shape, task
         savepoint.rollback()
 
 
-def stop(conn: sa.Connection, project_id: str, pipeline_id: str, now: int) -> rows.Pipeline:
+def stop(conn: sa.Connection, project_id: str, pipeline_id: str, now: int) -> kind_rows.Pipeline:
     p = pipeline_repo.get(conn, project_id, pipeline_id)
     if not pipeline_repo.request_stop(conn, p.id, p.attempt, now):
         raise errors.InvalidState(f"pipeline '{p.name}' has ended (or is stopping already)")
@@ -90,7 +90,7 @@ def stop(conn: sa.Connection, project_id: str, pipeline_id: str, now: int) -> ro
 
 
 def rerun(conn: sa.Connection, project_id: str, pipeline_id: str, *, mode: Rerun,
-          from_task: str | None, parameters: Mapping[str, str], now: int) -> rows.Pipeline:
+          from_task: str | None, parameters: Mapping[str, str], now: int) -> kind_rows.Pipeline:
     """A new attempt of an ended pipeline: the runs `mode` picks run again, the others
     keep what they made (`-p NAME=VALUE` sets a pipeline parameter, `TASK.NAME=VALUE` a
     task's own)."""
@@ -140,7 +140,7 @@ def _overrides(checked: shape.Shape, params: dict[str, str], given: Mapping[str,
     return params, by_task
 
 
-def _to_run(checked: shape.Shape, old: Mapping[str, rows.PipelineRun], mode: Rerun,
+def _to_run(checked: shape.Shape, old: Mapping[str, kind_rows.PipelineRun], mode: Rerun,
             from_task: str | None) -> set[str]:
     """The keys of the runs that run again; a run whose outputs were removed always does."""
     if mode == Rerun.ALL:
@@ -153,7 +153,8 @@ def _to_run(checked: shape.Shape, old: Mapping[str, rows.PipelineRun], mode: Rer
     return {k for k, r in old.items() if TaskState(r.state) not in status.GOOD} | gone
 
 
-def _reused(p: rows.Pipeline, number: int, run: rows.PipelineRun, now: int) -> dict[str, Any]:
+def _reused(p: kind_rows.Pipeline, number: int, run: kind_rows.PipelineRun,
+            now: int) -> dict[str, Any]:
     return common.new_run(
         p, number, run.key, run.task, run.item, now, state=run.state,
         origin="cached" if run.origin == "cached" else "reused", job_id=run.job_id,
@@ -194,7 +195,7 @@ def delete(store: db.Store, settings: settings_mod.Settings, project_id: str,
 
 
 def _cleanup(conn: sa.Connection, settings: settings_mod.Settings, project_id: str,
-             pipeline_id: str, now: int) -> tuple[rows.Pipeline, cleaning.Plan, paths.Policy]:
+             pipeline_id: str, now: int) -> tuple[kind_rows.Pipeline, cleaning.Plan, paths.Policy]:
     """What cleaning the pipeline takes away, its runs marked as having lost it (before the
     files go: a rerun from now on runs them again)."""
     p = pipeline_repo.get(conn, project_id, pipeline_id)

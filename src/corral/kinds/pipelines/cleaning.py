@@ -19,7 +19,7 @@ from corral.domain import errors
 from corral.domain.pipelines import shape
 from corral.kinds.pipelines import common
 from corral.storage import nofollow, objects, paths
-from corral.store import pipeline_repo, rows
+from corral.store import kind_rows, pipeline_repo
 
 
 @dataclasses.dataclass(frozen=True)
@@ -45,8 +45,8 @@ class Done:
         return text
 
 
-def plan(p: rows.Pipeline, checked: shape.Shape, runs: Sequence[rows.PipelineRun],
-         borrowers: Iterable[rows.PipelineRun]) -> Plan:
+def plan(p: kind_rows.Pipeline, checked: shape.Shape, runs: Sequence[kind_rows.PipelineRun],
+         borrowers: Iterable[kind_rows.PipelineRun]) -> Plan:
     """What cleaning `p` (all of its attempts' `runs`) removes and keeps."""
     saved = _saved_model(p, checked, runs)
     borrowed = {b.source for b in borrowers}
@@ -70,8 +70,8 @@ def plan(p: rows.Pipeline, checked: shape.Shape, runs: Sequence[rows.PipelineRun
     return Plan(remove=remove, kept=sorted(kept.items()), runs=losing)
 
 
-def _saved_model(p: rows.Pipeline, checked: shape.Shape,
-                 runs: Sequence[rows.PipelineRun]) -> tuple[str, str] | None:
+def _saved_model(p: kind_rows.Pipeline, checked: shape.Shape,
+                 runs: Sequence[kind_rows.PipelineRun]) -> tuple[str, str] | None:
     model = checked.body.model
     if model is None or p.model_version is None:
         return None

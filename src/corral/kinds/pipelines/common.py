@@ -15,7 +15,7 @@ from corral import settings as settings_mod
 from corral.domain.pipelines import shape, spec, status
 from corral.kinds import owned
 from corral.storage import objects, paths
-from corral.store import db, identity_repo, pipeline_repo, rows
+from corral.store import db, identity_repo, kind_rows, pipeline_repo
 
 KIND = pipeline_repo.KIND
 
@@ -31,7 +31,7 @@ class Platform:
     stores: objects.Stores
 
 
-def owner(p: rows.Pipeline) -> owned.Owner:
+def owner(p: kind_rows.Pipeline) -> owned.Owner:
     return owned.Owner(kind=KIND, id=p.id, project_id=p.project_id, user_name=p.user_name,
                        name=p.name)
 
@@ -41,7 +41,7 @@ def role(attempt: int, task: str, item: int | None) -> str:
     return f"a{attempt}/{task}" + ("" if item is None else f"/{item}")
 
 
-def shape_of(p: rows.Pipeline) -> shape.Shape:
+def shape_of(p: kind_rows.Pipeline) -> shape.Shape:
     return _shape(p.id, p.spec)
 
 
@@ -51,7 +51,7 @@ def _shape(_pipeline_id: str, text: str) -> shape.Shape:
     return shape.check(spec.PipelineCreate.model_validate_json(text))
 
 
-def new_run(p: rows.Pipeline, attempt: int, key: str, task: str, item: int | None,
+def new_run(p: kind_rows.Pipeline, attempt: int, key: str, task: str, item: int | None,
             now: int, **values: Any) -> dict[str, Any]:
     """The row of a run of `p`'s attempt, waiting unless `values` say otherwise (every
     column given: rows are inserted together)."""
@@ -76,6 +76,6 @@ def policy(conn: sa.Connection, settings: settings_mod.Settings,
                             is_default=project_id == identity_repo.default_project(conn))
 
 
-def source(run: rows.PipelineRun) -> str:
+def source(run: kind_rows.PipelineRun) -> str:
     """How a later run names `run` as the one it reuses or was cached from."""
     return run.source or f"{run.pipeline_id}/{run.attempt}/{run.key}"

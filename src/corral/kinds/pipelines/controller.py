@@ -25,7 +25,7 @@ from corral.domain.pipelines import plan, shape, status
 from corral.kinds import owned
 from corral.kinds.pipelines import cleaning, common, saving, starting
 from corral.storage import objects
-from corral.store import job_repo, kind_repo, pipeline_repo, rows, version_repo
+from corral.store import job_repo, kind_repo, kind_rows, pipeline_repo, rows, version_repo
 
 log = logging.getLogger(__name__)
 TaskState = status.TaskState
@@ -51,7 +51,7 @@ class Controller:
                 log.exception("pass over pipeline %s (%s) failed", p.id, p.name)
         return more
 
-    def one(self, p: rows.Pipeline, attempt: rows.PipelineAttempt, now: int) -> bool:
+    def one(self, p: kind_rows.Pipeline, attempt: kind_rows.PipelineAttempt, now: int) -> bool:
         """One pass over pipeline `p`'s current attempt; True when another is due at once."""
         if attempt.state != status.Status.RUNNING:
             self._purge(p, now)  # deleted while it ran; now ended
@@ -88,8 +88,8 @@ class Controller:
             more = self._end(p, attempt, checked, outcome, now) or more
         return more
 
-    def _write(self, conn: sa.Connection, p: rows.Pipeline, attempt: rows.PipelineAttempt,
-               runs: Mapping[str, rows.PipelineRun], steps: Sequence[plan.Step],
+    def _write(self, conn: sa.Connection, p: kind_rows.Pipeline, attempt: kind_rows.PipelineAttempt,
+               runs: Mapping[str, kind_rows.PipelineRun], steps: Sequence[plan.Step],
                starts: Sequence[starting.Start], metrics: Mapping[str, dict[str, float]],
                states: dict[str, TaskState], now: int, *, timed_out: bool,
                stop: bool) -> bool:
@@ -122,7 +122,7 @@ class Controller:
         pipeline_repo.raise_progress(conn, p.id, number, status.progress(list(states.values())))
         return more
 
-    def _end(self, p: rows.Pipeline, attempt: rows.PipelineAttempt, checked: shape.Shape,
+    def _end(self, p: kind_rows.Pipeline, attempt: kind_rows.PipelineAttempt, checked: shape.Shape,
              outcome: status.Status, now: int) -> bool:
         """End the attempt with `outcome`, its model registered first if it succeeded."""
         model = checked.body.model if outcome == status.Status.SUCCESS else None
@@ -148,7 +148,7 @@ class Controller:
                                       level=level, why=why)
         return p.deleted_at is not None  # a deleted one is purged on the next pass
 
-    def _purge(self, p: rows.Pipeline, now: int) -> None:
+    def _purge(self, p: kind_rows.Pipeline, now: int) -> None:
         """Finish a deletion asked while the pipeline ran: outputs removed, jobs deleted,
         rows gone (removing again after a crash half way is harmless)."""
         checked = common.shape_of(p)
@@ -164,7 +164,7 @@ class Controller:
         self.platform.jobs.wake()
 
 
-def _metrics_read(conn: sa.Connection, runs: Mapping[str, rows.PipelineRun],
+def _metrics_read(conn: sa.Connection, runs: Mapping[str, kind_rows.PipelineRun],
                   owned_jobs: Mapping[str, rows.Job]) -> dict[str, dict[str, float]]:
     """The final metrics of ended runs that have none recorded yet, where they are known:
     once the storage component has finished with their job (or they had none)."""
@@ -180,12 +180,12 @@ def _metrics_read(conn: sa.Connection, runs: Mapping[str, rows.PipelineRun],
     return found
 
 
-def _job_of(run: rows.PipelineRun, owned_jobs: Mapping[str, rows.Job]) -> rows.Job | None:
+def _job_of(run: kind_rows.PipelineRun, owned_jobs: Mapping[str, rows.Job]) -> rows.Job | None:
     """The run's job, if the pipeline owns it (a cached run's is another pipeline's)."""
     return None if run.job_id is None else owned_jobs.get(run.job_id)
 
 
-def _view(run: rows.PipelineRun, owned_jobs: Mapping[str, rows.Job],
+def _view(run: kind_rows.PipelineRun, owned_jobs: Mapping[str, rows.Job],
           metrics: dict[str, float] | None) -> plan.Run:
     job = _job_of(run, owned_jobs)
     known = pipeline_repo.loads(run.metrics) if run.metrics is not None else metrics
@@ -197,7 +197,7 @@ def _view(run: rows.PipelineRun, owned_jobs: Mapping[str, rows.Job],
                     metrics=known, outputs_ready=not remote or known is not None)
 
 
-def _end_run(conn: sa.Connection, run: rows.PipelineRun, step: plan.Step, now: int) -> None:
+def _end_run(conn: sa.Connection, run: kind_rows.PipelineRun, step: plan.Step, now: int) -> None:
     why = f": {step.message}" if step.message else ""
     level = "Info" if step.to in (TaskState.SUCCESS, TaskState.SKIPPED) else "Warning"
     values: dict[str, object] = {"ended_at": now, "message": step.message or None}
@@ -208,7 +208,7 @@ def _end_run(conn: sa.Connection, run: rows.PipelineRun, step: plan.Step, now: i
                            values=values)
 
 
-def _first_trouble(runs: Sequence[rows.PipelineRun]) -> str | None:
+def _first_trouble(runs: Sequence[kind_rows.PipelineRun]) -> str | None:
     """What a failed, timed out or stopped attempt says first: its first run to have
     ended that way, and why."""
     for state in (TaskState.FAILED, TaskState.TIMEOUT, TaskState.CANCELED):
@@ -218,12 +218,12 @@ def _first_trouble(runs: Sequence[rows.PipelineRun]) -> str | None:
     return None
 
 
-def _past_timeout(checked: shape.Shape, attempt: rows.PipelineAttempt, now: int) -> bool:
+def _past_timeout(checked: shape.Shape, attempt: kind_rows.PipelineAttempt, now: int) -> bool:
     timeout = checked.body.timeout
     return (timeout is not None and attempt.started_at is not None
             and now >= attempt.started_at + timeout * 1000)
 
 
-def _event(conn: sa.Connection, p: rows.Pipeline, now: int, message: str,
+def _event(conn: sa.Connection, p: kind_rows.Pipeline, now: int, message: str,
            level: str = "Info") -> None:
     kind_repo.add_event(conn, common.KIND, p.id, now, message, level=level)

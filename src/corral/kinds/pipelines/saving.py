@@ -10,7 +10,7 @@ import dataclasses
 from corral.domain.pipelines import spec, status
 from corral.kinds.pipelines import common
 from corral.services import finishing
-from corral.store import job_repo, pipeline_repo, rows
+from corral.store import job_repo, kind_rows, pipeline_repo
 
 
 @dataclasses.dataclass(frozen=True)
@@ -18,7 +18,7 @@ class NotYet:
     """The run's job is not finished with yet (its final metrics, its last upload)."""
 
 
-def register(platform: common.Platform, p: rows.Pipeline, attempt: int,
+def register(platform: common.Platform, p: kind_rows.Pipeline, attempt: int,
              model: spec.ModelSave, now: int) -> tuple[str, int] | NotYet | str:
     """(model, version) registered; NotYet; or why it cannot be."""
     with platform.store.read() as conn:

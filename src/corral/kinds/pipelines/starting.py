@@ -19,7 +19,7 @@ from corral.domain import errors, specs
 from corral.domain.pipelines import build, plan, shape, status
 from corral.kinds import owned
 from corral.kinds.pipelines import caching, common
-from corral.store import pipeline_repo, rows
+from corral.store import kind_rows, pipeline_repo
 
 TaskState = status.TaskState
 
@@ -28,21 +28,21 @@ TaskState = status.TaskState
 class Start:
     """What starting one run comes to."""
 
-    run: rows.PipelineRun
+    run: kind_rows.PipelineRun
     body: specs.JobCreate | None = None
     resolved: build.Resolved | None = None
     #: why it fails before any job is submitted
     refusal: str | None = None
     cache_key: str | None = None
     #: the earlier run whose outputs it reuses
-    cached: rows.PipelineRun | None = None
+    cached: kind_rows.PipelineRun | None = None
     #: why the cache was not looked up
     note: str | None = None
 
 
-def prepare(platform: common.Platform, p: rows.Pipeline, checked: shape.Shape,
-            attempt: rows.PipelineAttempt, runs: Mapping[str, rows.PipelineRun],
-            views: Mapping[str, plan.Run], run: rows.PipelineRun, now: int) -> Start:
+def prepare(platform: common.Platform, p: kind_rows.Pipeline, checked: shape.Shape,
+            attempt: kind_rows.PipelineAttempt, runs: Mapping[str, kind_rows.PipelineRun],
+            views: Mapping[str, plan.Run], run: kind_rows.PipelineRun, now: int) -> Start:
     def output_of(key: str, channel: str) -> str:
         outputs = pipeline_repo.loads(runs[key].outputs) or {}
         if channel not in outputs:
@@ -69,7 +69,7 @@ def prepare(platform: common.Platform, p: rows.Pipeline, checked: shape.Shape,
     return Start(run=run, body=body, resolved=resolved, cache_key=key, cached=hit)
 
 
-def carry_out(conn: sa.Connection, platform: common.Platform, p: rows.Pipeline,
+def carry_out(conn: sa.Connection, platform: common.Platform, p: kind_rows.Pipeline,
               start: Start, now: int) -> TaskState:
     """Write what `start` comes to, in the caller's transaction; the run's new state."""
     run = start.run
@@ -102,7 +102,7 @@ def carry_out(conn: sa.Connection, platform: common.Platform, p: rows.Pipeline,
     return TaskState.RUNNING
 
 
-def _move(conn: sa.Connection, run: rows.PipelineRun, to: TaskState, now: int, message: str,
+def _move(conn: sa.Connection, run: kind_rows.PipelineRun, to: TaskState, now: int, message: str,
           level: str, values: dict[str, object]) -> None:
     if not pipeline_repo.move_run(conn, run, to=to.value, allowed_from={TaskState.WAITING},
                                   now=now, message=message, level=level, values=values):
@@ -111,5 +111,5 @@ def _move(conn: sa.Connection, run: rows.PipelineRun, to: TaskState, now: int, m
         raise RuntimeError(f"run {run.key} of pipeline {run.pipeline_id} is no longer waiting")
 
 
-def _describe(hit: rows.PipelineRun) -> str:
+def _describe(hit: kind_rows.PipelineRun) -> str:
     return f"pipeline {hit.pipeline_id}, attempt {hit.attempt}, {hit.key}"
