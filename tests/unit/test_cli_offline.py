@@ -21,7 +21,7 @@ import rich.console
 from click import testing
 
 from corral import settings as settings_mod
-from corral.cli import demo, il, jobfile, lookup, main
+from corral.cli import demo, il, jobfile, lookup, main, render
 from corral.domain import resources
 from corral.sdk import client
 
@@ -738,3 +738,9 @@ def test_the_cli_reference_gives_the_exit_statuses() -> None:
 
     for status in ("| 0 |", "| 1 |", "| 2 |", "| 130 |"):
         assert status in reference
+
+
+def test_memory_is_in_gib_and_a_small_amount_is_not_shown_as_nothing() -> None:
+    assert [render.memory(g) for g in (0, 0.001, 0.02, 0.5, 11, None)] == [
+        "0.0 GiB", "< 0.01 GiB", "0.02 GiB", "0.5 GiB", "11.0 GiB", "-"]
+    assert render.memory_mb(20) == "0.02 GiB"  # a 20 MB process

@@ -110,8 +110,13 @@ def phase_label(status: dict[str, Any]) -> str:
 
 
 def memory(gib: Any) -> str:
-    """An amount of memory in GiB, the one unit the CLI shows memory in."""
-    return f"{float(gib):.1f} GiB" if isinstance(gib, int | float) else "-"
+    """An amount of memory in GiB, the one unit the CLI shows memory in: one decimal, two
+    under 0.1 GiB (a small process's 20 MB is 0.02 GiB, not 0.0)."""
+    if not isinstance(gib, int | float):
+        return "-"
+    if 0 < gib < 0.005:
+        return "< 0.01 GiB"
+    return f"{gib:.2f} GiB" if gib < 0.1 else f"{gib:.1f} GiB"
 
 
 def memory_mb(mb: Any) -> str:
