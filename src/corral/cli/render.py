@@ -116,7 +116,7 @@ def memory(gib: Any) -> str:
         return "-"
     if 0 < gib < 0.005:
         return "< 0.01 GiB"
-    return f"{gib:.2f} GiB" if gib < 0.1 else f"{gib:.1f} GiB"
+    return f"{gib:.2f} GiB" if 0 < gib < 0.1 else f"{gib:.1f} GiB"
 
 
 def memory_mb(mb: Any) -> str:
