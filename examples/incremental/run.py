@@ -107,6 +107,12 @@ def run(api: client.Client, work: pathlib.Path) -> None:
     log = api.log_chunk(service["job_id"], "worker-0", 0)["content"]
     print(f"\nthe service's log ({service['job_name']}):")
     print("".join(f"  {line}\n" for line in log.splitlines()), end="")
+    # The service runs until the loop stops: stopped here, it does not outlive the example.
+    incremental.act(api, "drift", "stop", reason="the example is over")
+    wait("the service to stop", lambda: api.get_job(service["job_id"])["status"]["phase"]
+         in {"Terminated", "Completed", "Failed", "Abnormal"})
+    print("\nthe loop is stopped, and its service with it (`corral il resume drift` on this "
+          "home starts them again)")
 
 
 def main() -> None:

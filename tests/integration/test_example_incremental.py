@@ -8,6 +8,7 @@ import re
 import subprocess
 import sys
 
+import psutil
 import pytest
 
 pytestmark = pytest.mark.slow
@@ -24,3 +25,7 @@ def test_the_example_shows_three_rounds_and_the_services_reloads(
     assert verdicts == [("1", "Promoted"), ("2", "Rejected"), ("3", "Promoted")], proc.stdout
     reloads = re.findall(r"reloaded model (drift-model-v\d)", proc.stdout)
     assert reloads == ["drift-model-v1", "drift-model-v2", "drift-model-v4"], proc.stdout
+    assert "the loop is stopped, and its service with it" in proc.stdout
+    left = [p.info["cmdline"] for p in psutil.process_iter(["cmdline"])
+            if any(str(tmp_path) in arg for arg in p.info["cmdline"] or ())]
+    assert left == [], left  # the service does not outlive the example
