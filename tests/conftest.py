@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
+import pathlib
 import secrets
 import socket
 import time
@@ -12,6 +13,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import httpx
+import psutil
 import pytest
 import sqlalchemy as sa
 
@@ -193,12 +195,24 @@ def kill_leftovers(store: db.Store) -> None:
                 os.killpg(h.pid, 9)
 
 
+def kill_under(home: pathlib.Path) -> None:
+    """SIGKILL every process that runs in or from `home`'s run folders: a task launched
+    while its server stopped, which no row records as live yet (test hygiene)."""
+    runs = str(pathlib.Path(home).resolve() / "runs")
+    for proc in psutil.process_iter(["cmdline", "cwd"]):
+        cwd, argv = proc.info["cwd"] or "", proc.info["cmdline"] or ()
+        if cwd.startswith(runs) or any(runs in arg for arg in argv):
+            with contextlib.suppress(psutil.Error):
+                proc.kill()
+
+
 def stop_live(live: Live) -> None:
     live.http.close()
     for other in live.others:
         other.close()
     kill_leftovers(live.embedded.platform.store)
     live.embedded.stop()
+    kill_under(live.settings.home)
 
 
 @pytest.fixture
