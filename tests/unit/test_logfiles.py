@@ -101,3 +101,39 @@ def test_a_link_planted_in_the_log_s_place_is_not_read(tmp_path: pathlib.Path) -
     (tmp_path / "worker-0.log").symlink_to(secret)
     assert logfiles.after(tmp_path / "worker-0.log", 0, 100).data == b""
     assert logfiles.open_log(tmp_path / "worker-0.log") is None
+
+
+def test_an_open_log_follows_its_growth_from_the_file_it_opened(tmp_path: pathlib.Path) -> None:
+    """A followed log is opened once: each look is an fstat of that file, each read a
+    pread of it. Its path is not walked again, so a link planted in its place later (or
+    the folder moved away) changes nothing of what is read."""
+    path = tmp_path / "logs" / "worker-0.log"
+    opened = logfiles.OpenLog(path)
+    assert opened.size() == 0 and opened.after(0, 100).data == b""  # not written yet
+    path.parent.mkdir()
+    with open(path, "ab", buffering=0) as writer:
+        writer.write(b"one\n")
+        assert opened.size() == 4
+        assert opened.after(0, 100).data == b"one\n"
+        moved = tmp_path / "moved"
+        path.parent.rename(moved)
+        secret = tmp_path / "secret"
+        secret.write_bytes(b"secret\n" * 10)
+        path.parent.mkdir()
+        path.symlink_to(secret)
+        writer.write(b"two\nthr")  # the task goes on writing, a line unfinished
+        assert opened.size() == 11
+        win = opened.after(4, 100)
+        assert (win.data, win.start, win.end, win.size) == (b"two\nthr", 4, 11, 11)
+    # Opened afresh (another attempt's log), the path is checked for links again.
+    opened.move_to(tmp_path / "logs" / "worker-1.log")
+    opened.move_to(path)
+    assert opened.size() == 0 and opened.after(0, 100).data == b""
+    opened.close()
+
+
+def test_an_open_log_reads_a_window_of_whole_lines(tmp_path: pathlib.Path) -> None:
+    opened = logfiles.OpenLog(write(tmp_path, LINES))
+    win = opened.after(9, 40)
+    assert win.data == LINES[9:45] and (win.start, win.end, win.size) == (9, 45, 900)
+    opened.close()

@@ -85,16 +85,60 @@ def after(path: pathlib.Path, start: int, max_bytes: int) -> Window:
     if fh is None:
         return Window(b"", 0, 0, 0)
     with fh:
-        size = os.fstat(fh.fileno()).st_size
-        start = min(start, size)
-        fh.seek(start)
-        data = fh.read(min(max_bytes, size - start))
+        return _after(fh.fileno(), start, max_bytes)
+
+
+def _after(fd: int, start: int, max_bytes: int) -> Window:
+    size = os.fstat(fd).st_size
+    start = min(start, size)
+    data = os.pread(fd, min(max_bytes, size - start), start)
     if not data.endswith(b"\n"):
         # A line break ends it, but at the end of the file (a line being written) or
         # where none is in the window; then a whole character does.
         cut = data.rfind(b"\n") + 1 if start + len(data) < size else 0
         data = data[:cut] if cut > 0 else data[:_char_end(data)]
     return Window(data, start, start + len(data), size)
+
+
+class OpenLog:
+    """A log held open while it is followed: a look at its end is one `fstat`, a read one
+    `pread`, and its path is walked (checked for planted links) once, when it is opened.
+    A log's bytes never move once written (executors/local/logcap.py; Ray's are appended
+    to), so what was read stays true for as long as it is open."""
+
+    def __init__(self, path: pathlib.Path) -> None:
+        self.path = path
+        self._fh: BinaryIO | None = None
+
+    def size(self) -> int:
+        """How long it is; 0 while there is none (it is opened once it exists)."""
+        if self._fh is None:
+            try:
+                os.lstat(self.path)  # one call while a job waits, not a walk of the path
+            except OSError:
+                return 0
+            self._fh = open_log(self.path)
+            if self._fh is None:
+                return 0
+        return os.fstat(self._fh.fileno()).st_size
+
+    def after(self, start: int, max_bytes: int) -> Window:
+        """`after` on the open log (an empty window while there is none)."""
+        if self._fh is None and not self.size():
+            return Window(b"", 0, 0, 0)
+        assert self._fh is not None
+        return _after(self._fh.fileno(), start, max_bytes)
+
+    def move_to(self, path: pathlib.Path) -> None:
+        """Follow `path` from now on (the log of another attempt), when it is another."""
+        if path != self.path:
+            self.close()
+            self.path = path
+
+    def close(self) -> None:
+        if self._fh is not None:
+            self._fh.close()
+            self._fh = None
 
 
 def search(path: pathlib.Path, needle: bytes, *, start: int, max_scan: int, limit: int,
