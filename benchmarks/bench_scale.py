@@ -55,7 +55,8 @@ class Sizes:
     nodes: int  #: simulated nodes for the scheduling decision and pass
     passes: int  #: timed reconciler passes
     running: int  #: sleeping tasks at once
-    idle_s: float  #: how long the server's CPU is read while nothing changes
+    idle_s: float  #: how long the server's CPU is read while nothing changes (long enough
+    #: for a resource sample, which comes every 5-50 s: domain/pacing.py)
     followers: int  #: clients following logs
     writers: int  #: jobs writing logs
     lines_per_s: int  #: per writing job
@@ -67,7 +68,7 @@ class Sizes:
 
 
 FULL = Sizes(history=100_000, events=10, small=1_000, repeats=100, queued=10_000, nodes=100,
-             passes=20, running=1000, idle_s=10.0, followers=100, writers=10,
+             passes=20, running=1000, idle_s=60.0, followers=100, writers=10,
              lines_per_s=100, follow_s=20.0, clients=50, calls=40, submit_s=60.0,
              submitters=8)
 QUICK = Sizes(history=2_000, events=10, small=200, repeats=20, queued=500, nodes=20,
@@ -670,11 +671,12 @@ def section_followers(sizes: Sizes, parent: pathlib.Path) -> dict[str, Any]:
         time.sleep(1)
         alone = idle_cpu(srv, sizes.follow_s)
         token = srv.http.headers["X-Auth-Token"]
-        followers = [Follower(srv, ids[k % len(ids)], token) for k in range(sizes.followers)]
         until = time.time() + sizes.follow_s + 1
-        threads = [threading.Thread(target=f.follow, args=(until,)) for f in followers]
-        for t in threads:
-            t.start()
+        followers, threads = [], []
+        for k in range(sizes.followers):  # each read from the moment its stream is open
+            followers.append(Follower(srv, ids[k % len(ids)], token))
+            threads.append(threading.Thread(target=followers[-1].follow, args=(until,)))
+            threads[-1].start()
         time.sleep(1)  # every stream caught up with the log's end
         followed = idle_cpu(srv, sizes.follow_s)
         for t in threads:
@@ -694,7 +696,8 @@ def followers_rows(r: dict[str, Any], sizes: Sizes) -> list[Row]:
         Row(f"{sizes.followers} clients following {sizes.writers} logs of "
             f"{sizes.lines_per_s} lines/s: a line's delay, max", "< 200 ms",
             {"SQLite": f"max {_ms(late['max_ms'])}, p99 {_ms(late['p99_ms'])}, p50 "
-                       f"{_ms(late['p50_ms'])}; {r['lines']} lines, {r['missing']} missing"},
+                       f"{_ms(late['p50_ms'])}; {r['lines']} lines, {r['missing']} missing, "
+                       f"{r['silent']} streams silent"},
             "-", late["max_ms"] < 200 and not r["missing"] and not r["silent"]),
         Row("the same: server CPU", "< 50% of a core",
             {"SQLite": f"{r['cpu']['server'] * 100:.0f}%"},

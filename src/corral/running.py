@@ -15,11 +15,13 @@ import contextlib
 import dataclasses
 import logging
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
 from corral import settings as settings_mod
 from corral.api import deps
+from corral.domain import pacing
 from corral.executors import base
 from corral.kinds import loop
 from corral.scheduler import catalog as catalog_mod
@@ -139,10 +141,15 @@ class Platform:
         self.term_threads = []
 
     def _sample_loop(self) -> None:
-        while not self.term_stop.wait(self.settings.metrics_interval):
+        """A sample every `metrics_interval` (stretched where sampling costs more than
+        `pacing.SHARE` of a core)."""
+        interval = wait = self.settings.metrics_interval
+        while not self.term_stop.wait(wait):
+            cpu = time.thread_time()
             try:
                 sampling.sample_once(self.fenced, self.executor, self.catalog,
                                      self.reconciler.now())
+                wait = pacing.wait_after(interval, time.thread_time() - cpu)
             except leadership.LostLease:
                 return
             except Exception:

@@ -25,7 +25,7 @@ from collections.abc import Callable, Collection, Mapping
 import sqlalchemy as sa
 
 from corral import settings as settings_mod
-from corral.domain import faults
+from corral.domain import faults, pacing
 from corral.executors import base, routing
 from corral.scheduler import (
     admission,
@@ -171,18 +171,22 @@ class Reconciler:
 
 def run_forever(rec: Reconciler, wake: threading.Event, stop: threading.Event,
                 interval: float) -> None:
-    """The scheduler's thread: a pass on every wake-up, and at least every `interval`;
-    until `stop`, or until this server no longer leads."""
+    """The scheduler's thread: a pass on every wake-up, and at least every `interval`
+    (stretched where passes cost more than `pacing.SHARE` of a core); until `stop`, or
+    until this server no longer leads."""
     more = False
+    wait = interval
     while not stop.is_set():
         if not more:
-            wake.wait(interval)
+            wake.wait(wait)
         wake.clear()
         if stop.is_set():
             return
         more = False
+        cpu = time.thread_time()
         try:
             more = rec.tick()
+            wait = pacing.wait_after(interval, time.thread_time() - cpu)
         except leadership.LostLease as exc:
             log.warning("scheduling stops: %s", exc)
             return

@@ -20,7 +20,7 @@ from typing import TypeVar
 import sqlalchemy as sa
 
 from corral import settings as settings_mod
-from corral.domain import errors, specs
+from corral.domain import errors, pacing, specs
 from corral.services import collect, finishing, staging
 from corral.storage import objects
 from corral.store import db, job_repo, rows, version_repo
@@ -234,9 +234,14 @@ class Syncer:
 
 
 def run_forever(syncer: Syncer, stop_event: threading.Event, interval: float) -> None:
-    while not stop_event.wait(interval):
+    """A pass every `interval` (stretched where passes cost more than `pacing.SHARE` of a
+    core), until `stop_event`."""
+    wait = interval
+    while not stop_event.wait(wait):
+        cpu = time.thread_time()
         try:
             syncer.tick()
+            wait = pacing.wait_after(interval, time.thread_time() - cpu)
         except sa.exc.OperationalError as exc:
             log.warning("storage pass skipped: %s", exc)
         except Exception:
