@@ -5,9 +5,11 @@ series downsampled; the job search's added filters."""
 from __future__ import annotations
 
 import json
+import pathlib
 import shlex
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -73,6 +75,33 @@ def test_a_log_stream_can_start_at_the_last_lines(live: conftest.Live) -> None:
         got = [d["content"] for name, d in events(r) if name == "log"]
     assert "".join(got) == "996\n997\n998\n999\n1000\n"[-len("".join(got)):]
     assert "".join(got).startswith(tuple("0123456789")) and len("".join(got)) <= 20
+
+
+def test_a_log_stream_of_new_lines_only_starts_with_a_whole_line(
+        live: conftest.Live, tmp_path: pathlib.Path) -> None:
+    """`tail=0` while the task is half way through writing a line: the stream starts at
+    that line's start, not in its middle (a client that splits the content into lines
+    got a piece of one first)."""
+    go = tmp_path / "go"
+    job_id = live.submit(factories.make_job(command=py(
+        "import os, sys, time\n"
+        "sys.stdout.write('first\\npar'); sys.stdout.flush()\n"
+        f"while not os.path.exists({str(go)!r}):\n    time.sleep(0.02)\n"
+        "print('tial'); print('next')\n")))["metadata"]["id"]
+    deadline = time.monotonic() + 60
+    while not live.http.get(logs(live, job_id, "window")).json()["content"].endswith("par"):
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    got = []
+    with live.http.stream("GET", logs(live, job_id, "stream"),
+                          params={"tail": 0, "timeout": 15}) as r:
+        for name, data in events(r):
+            if name == "log":
+                got.append(data["content"])
+                go.touch()
+            else:
+                break
+    assert "".join(got) == "partial\nnext\n"
 
 
 def test_a_log_stream_of_an_unknown_task_is_404(live: conftest.Live) -> None:

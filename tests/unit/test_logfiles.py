@@ -137,3 +137,14 @@ def test_an_open_log_reads_a_window_of_whole_lines(tmp_path: pathlib.Path) -> No
     win = opened.after(9, 40)
     assert win.data == LINES[9:45] and (win.start, win.end, win.size) == (9, 45, 900)
     opened.close()
+
+
+def test_where_the_line_holding_a_byte_starts(tmp_path: pathlib.Path) -> None:
+    path = write(tmp_path, b"one\ntwo\npar")
+    assert logfiles.line_start(path, 11, 100) == 8  # the end: the line being written
+    assert logfiles.line_start(path, 8, 100) == 8  # a line's start is its own
+    assert logfiles.line_start(path, 6, 100) == 4
+    assert logfiles.line_start(path, 2, 100) == 0
+    assert logfiles.line_start(path, 11, 2) == 11  # no break that close: where it was
+    assert logfiles.line_start(path, 10**12, 100) == 8  # past the end: the end
+    assert logfiles.line_start(tmp_path / "nope.log", 5, 100) == 0

@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import pathlib
 import random
 from collections.abc import AsyncIterator, Sequence
 from typing import Annotated, Any
@@ -148,7 +149,8 @@ async def stream_log(
         description="start here (a line's start); default: the log's start, or see `tail`")
     ] = None,
     tail: Annotated[int | None, Query(ge=0, le=logs.MAX_WINDOW_BYTES, description=(
-        "without `offset`: start at the first whole line of the last `tail` bytes"))] = None,
+        "without `offset`: start at the first whole line of the last `tail` bytes (0: "
+        "new lines only, from the start of the one being written)"))] = None,
     timeout: Timeout = DEFAULT_STREAM_S,
 ) -> StreamingResponse:
     """`event: log` with `{attempt, offset, next_offset, content, full_size}` as the log
@@ -161,6 +163,14 @@ async def stream_log(
     return StreamingResponse(
         _log_events(ctx, request, project_id, training_job_id, task_id, attempt, log,
                     offset, tail, timeout), media_type=MEDIA, headers=HEADERS)
+
+
+def _tail_start(path: pathlib.Path, tail: int) -> int:
+    """Where a stream of a log's last `tail` bytes starts: at their first whole line, or,
+    where they hold none (`tail=0` while a line is being written, or a line longer than
+    them), at the start of the line they are in: the first line sent is whole."""
+    start = logfiles.before(path, specs.MAX_BYTES, tail).start
+    return logfiles.line_start(path, start, LOG_EVENT_BYTES)
 
 
 async def _log_events(ctx: deps.Context, request: Request, project_id: str, job_id: str,
@@ -178,8 +188,7 @@ async def _log_events(ctx: deps.Context, request: Request, project_id: str, job_
         while True:
             watcher.arm()
             if log.attempt and pos is None:  # the last `tail` bytes, from a line's start
-                pos = (await ctx.blocking(logfiles.before, log.path, specs.MAX_BYTES,
-                                          tail or 0)).start
+                pos = await ctx.blocking(_tail_start, log.path, tail or 0)
             opened.move_to(log.path)
             sent = False
             while log.attempt and pos is not None and opened.size() > pos:

@@ -77,6 +77,23 @@ def before(path: pathlib.Path, end: int, max_bytes: int) -> Window:
     return Window(data, start, start + len(data), size)
 
 
+def line_start(path: pathlib.Path, at: int, max_back: int) -> int:
+    """Where the line holding byte `at` starts (the line still being written, where `at`
+    is the end): after the last line break before `at`, looked for at most `max_back`
+    bytes back; `at` itself where there is none that close."""
+    fh = open_log(path)
+    if fh is None:
+        return 0
+    with fh:
+        at = min(at, os.fstat(fh.fileno()).st_size)
+        low = max(0, at - max_back)
+        data = os.pread(fh.fileno(), at - low, low)
+    cut = data.rfind(b"\n")
+    if cut >= 0:
+        return low + cut + 1
+    return 0 if low == 0 else at
+
+
 def after(path: pathlib.Path, start: int, max_bytes: int) -> Window:
     """At most `max_bytes` from `start`, ending after a line break unless the window holds
     none (a line longer than the window) or reaches the end of the file (a line still
