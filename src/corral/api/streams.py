@@ -42,7 +42,7 @@ KEEPALIVE_S = 15.0
 #: a stream ends after `timeout` seconds (by default, and at most); its client connects again
 DEFAULT_STREAM_S = 300.0
 MAX_STREAM_S = 3600.0
-LOG_POLL_S = 0.1
+LOG_POLL_S = 0.05
 #: at most this much of a log per event
 LOG_EVENT_BYTES = 256 * 1024
 #: how often a log stream reads its task's state when nothing announced a change
