@@ -36,8 +36,9 @@ class TaskStatusOut(Out):
 
 
 class RunningRecordOut(Out):
-    start_at: int
-    end_at: int | None = None
+    start_at: int = Field(description="unix time in seconds, as the ModelArts reference has "
+                          "it (corral's other times are milliseconds)")
+    end_at: int | None = Field(default=None, description="unix time in seconds")
     start_type: str
     end_reason: str | None = None
     end_related_task: str | None = None
