@@ -113,6 +113,12 @@ def read(path: str, *, until_code: bool = False) -> Claim:
     A claim is written in steps (created, then its keeper's line, the task's pid, its
     exit code); give a live writer half a second to finish the one it is at: recording a
     pid (always), recording the exit code of a task that has ended (`until_code`).
+
+    A claim still waited for whose writer is found gone is read once more: what the
+    writer wrote last may have come between the read and the look at it, and a dead
+    writer writes nothing more, so only a read made after it was seen gone is its last
+    word. (A claim returned unsettled after the half second had a live writer when last
+    looked at: a caller that then finds it gone reads it again the same way.)
     """
     claim = Claim()
     for _ in range(50):
@@ -120,10 +126,13 @@ def read(path: str, *, until_code: bool = False) -> Claim:
             claim = _load(path)
         except FileNotFoundError:
             return claim
-        waiting = claim.empty or (not claim.settled and (claim.pid is None or until_code)
-                                  and claim.launcher_alive())
-        if not waiting:
+        if not claim.empty and (claim.settled or (claim.pid is not None and not until_code)):
             return claim
+        if not claim.empty and not claim.launcher_alive():
+            try:
+                return _load(path)
+            except FileNotFoundError:
+                return Claim()
         time.sleep(0.01)
     return claim
 

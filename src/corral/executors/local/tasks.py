@@ -326,10 +326,15 @@ class LocalExecutor:
         if handle.start_time and processes.start_ticks(handle.pid) == handle.start_time:
             return base.Status(base.State.RUNNING, handle=handle)
         claim = claims.read(handle.prefix + ".claim", until_code=True)
+        if claim.code is None and not claim.settled:
+            if claim.launcher_alive():
+                # The task has ended and its keeper is about to record how: look again soon.
+                return base.Status(base.State.RUNNING, handle=handle)
+            # Its keeper lived when the claim was last read, and is gone now: it may have
+            # recorded the code and exited in between. Only a read made after it was seen
+            # gone can say that it recorded none.
+            claim = claims.read(handle.prefix + ".claim")
         code = claim.code if claim.code is not None else claims.old_exit_code(handle.prefix)
-        if code is None and claim.launcher_alive():
-            # The task has ended and its keeper is about to record how: look again soon.
-            return base.Status(base.State.RUNNING, handle=handle)
         # Whatever is left of the task goes: a lost task must not keep a core corral now
         # counts as free.
         self._kill_all(handle, wait=1.0, remove=True)
