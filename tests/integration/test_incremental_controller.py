@@ -7,12 +7,13 @@ from __future__ import annotations
 import datetime
 import json
 import pathlib
+import shutil
 
 import pytest
 
 from corral.domain.incremental import samples
 from corral.kinds.incremental import deploys, layout
-from corral.store import db
+from corral.store import db, kind_tables
 from tests.integration import incremental_harness as h
 
 
@@ -144,6 +145,43 @@ def test_failed_rounds_back_off_and_max_failed_rounds_stops_the_loop(w: h.Harnes
     w.act("loop", "resume")
     w.settle(1)
     assert w.loop("loop").state == "Training" and len(w.rounds("loop")) == 3
+
+
+def test_a_train_job_that_cannot_be_submitted_fails_its_round_and_says_why(
+        w: h.Harness) -> None:
+    w.create(h.spec(w.root))
+    w.tick()
+    shutil.rmtree(w.root / "code")  # accepted at create; gone by the round
+    w.append("stream", [f"s{i}" for i in range(8)])
+    w.settle(10)
+    (first,) = w.rounds("loop")
+    assert first.state == "Failed"
+    assert first.message == (f"its train job could not be submitted: algorithm.code_dir "
+                             f"'{w.root / 'code'}' is not a directory")
+    loop = w.loop("loop")
+    assert (loop.state, loop.rounds, loop.failed_rounds) == ("Waiting", 1, 1)
+    assert loop.not_before == w.now + 10_000
+    assert samples.Pool.of(loop.split_upto, loop.train_pending, loop.eval_versions
+                           ).num_of_samples == 4  # its samples wait for the next round
+    assert any(e.startswith("Round 1 failed: its train job could not be submitted")
+               for e in w.events("loop"))
+    assert w.jobs_of("loop") == {}
+
+
+def test_a_loop_whose_pass_fails_says_so_once_and_holds_no_other_back(w: h.Harness) -> None:
+    w.create(h.spec(w.root), name="broken")
+    w.create(h.spec(w.root), name="fine")
+    with w.store.begin() as conn:  # a spec no version of corral could read
+        conn.execute(kind_tables.il_loops.update().where(
+            kind_tables.il_loops.c.name == "broken").values(spec="{}"))
+    w.append("stream", [f"s{i}" for i in range(8)])
+    for _ in range(3):
+        w.tick(10)
+    assert w.loop("fine").state == "Training"
+    failed = [e for e in w.events("broken") if e.startswith("The controller's pass failed")]
+    assert len(failed) == 1, failed  # said once, though every pass fails
+    assert "ValidationError" in failed[0] and failed[0].endswith(
+        "it is tried again at every pass (the server log has the details)")
 
 
 @pytest.mark.parametrize(("start", "end", "hour", "minute", "opens"), [

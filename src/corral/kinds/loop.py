@@ -18,8 +18,11 @@ from typing import Protocol
 import sqlalchemy as sa
 
 from corral.scheduler import leadership
+from corral.store import db, kind_repo
 
 log = logging.getLogger(__name__)
+#: the most of an error's text an object's event repeats
+ERROR_TEXT = 500
 
 
 class Controller(Protocol):
@@ -29,6 +32,32 @@ class Controller(Protocol):
     def reconcile(self, now: int) -> bool:
         """One pass over the kind's live objects; True when there is more to do at once."""
         ...
+
+
+def isolated(store: db.Store, kind: str, object_id: str, now: int,
+             work: Callable[[], bool]) -> bool:
+    """One object's part of a controller's pass (`work`, True when it has more to do).
+
+    An error of its own keeps no other object from its pass: it is logged, and said on
+    the object, as an event its users see (once while it repeats), since the object
+    cannot move on until it is fixed. The database away or this server's lease lost stop
+    the whole pass instead: no other object could do better."""
+    try:
+        return work()
+    except (leadership.LostLease, sa.exc.OperationalError):
+        raise
+    except Exception as exc:
+        log.exception("%s %s: its pass failed", kind, object_id)
+        text = " ".join(f"{type(exc).__name__}: {exc}".split())[:ERROR_TEXT]
+        try:
+            with store.begin() as conn:
+                kind_repo.add_event_unless_last(
+                    conn, kind, object_id, now, level="Error",
+                    message=f"The controller's pass failed ({text}); it is tried again at "
+                            "every pass (the server log has the details)")
+        except Exception:
+            log.exception("%s %s: its failure could not be recorded", kind, object_id)
+        return False
 
 
 class Loop:

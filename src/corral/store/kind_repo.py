@@ -25,6 +25,19 @@ def add_event(conn: sa.Connection, kind: str, object_id: str, now: int, message:
                                    "level": level, "message": message})
 
 
+def add_event_unless_last(conn: sa.Connection, kind: str, object_id: str, now: int,
+                          message: str, *, level: str = "Info") -> bool:
+    """`add_event`, unless the object's latest event says the same already (what repeats at
+    every pass is said once); whether it was added."""
+    q = (sa.select(EVENTS.c.message)
+         .where(EVENTS.c.kind == kind, EVENTS.c.object_id == object_id)
+         .order_by(EVENTS.c.id.desc()).limit(1))
+    if conn.execute(q).scalar() == message:
+        return False
+    add_event(conn, kind, object_id, now, message, level=level)
+    return True
+
+
 def list_events(conn: sa.Connection, kind: str, object_id: str, *, offset: int = 0,
                 limit: int = 100, order: str = "asc") -> tuple[int, list[kind_rows.KindEvent]]:
     """(how many events the object has, the requested page of them)."""

@@ -9,17 +9,13 @@ on and applies guarded transitions, so a pass missed or run twice changes nothin
 
 from __future__ import annotations
 
-import logging
-
-import sqlalchemy as sa
+import functools
 
 from corral.domain.incremental import states
-from corral.kinds import owned
+from corral.kinds import loop, owned
 from corral.kinds.incremental import checks, common, deploys, hardexamples, rounds
 from corral.storage import objects
 from corral.store import db, loop_repo
-
-log = logging.getLogger(__name__)
 
 
 class Controller:
@@ -34,12 +30,8 @@ class Controller:
             busy = loop_repo.busy_loops(conn)
         more = False
         for loop_id in busy:
-            try:
-                more = self.step(loop_id, now) or more
-            except sa.exc.OperationalError:
-                raise  # the database is away: the whole pass waits for the next
-            except Exception:
-                log.exception("incremental-learning job %s: its pass failed", loop_id)
+            more = loop.isolated(self.ctx.store, self.kind, loop_id, now,
+                                 functools.partial(self.step, loop_id, now)) or more
         return more
 
     def step(self, loop_id: str, now: int) -> bool:

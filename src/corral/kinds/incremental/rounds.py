@@ -116,7 +116,7 @@ def _begin(ctx: common.Ctx, conn: sa.Connection, locked: kind_rows.Loop, plan: _
     rnd = loop_repo.get_round(conn, locked.id, number)
     assert rnd is not None
     started: dict[str, Any] = {"rounds": number, "trigger_requested_at": None,
-                               "trigger_requested_by": None, "not_before": None}
+                               "trigger_requested_by": None}
     try:
         body = bodies.train(spec, locked, plan.where, number, plan.base, plan.dataset)
     except ValueError as exc:
@@ -124,6 +124,7 @@ def _begin(ctx: common.Ctx, conn: sa.Connection, locked: kind_rows.Loop, plan: _
     else:
         job = common.submit(ctx, conn, locked, role(number, "train"), body, now)
     if isinstance(job, str):
+        # (its samples stay in the loop's pool; the failure's backoff sets not_before)
         outcomes.fail(conn, locked, spec, rnd, f"its train job could not be submitted: {job}",
                       now, give_back=False, **started)
         return
@@ -131,7 +132,7 @@ def _begin(ctx: common.Ctx, conn: sa.Connection, locked: kind_rows.Loop, plan: _
     loop_repo.move(conn, locked, to=LS.TRAINING, allowed_from={LS.WAITING}, now=now,
                    event=f"Round {number} started ({_why(trigger)}): training {plan.base} "
                          f"on {samples.count(taken)} new sample(s) with job {job.name}",
-                   **started, **common.pool_values(rest))
+                   not_before=None, **started, **common.pool_values(rest))
 
 
 def _same(locked: kind_rows.Loop, seen: kind_rows.Loop) -> bool:

@@ -11,16 +11,15 @@ guarded transition, so that a pass that acts on what a user just changed does no
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 import shutil
 from collections.abc import Callable
 from typing import Any
 
-import sqlalchemy as sa
-
 from corral import settings as settings_mod
 from corral.domain import errors, jobs, notebooks
-from corral.kinds import owned
+from corral.kinds import loop, owned
 from corral.kinds.notebooks import jupyter, session
 from corral.scheduler import catalog as catalog_mod
 from corral.scheduler import launching
@@ -58,15 +57,11 @@ class Controller:
             todo = [(nb, job_repo.owned_jobs(conn, self.kind, nb.id))
                     for nb in notebook_repo.live(conn)]
         for nb, owned_jobs in todo:
-            try:
-                self._step(nb, owned_jobs, now)
-            except sa.exc.OperationalError:
-                raise
-            except Exception:  # one notebook's trouble must not hold the others back
-                log.exception("notebook %s: controller step failed", nb.id)
+            loop.isolated(self.store, self.kind, nb.id, now,
+                          functools.partial(self._step, nb, owned_jobs, now))
         return False
 
-    def _step(self, nb: kind_rows.Notebook, owned_jobs: dict[str, rows.Job], now: int) -> None:
+    def _step(self, nb: kind_rows.Notebook, owned_jobs: dict[str, rows.Job], now: int) -> bool:
         job = owned_jobs.get(session.role(nb.session))
         match State(nb.state):
             case State.STARTING:
@@ -77,6 +72,7 @@ class Controller:
                 self._stopping(nb, job, now)
             case State.DELETING:
                 self._deleting(nb, list(owned_jobs.values()), now)
+        return False
 
     # --- a session on its way up ---------------------------------------------------------
 

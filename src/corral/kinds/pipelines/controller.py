@@ -14,6 +14,7 @@ re-read from the store, so a server killed at any moment goes on where it was.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 from collections.abc import Mapping, Sequence
@@ -22,7 +23,7 @@ import sqlalchemy as sa
 
 from corral.domain import jobs
 from corral.domain.pipelines import plan, shape, status
-from corral.kinds import owned
+from corral.kinds import loop, owned
 from corral.kinds.pipelines import cleaning, common, saving, starting
 from corral.storage import objects
 from corral.store import job_repo, kind_repo, kind_rows, pipeline_repo, rows, version_repo
@@ -43,12 +44,8 @@ class Controller:
             live = pipeline_repo.live(conn)
         more = False
         for p, attempt in live:
-            try:
-                more = self.one(p, attempt, now) or more
-            except sa.exc.OperationalError:
-                raise  # the database is away: the loop says so and tries again
-            except Exception:
-                log.exception("pass over pipeline %s (%s) failed", p.id, p.name)
+            more = loop.isolated(self.platform.store, self.kind, p.id, now,
+                                 functools.partial(self.one, p, attempt, now)) or more
         return more
 
     def one(self, p: kind_rows.Pipeline, attempt: kind_rows.PipelineAttempt, now: int) -> bool:
