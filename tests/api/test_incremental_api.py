@@ -106,6 +106,23 @@ def test_a_loop_that_cannot_work_is_refused_with_a_modelarts_error(
     assert words in r.json()["error_msg"]
 
 
+@pytest.mark.parametrize("stage", ["trainSpec", "evalSpec", "deploySpec"])
+def test_a_template_whose_code_is_not_there_is_refused_and_nothing_is_made(
+        il: il_live.IL, stage: str) -> None:
+    spec = il.spec()
+    spec[stage]["template"] = {**spec[stage]["template"], "algorithm": {
+        "code_dir": str(il.root / "gone"), "boot_file": "train.py"}}
+    r = il.http.post(il.path("/incremental-learning-jobs"),
+                     json={"metadata": {"name": "bad"}, "spec": spec})
+    assert r.status_code == 400, r.text
+    assert r.json() == {"error_code": "ModelArts.2788", "error_msg": (
+        f"spec: a template cannot make a job: algorithm.code_dir '{il.root / 'gone'}' is "
+        "not a directory")}
+    assert il.ok("GET", "/incremental-learning-jobs")["total"] == 0
+    assert il.ok("POST", "/training-job-searches", json={})["total"] == 1  # the model's
+    assert not (il.root / "out").exists()
+
+
 def test_actions_the_state_does_not_allow_are_409s(il: il_live.IL) -> None:
     il.create(il.spec(serve=False, samples=100))
     r = il.http.post(il.path("/incremental-learning-jobs/loop/actions"),

@@ -16,6 +16,7 @@ from fastapi import Depends, Request
 
 from corral import settings as settings_mod
 from corral.api import authcache, watch
+from corral.domain import specs
 from corral.scheduler import catalog as catalog_mod
 from corral.services import secretbox, submit
 from corral.storage import objects, paths
@@ -85,6 +86,14 @@ class Context:
     def places(self) -> submit.Places:
         return submit.Places(runs_dir=self.settings.runs_dir, stores=self.stores,
                              model_channel=self.settings.model_channel)
+
+    def submit_owned(self, conn: sa.Connection, body: specs.JobCreate, *, project_id: str,
+                     user_name: str, now: int, owner: tuple[str, str, str]) -> str:
+        """Submit a job an object of a job kind owns as the API submits any job
+        (`kinds.owned.Submit`): how such objects are checked when they are made."""
+        return submit.create_job(conn, self.catalog, body, project_id=project_id, now=now,
+                                 user_name=user_name, policy=self.path_policy(conn, project_id),
+                                 places=self.places, owner=owner)
 
     def path_policy(self, conn: sa.Connection, project_id: str) -> paths.Policy:
         """Where the project's jobs may read and write on local disk (storage/paths.py).

@@ -129,17 +129,10 @@ def _create(ctx: deps.Context, project_id: str, body: loopspec.LoopCreate,
         identity_repo.require_project(conn, project_id)
         confine = functools.partial(paths.confine, ctx.path_policy(conn, project_id))
         loop_id = actions.create(conn, body, project_id=project_id, user_name=user_name,
-                                 confine=confine, now=now,
-                                 check_job=functools.partial(_runnable, ctx))
+                                 confine=confine, now=now, submit=ctx.submit_owned)
         out = incremental_views.loop(conn, loop_repo.get_loop(conn, project_id, loop_id), now)
     ctx.wake_kinds()
     return out
-
-
-def _runnable(ctx: deps.Context, body: specs.JobCreate) -> None:
-    """Refuse a job this platform has no flavor or pool for (BadFlavor, BadParameter)."""
-    ctx.catalog.flavor(body.spec.resource.flavor_id)
-    ctx.catalog.pool(body.spec.resource.pool_id)
 
 
 @router.get("/incremental-learning-jobs", response_model=incremental_views.LoopsOut,

@@ -22,7 +22,6 @@ from corral.api.deps import Ctx
 from corral.domain import errors, specs
 from corral.domain.pipelines import status
 from corral.kinds.pipelines import actions, cleaning, common
-from corral.services import submit
 from corral.store import job_repo, kind_repo, kind_rows, pipeline_repo, rows
 
 router = APIRouter(prefix="/v2/{project_id}", tags=["pipelines"])
@@ -73,21 +72,11 @@ def _create(ctx: deps.Context, project_id: str, data: Any, user_name: str) -> di
     if not isinstance(data, dict):
         raise errors.BadParameter("a pipeline body is a mapping (metadata, tasks, ...)")
     with ctx.store.begin() as conn:
-        p = actions.create(conn, ctx.settings, _submitter(ctx), project_id=project_id,
+        p = actions.create(conn, ctx.settings, ctx.submit_owned, project_id=project_id,
                            user_name=user_name, data=data, now=now)
         out = _view(conn, p, now)
     ctx.wake_kinds()
     return out
-
-
-def _submitter(ctx: deps.Context) -> Any:
-    """Submits a task's job as the API submits any job (for the checks made at create)."""
-    def go(conn: sa.Connection, body: specs.JobCreate, *, project_id: str, user_name: str,
-           now: int, owner: tuple[str, str, str]) -> str:
-        return submit.create_job(conn, ctx.catalog, body, project_id=project_id, now=now,
-                                 user_name=user_name, policy=ctx.path_policy(conn, project_id),
-                                 places=ctx.places, owner=owner)
-    return go
 
 
 @router.get("/pipelines", responses=ERRORS)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import pathlib
 import re
+import uuid
 from collections.abc import Callable
 from typing import Protocol
 
@@ -98,6 +99,23 @@ def try_submit(conn: sa.Connection, how: Jobs, owner: Owner, role: str,
             return submit(conn, how, owner, role, body, now)
     except errors.CorralError as exc:
         return exc
+
+
+def probe(conn: sa.Connection, how: Submit, owner: Owner, role: str, body: specs.JobCreate,
+          now: int) -> None:
+    """Submit `body` as the job would be, and take it back: the checks any job gets (its
+    flavor, pool and engine, that its code and inputs exist, paths the project may use),
+    nothing kept; errors.CorralError for what it refuses. An object is probed when it is
+    made, so that a template no job could be made of is refused then, not when its job
+    is due."""
+    named = body.model_copy(update={"metadata": body.metadata.model_copy(
+        update={"name": f"probe-{uuid.uuid4().hex[:12]}"})})
+    savepoint = conn.begin_nested()
+    try:
+        how(conn, named, project_id=owner.project_id, user_name=owner.user_name, now=now,
+            owner=(owner.kind, owner.id, f"probe/{role}"))
+    finally:
+        savepoint.rollback()
 
 
 def stop(conn: sa.Connection, owner: Owner, now: int, why: str) -> int:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import os
 import pathlib
-from collections.abc import Callable
 
 import sqlalchemy as sa
 
@@ -27,10 +26,11 @@ LS, RS, DS = states.LoopState, states.RoundState, states.DeployState
 
 def create(conn: sa.Connection, body: loopspec.LoopCreate, *, project_id: str,
            user_name: str, confine: datasets.Confine, now: int,
-           check_job: Callable[[specs.JobCreate], object] = lambda _body: None) -> str:
+           submit: owned.Submit | None = None) -> str:
     """Make a loop (Waiting; its service, if it has one, starts with the current model);
-    returns its id. BadParameter for what cannot work; `check_job` is given each job the
-    loop would submit (and refuses what the platform cannot run)."""
+    returns its id. BadParameter for what cannot work; with `submit`, each job the loop
+    would submit is submitted as a probe and taken back, so that what the platform would
+    refuse (a flavor, a code_dir that does not exist) is refused now."""
     spec = body.spec
     out = _output_dir(spec, confine)
     try:
@@ -53,11 +53,17 @@ def create(conn: sa.Connection, body: loopspec.LoopCreate, *, project_id: str,
         "updated_at": now})
     loop = loop_repo.loop_by_id(conn, loop_id)
     assert loop is not None
+    def probe(job: specs.JobCreate) -> None:
+        if submit is not None:
+            owned.probe(conn, submit, common.owner(loop), "check", job, now)
+
     try:
-        bodies.check(stored, loop, dataset, check_job)
+        bodies.check(stored, loop, dataset, probe)
         wholefiles.make_dir(out)  # last: a loop refused makes no folder
     except ValueError as exc:
         raise errors.BadParameter(f"spec: a template cannot make a job: {exc}") from None
+    except errors.CorralError as exc:
+        raise type(exc)(f"spec: a template cannot make a job: {exc.message}") from None
     except OSError as exc:
         raise errors.BadParameter(f"spec.outputDir '{out}': {exc.strerror or exc}") from None
     loop_repo.add_event(conn, loop_id, now, f"Created by {user_name or 'a user'}: watching "

@@ -128,11 +128,20 @@ def service(spec: loopspec.LoopSpec, loop: kind_rows.Loop, where: layout.Layout,
 def check(spec: loopspec.LoopSpec, loop: kind_rows.Loop, dataset: kind_rows.Dataset,
           each: Callable[[specs.JobCreate], object] = lambda _body: None) -> None:
     """Build every job the loop would submit, so that a template that cannot make one is
-    refused when the loop is made rather than in its first round (ValueError; `each` is
-    given every body and may refuse it too: an unknown flavor, say)."""
-    where = layout.Layout(pathlib.Path("/nonexistent"))
-    model = current.ModelAt(name=spec.model_name, version=1, location="/nonexistent")
-    each(train(spec, loop, where, 1, model, dataset))
-    each(evaluation(spec, loop, where, 1, model, model, dataset))
+    refused when the loop is made rather than in its first round (ValueError). `each` is
+    given every body as far as it is known before any round (without the round's samples;
+    the loop's initial model for a model the round makes) and may refuse it too: submitted
+    as a probe (`owned.probe`), for an unknown flavor or a code_dir that does not exist."""
+    where = layout.Layout(pathlib.Path(spec.outputDir))
+    model = current.ModelAt(name=spec.model_name, version=1,
+                            location=str(where.model_dir(1)))
+    initial = specs.ModelRef(name=loop.initial_model, version=loop.initial_version)
+    bodies = [train(spec, loop, where, 1, model, dataset),
+              evaluation(spec, loop, where, 1, model, model, dataset)]
     if spec.deploySpec.template is not None:
-        each(service(spec, loop, where, where.deployed(model.name, 1), dataset))
+        bodies.append(service(spec, loop, where, where.deployed(model.name, 1), dataset))
+    for body in bodies:
+        body.algorithm.inputs = [c for c in body.algorithm.inputs if c.name != DATA]
+        if body.model is not None:
+            body.model = initial.model_copy()
+        each(body)

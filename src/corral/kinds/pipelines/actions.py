@@ -70,15 +70,13 @@ def _probe(conn: sa.Connection, submit: owned.Submit, checked: shape.Shape, task
            pipeline_id: str, now: int) -> None:
     """Submit the task's job as it would be, and take it back: the same checks, nothing
     kept."""
-    body = build.probe(checked, task, item, base=base, name=f"probe-{uuid.uuid4().hex[:12]}")
-    savepoint = conn.begin_nested()
+    body = build.probe(checked, task, item, base=base)
+    owner = owned.Owner(kind=common.KIND, id=pipeline_id, project_id=project_id,
+                        user_name=user_name, name=checked.body.metadata.name)
     try:
-        submit(conn, body, project_id=project_id, user_name=user_name, now=now,
-               owner=(common.KIND, pipeline_id, f"probe/{task}"))
+        owned.probe(conn, submit, owner, task, body, now)
     except errors.CorralError as exc:
         raise type(exc)(f"task '{task}': {exc.message}") from None
-    finally:
-        savepoint.rollback()
 
 
 def stop(conn: sa.Connection, project_id: str, pipeline_id: str, now: int) -> kind_rows.Pipeline:
