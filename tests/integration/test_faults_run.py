@@ -75,6 +75,19 @@ def test_a_cuda_out_of_memory_line_is_not_retried(live: Live) -> None:
     assert records(job) == [("exit with 1", None, "out_of_memory")]
 
 
+def test_a_jobs_own_rule_for_cuda_out_of_memory_spends_the_out_of_memory_budget(
+        live: Live) -> None:
+    job = run(live, retries=3, command="echo 'RuntimeError: CUDA out of memory.'; exit 1",
+              fault_tolerance={**NO_BACKOFF, "budgets": {"out_of_memory": 1}, "rules": [
+                  {"log_contains": "CUDA out of memory", "action": "retry"}]})
+    assert (job["status"]["phase"], job["status"]["failure_class"]) == (
+        "Failed", "out_of_memory")
+    assert records(job) == [("exit with 1", "proc_restart", "out_of_memory"),
+                            ("exit with 1", None, "out_of_memory")]
+    assert ("Job failed: worker-0 exit with 1 (out_of_memory; its out_of_memory budget of 1 "
+            "is spent)" in events(live, job["metadata"]["id"]))
+
+
 def test_a_matched_line_sends_the_job_back_to_the_queue_kept_off_its_node(live: Live) -> None:
     # One node: kept off it, the job could never start, so it goes back to it.
     job = run(live, retries=1, command=SECOND_SUCCEEDS.format(

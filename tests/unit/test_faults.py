@@ -51,7 +51,8 @@ RULES = [{"exit_codes": [3, 4], "action": "no_retry"},
     (1, "step 3\nRuntimeError: CUDA out of memory. Tried", False, C.OUT_OF_MEMORY,
      "no_retry", "exit with 1"),
     (3, "", False, C.USER_EXIT, "no_retry", "exit with 3"),
-    (4, "CUDA out of memory", False, C.USER_EXIT, "no_retry", "exit with 4"),  # own rule first
+    # The job's own rule decides first; the log still says what the failure was.
+    (4, "CUDA out of memory", False, C.OUT_OF_MEMORY, "no_retry", "exit with 4"),
     (1, "x\nthis bad node again\n", False, C.USER_EXIT, "retry_elsewhere", "exit with 1"),
     (5, "flaky", False, C.USER_EXIT, "retry", "exit with 5"),
     (6, "flaky", False, C.USER_EXIT, "retry", "exit with 6"),  # both conditions, or none
@@ -61,6 +62,21 @@ def test_a_failed_exit_is_classified_by_the_rules_then_the_defaults(
         code: int, log: str, oom: bool, klass: C, action: str, reason: str) -> None:
     f = exited(policy(rules=RULES), code, log, oom=oom)
     assert (f.klass, f.action.value, f.reason) == (klass, action, reason)
+
+
+def test_a_jobs_own_rule_decides_what_follows_and_the_class_keeps_its_budget() -> None:
+    p = policy(3, budgets={"out_of_memory": 1},
+               rules=[{"log_contains": "CUDA out of memory", "action": "retry"}])
+    f = exited(p, 1, "RuntimeError: CUDA out of memory. Tried to allocate 2 GiB")
+    assert (f.klass, f.action, f.rule and f.rule.default) == (
+        C.OUT_OF_MEMORY, faultspec.Action.RETRY, False)
+    first = faults.decide(f, p, [])
+    assert (first.verdict, first.retry_text()) == (RESTART, "out_of_memory retry 1 of 1")
+    second = faults.decide(f, p, past((C.OUT_OF_MEMORY.value, PROC)))
+    assert (second.verdict, second.why) == (FAIL, "its out_of_memory budget of 1 is spent")
+    # ... and a failure of another kind still has the job's retry count
+    other = faults.decide(exited(p, 1), p, past((C.OUT_OF_MEMORY.value, PROC)))
+    assert (other.verdict, other.retry_text()) == (RESTART, "retry 1 of 3")
 
 
 def test_only_the_last_lines_of_a_log_are_matched() -> None:
@@ -334,9 +350,12 @@ def test_the_page_lists_the_default_rules_and_the_annotations() -> None:
     text = DOC.read_text()
     rules = _table_rows(text, "rule")
     assert len(rules) == len(faults.DEFAULT_RULES) + 1  # and the keeper's out-of-memory kill
+    classes = dict(faults.LOG_CLASSES)
     for r in faults.DEFAULT_RULES:
         [row] = [cells for name, cells in rules.items() if r.log_contains in name]
-        assert row.split(" | ")[:2] == [f"`{r.klass}`", f"`{r.action}`"]
+        assert row.split(" | ")[:2] == [f"`{classes[r.log_contains]}`", f"`{r.action}`"]
+    for line, klass in faults.LOG_CLASSES:  # each log line that gives a class is listed
+        assert f"`{line}`" in _table_rows(text, "class")[klass.value]
     annotations = _table_rows(text, "annotation")
     assert set(annotations) == {jobs.RETRY_ANNOTATION, jobs.UNCONDITIONAL_ANNOTATION,
                                 jobs.HANG_RETRY_ANNOTATION}

@@ -4,8 +4,9 @@ The policy is data and pure functions, so that the reconciler only gathers what 
 (the task that failed, the tail of its log, the job's earlier attempts) and carries out
 the decision:
 
-- `classify`: what kind of failure a task's end was (`jobs.FailureClass`), and which rule
-  of the job's (or of the defaults) it matched;
+- `classify`: what kind of failure a task's end was (`jobs.FailureClass`: a fact about the
+  failure, from how the task ended and what its log says, whichever rule then decides),
+  and which rule of the job's (or of the defaults) it matched;
 - `decide`: what follows, from the rules' action, the job's annotations, the retry count
   and the per-class budgets spent by earlier attempts, and the backoff before a restart;
 - `silence`: whether a running job's tasks have been silent (no log, no CPU or GPU) long
@@ -42,8 +43,6 @@ class Matcher:
     action: faultspec.Action
     exit_codes: frozenset[int] = frozenset()
     log_contains: str = ""
-    #: the class a match gives the failure (None: it keeps its own)
-    klass: jobs.FailureClass | None = None
     default: bool = False
 
     def matches(self, exit_code: int | None, lines: Sequence[str]) -> bool:
@@ -60,11 +59,16 @@ class Matcher:
         return ("default rule " if self.default else "rule ") + " and ".join(parts)
 
 
+#: what a line of a failed task's log says its failure was, whatever rule decides what
+#: follows (a job's own rule for the line changes the action, never the class)
+LOG_CLASSES: tuple[tuple[str, jobs.FailureClass], ...] = (
+    ("CUDA out of memory", jobs.FailureClass.OUT_OF_MEMORY),
+)
+
 #: the rules every job has, after its own (a job's rule for the same failure wins)
 DEFAULT_RULES: tuple[Matcher, ...] = (
     # Restarted unchanged, it runs out again: a smaller batch or a bigger GPU is needed.
-    Matcher(faultspec.Action.NO_RETRY, log_contains="CUDA out of memory",
-            klass=jobs.FailureClass.OUT_OF_MEMORY, default=True),
+    Matcher(faultspec.Action.NO_RETRY, log_contains="CUDA out of memory", default=True),
 )
 
 
@@ -139,13 +143,14 @@ def classify(policy: Policy, *, task: str, node: str, state: jobs.TaskState,
                        node, infra=node_gone)
     code = -1 if exit_code is None else exit_code
     reason = jobs.exit_reason(code)
+    lines = log_tail.splitlines()[-LOG_TAIL_LINES:]
     klass = jobs.FailureClass.USER_EXIT
     if out_of_memory:
         klass, reason = jobs.FailureClass.OUT_OF_MEMORY, f"{message} ({reason})"
-    lines = log_tail.splitlines()[-LOG_TAIL_LINES:]
+    else:
+        klass = next((k for text, k in LOG_CLASSES if any(text in line for line in lines)),
+                     klass)
     rule = next((r for r in policy.rules if r.matches(code, lines)), None)
-    if rule is not None and rule.klass is not None:
-        klass = rule.klass
     return Failure(klass, task, reason, node, rule=rule)
 
 
