@@ -18,10 +18,12 @@ import json
 import logging
 import os
 import pathlib
+import signal
 import socket
 import threading
 import time
-from collections.abc import Iterable
+import types
+from collections.abc import Iterable, Iterator
 from typing import IO, Any
 
 import sqlalchemy as sa
@@ -292,19 +294,33 @@ def _bind(host: str, port: int) -> socket.socket:
     return sock
 
 
-def _open(settings: settings_mod.Settings, port: int) -> tuple[Platform, socket.socket, str]:
-    """Build the platform, take the port, say where it listens, and start its threads."""
+def _open(settings: settings_mod.Settings, port: int,
+          ) -> tuple[Platform, list[socket.socket], str]:
+    """Build the platform, take the ports (the API's, then the notebooks'), say where it
+    listens, and start its threads."""
     platform = build(settings)
+    socks: list[socket.socket] = []
     try:
-        sock = _bind(settings.host, port)
-    except errors.CorralError:
+        socks.append(_bind(settings.host, port))
+        taken = socks[0].getsockname()[1]
+        # The port after the API's by default: an origin of their own (api/notebook_proxy.py)
+        notebooks = settings.notebook_port
+        if notebooks is None:
+            notebooks = taken + 1 if port else 0
+        socks.append(_bind(settings.host, notebooks))
+    except errors.CorralError as exc:
+        for sock in socks:
+            sock.close()
         platform.stop()  # releases the home lock: nothing runs here after all
+        if len(socks) == 1:
+            raise errors.CorralError(f"notebooks (notebook_port): {exc.message}") from None
         raise
-    url = f"http://{settings.host}:{sock.getsockname()[1]}"
+    platform.context.notebook_port = socks[1].getsockname()[1]
+    url = f"http://{settings.host}:{taken}"
     _write_server_file(settings, url)
     platform.leader.url = url
     platform.start()
-    return platform, sock, url
+    return platform, socks, url
 
 
 def _uvicorn(platform: Platform) -> uvicorn.Server:
@@ -314,26 +330,87 @@ def _uvicorn(platform: Platform) -> uvicorn.Server:
 
 
 def serve(settings: settings_mod.Settings) -> None:
-    """`corral server`: run in the foreground until SIGINT/SIGTERM."""
+    """`corral server`: run in the foreground until SIGINT/SIGTERM, then stop gracefully
+    and return (`_StopSignals`)."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: "
                         "%(message)s")
     logging.getLogger("alembic").setLevel(logging.WARNING)
-    platform, sock, url = _open(settings, settings.port)
-    log.info("corral %s serving on %s (state: %s, home: %s)", _version(), url,
-             platform.store.engine.dialect.name, settings.home)
-    http = _uvicorn(platform)
-    # What start-up made (some 140,000 objects: the app, its schemas, SQLAlchemy's tables)
-    # stays for the server's life: out of the collector's sight, a full collection, which
-    # runs as long-lived objects grow and holds every thread meanwhile, takes microseconds
-    # instead of about 90 ms. (Not for an embedded server: its process is someone else's.)
-    gc.collect()
-    gc.freeze()
-    try:
-        http.run(sockets=[sock])
-    finally:
-        platform.stop()
-        sock.close()
-        log.info("corral stopped; running jobs keep running and are adopted at next start")
+    signals = _StopSignals()
+    with signals.installed():
+        platform, socks, url = _open(settings, settings.port)
+        signals.running = True
+        try:
+            http = _uvicorn(platform)
+            signals.serving(http)
+            log.info("corral %s serving on %s (state: %s, home: %s)", _version(), url,
+                     platform.store.engine.dialect.name, settings.home)
+            # What start-up made (some 140,000 objects: the app, its schemas, SQLAlchemy's
+            # tables) stays for the server's life: out of the collector's sight, a full
+            # collection, which runs as long-lived objects grow and holds every thread
+            # meanwhile, takes microseconds instead of about 90 ms. (Not for an embedded
+            # server: its process is someone else's.)
+            gc.collect()
+            gc.freeze()
+            http.run(sockets=socks)
+        finally:
+            signals.stopping()
+            platform.stop()
+            for sock in socks:
+                sock.close()
+            log.info("corral stopped%s; running jobs keep running and are adopted at next "
+                     "start", f" on {signals.name}" if signals.name else "")
+
+
+class _StopSignals:
+    """SIGTERM and SIGINT as a graceful stop of `corral server`.
+
+    uvicorn handles both while it serves, but then puts back the handlers it found and
+    raises the signal again; with the defaults found, SIGTERM would kill the process before
+    the platform stops (its leadership lease kept until it expires, nothing logged). These
+    handlers are the ones it finds. Once the platform runs, a signal only notes that the
+    server is to stop and tells uvicorn so; the platform's stop then runs, and the command
+    exits 0. Before, a signal ends the start-up where it is (exit status 128 + its number);
+    while the platform stops, it ends the process at once, as it does by default.
+    """
+
+    SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+    def __init__(self) -> None:
+        self.name = ""  #: the signal the server stopped on, by name
+        self.running = False  #: the platform has started
+        self._http: uvicorn.Server | None = None
+        self._stopping = False
+
+    @contextlib.contextmanager
+    def installed(self) -> Iterator[None]:
+        if threading.current_thread() is not threading.main_thread():
+            yield  # (signals reach the main thread only: its caller handles them)
+            return
+        before = {sig: signal.signal(sig, self._received) for sig in self.SIGNALS}
+        try:
+            yield
+        finally:
+            for sig, handler in before.items():
+                signal.signal(sig, handler)
+
+    def serving(self, http: uvicorn.Server) -> None:
+        """uvicorn serves next (and stops at once if a signal came already)."""
+        self._http = http
+        http.should_exit = bool(self.name)
+
+    def stopping(self) -> None:
+        self._stopping = True
+
+    def _received(self, signum: int, _frame: types.FrameType | None) -> None:
+        if not self.running:
+            raise SystemExit(128 + signum)
+        if self._stopping:
+            signal.signal(signum, signal.SIG_DFL)
+            signal.raise_signal(signum)
+            return
+        self.name = self.name or signal.Signals(signum).name
+        if self._http is not None:
+            self._http.should_exit = True
 
 
 @dataclasses.dataclass
@@ -344,25 +421,31 @@ class Embedded:
     platform: Platform
     _server: uvicorn.Server
     _thread: threading.Thread
-    _sock: socket.socket
+    _socks: list[socket.socket]
+
+    @property
+    def notebook_url(self) -> str:
+        """Where its notebooks are served (api/notebook_proxy.py)."""
+        return self.url.rsplit(":", 1)[0] + f":{self.platform.context.notebook_port}"
 
     def stop(self) -> None:
         self._server.should_exit = True
         self._thread.join(timeout=10)
         self.platform.stop()
-        self._sock.close()
+        for sock in self._socks:
+            sock.close()
 
 
 def start_embedded(settings: settings_mod.Settings, port: int = 0) -> Embedded:
-    platform, sock, url = _open(settings, port)
+    platform, socks, url = _open(settings, port)
     server = _uvicorn(platform)
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]},
+    thread = threading.Thread(target=server.run, kwargs={"sockets": socks},
                               name="corral-http", daemon=True)
     thread.start()
     deadline = time.monotonic() + 10
     while not server.started and time.monotonic() < deadline:
         time.sleep(0.01)
-    return Embedded(url=url, platform=platform, _server=server, _thread=thread, _sock=sock)
+    return Embedded(url=url, platform=platform, _server=server, _thread=thread, _socks=socks)
 
 
 def _version() -> str:
