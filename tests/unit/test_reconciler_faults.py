@@ -118,6 +118,7 @@ def test_a_job_stopped_during_its_backoff_is_never_restarted(world: World) -> No
     job = world.job(job_id)
     assert (job.phase, job.failure_class, job.restart_at) == ("Terminated", "stopped", None)
     assert len(world.fake.launches(job_id)) == 1
+    assert records(world, job_id) == [("exit with 1", None, "user_exit")]  # no restart
 
 
 def test_no_backoff_restarts_in_the_same_pass(world: World) -> None:
@@ -384,6 +385,8 @@ def test_run_time_counts_from_the_jobs_start_through_a_backoff(world: World) -> 
     job = world.job(job_id)
     assert (job.phase, job.failure_class) == ("Failed", "timeout")
     assert len(world.fake.launches(job_id)) == 1
+    # its record closed when it failed, saying a restart would follow: none did
+    assert records(world, job_id) == [("exit with 1", None, "user_exit")]
 
 
 # --- checkpoints --------------------------------------------------------------------------

@@ -82,7 +82,11 @@ def finish(conn: sa.Connection, p: passes.Pass, job: rows.Job, tasks: Sequence[r
     if not job_repo.transition(conn, job.id, phase, secondary, now=p.now, message=message,
                                level=level, fields=fields, events=p.events):
         return False
-    if attempt:
+    if attempt and job.restart_at is not None:
+        # It ended while waiting out a backoff: its record closed then, announcing a
+        # restart that now never comes.
+        job_repo.withdraw_restart(conn, job.id, attempt)
+    elif attempt:
         job_repo.close_attempt(conn, job.id, attempt, now=p.now, end_reason=end_reason,
                                related_task=related,
                                failure_class=failure[0] if failure else None)

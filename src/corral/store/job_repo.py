@@ -406,6 +406,15 @@ def close_attempt(conn: sa.Connection, job_id: str, seq: int, *, now: int, end_r
                          failure_class=failure_class.value if failure_class else None))
 
 
+def withdraw_restart(conn: sa.Connection, job_id: str, seq: int) -> None:
+    """The restart a closed running record announced (`end_recover: proc_restart`) will not
+    follow: the job ended during its backoff."""
+    conn.execute(ATTEMPTS.update().where(
+        ATTEMPTS.c.job_id == job_id, ATTEMPTS.c.seq == seq,
+        ATTEMPTS.c.end_recover == jobs.EndRecover.PROC_RESTART.value)
+        .values(end_recover=None))
+
+
 def attempts_of(conn: sa.Connection, job_id: str) -> list[rows.Attempt]:
     return rows.Attempt.all(conn.execute(_ATTEMPTS, {"k_job": job_id}))
 
