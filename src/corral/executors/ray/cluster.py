@@ -270,27 +270,34 @@ class RayExecutor:
             return task.result
         ray = self._ray
         handle = task.handle
-        ready, _ = ray.wait([task.wait_ref], timeout=0)
-        if ready:
-            try:
-                code = ray.get(task.wait_ref, timeout=10)
-            except ray.exceptions.ActorUnavailableError:  # a hiccup: ask again
-                self._expect_exit(task)
+        if not self._answered(task):
+            if not handle.node_id or self._nodes.alive(handle.node_id):
                 return base.Status(base.State.RUNNING, handle=handle)
-            except ray.exceptions.RayActorError as exc:
-                return self._died(task, exc)
-            except ray.exceptions.RayError as exc:  # the agent does not know the task
-                task.result = self._gone(handle, f"the node's corral agent lost it: {exc}")
+            # Its node is gone. The exit code may have come after the look above: only a
+            # look made after the node was seen gone can say that the task did not end.
+            if not self._answered(task):
+                task.result = self._node_lost(handle)
                 return task.result
-            if not self._copier.done(task):  # its last files first, then its end
-                return base.Status(base.State.RUNNING, handle=handle)
-            tasks.pull(self._ray, task)
-            task.result = base.Status(base.State.EXITED, exit_code=int(code), handle=handle)
+        try:
+            code = ray.get(task.wait_ref, timeout=10)
+        except ray.exceptions.ActorUnavailableError:  # a hiccup: ask again
+            self._expect_exit(task)
+            return base.Status(base.State.RUNNING, handle=handle)
+        except ray.exceptions.RayActorError as exc:
+            return self._died(task, exc)
+        except ray.exceptions.RayError as exc:  # the agent does not know the task
+            task.result = self._gone(handle, f"the node's corral agent lost it: {exc}")
             return task.result
-        if handle.node_id and not self._nodes.alive(handle.node_id):
-            task.result = self._node_lost(handle)
-            return task.result
-        return base.Status(base.State.RUNNING, handle=handle)
+        if not self._copier.done(task):  # its last files first, then its end
+            return base.Status(base.State.RUNNING, handle=handle)
+        tasks.pull(self._ray, task)
+        task.result = base.Status(base.State.EXITED, exit_code=int(code), handle=handle)
+        return task.result
+
+    def _answered(self, task: tasks.Task) -> bool:
+        """Whether the task's agent has answered its wait (its exit code, or an error)."""
+        ready, _ = self._ray.wait([task.wait_ref], timeout=0)
+        return bool(ready)
 
     def _died(self, task: tasks.Task, exc: Exception) -> base.Status:
         """The actor died: with its node (reschedule), or by itself (the task is lost)."""
