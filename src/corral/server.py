@@ -112,11 +112,12 @@ def build(settings: settings_mod.Settings) -> Platform:
                                    owned.Jobs(submit=functools.partial(_submit, ctx),
                                               wake=wake.set,
                                               confine=functools.partial(_confine, ctx))),
-                      interval=settings.tick_interval)
+                      interval=settings.tick_interval, store=store)
 
     def changed(job_ids: Iterable[str]) -> None:  # who waits on jobs, and their owners
-        ctx.changes.changed(job_ids)
-        kinds.wake()
+        ids = list(job_ids)
+        ctx.changes.changed(ids)
+        kinds.jobs_changed(ids)
 
     def new_reconciler(guard: leadership.Fence) -> reconciler.Reconciler:
         return reconciler.Reconciler(store.fenced(guard), executor, ctx.catalog, settings,

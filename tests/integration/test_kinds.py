@@ -4,6 +4,8 @@ guarded state changes of a kind's own objects; the loop that runs the controller
 from __future__ import annotations
 
 import functools
+import re
+import time
 from typing import Any
 
 import pytest
@@ -14,7 +16,7 @@ from corral.kinds import loop, owned
 from corral.scheduler import catalog as catalog_mod
 from corral.services import submit
 from corral.store import db, job_repo, kind_repo, schema
-from tests import factories
+from tests import conftest, factories
 from tests.integration.test_store import NOW, catalog, project  # noqa: F401
 
 KIND = "test_kind"
@@ -117,6 +119,46 @@ def test_one_controllers_failure_does_not_stop_the_others(caplog: Any) -> None:
     assert runner.tick() is False
     assert (broken.passes, fine.passes) == (1, 1)
     assert "broken controller pass failed" in caplog.text
+
+
+def test_jobs_owned_by_an_object_are_told_apart(
+        store: db.Store, catalog: catalog_mod.Catalog, project: str) -> None:  # noqa: F811
+    with store.begin() as conn:
+        mine = owned.submit(conn, jobs_for(catalog), an_owner(project), "r0", body(), NOW)
+        plain = submit.create_job(conn, catalog, body(), project_id=project, now=NOW,
+                                  user_name="ann")
+    with store.read() as conn:
+        assert job_repo.any_owned(conn, [plain, mine.id, "no-such-job"])
+        assert not job_repo.any_owned(conn, [plain, "no-such-job"])
+        assert not job_repo.any_owned(conn, [])
+
+
+#: what the controllers' passes read first: every kind's live objects
+KIND_TABLES = re.compile(r"\bFROM (notebooks|pipelines|il_loops)\b")
+
+
+def test_jobs_that_no_object_owns_wake_no_controller_pass(tmp_path: Any) -> None:
+    # No timed pass: only what wakes the controllers makes them read their objects.
+    live = conftest.start_live(tmp_path / "home", tick_interval=3600)
+    reads: list[str] = []
+
+    def note(conn: Any, cursor: Any, statement: str, *_: Any) -> None:
+        if KIND_TABLES.search(statement):
+            reads.append(statement)
+
+    try:
+        sa.event.listen(live.embedded.platform.store.engine, "before_cursor_execute", note)
+        for _ in range(3):  # each job queued, started and ended: changes of its own
+            job = live.submit(factories.make_job(command="true"))
+            assert live.wait(job["metadata"]["id"])["status"]["phase"] == "Completed"
+        assert reads == []
+        live.embedded.platform.kinds.wake()  # a pass asked for (a user acted) still runs
+        deadline = time.monotonic() + 30
+        while not reads and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert reads
+    finally:
+        conftest.stop_live(live)
 
 
 def test_migration_0007_leaves_existing_jobs_unowned_and_goes_back_down(db_url: str) -> None:

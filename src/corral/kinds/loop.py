@@ -3,8 +3,11 @@
 Each controller's `reconcile` is a level-triggered pass over its live objects: it reads
 them and their jobs and applies guarded transitions, so running it too often is harmless
 and a pass missed (the server stopped) is made up by the next. The thread runs every
-controller when woken (a job changed, a user acted on an object) and at least every
-`interval` seconds, which is what time-based triggers rely on.
+controller when woken (a user acted on an object, or a job that an object owns changed)
+and at least every `interval` seconds, which is what time-based triggers rely on.
+
+Most jobs belong to no object: their changes (several for each job) cost one look at
+who owns them, not a pass that reads every kind's live objects.
 """
 
 from __future__ import annotations
@@ -12,13 +15,13 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from typing import Protocol
 
 import sqlalchemy as sa
 
 from corral.scheduler import leadership
-from corral.store import db, kind_repo
+from corral.store import db, job_repo, kind_repo
 
 log = logging.getLogger(__name__)
 #: the most of an error's text an object's event repeats
@@ -62,15 +65,44 @@ def isolated(store: db.Store, kind: str, object_id: str, now: int,
 
 class Loop:
     def __init__(self, controllers: Sequence[Controller], *, interval: float = 1.0,
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time, store: db.Store | None = None) -> None:
+        """`store`: where the owners of jobs that changed are looked up (without one,
+        every change calls for a pass)."""
         self.controllers = list(controllers)
         self.interval = interval
         self.clock = clock
+        self.store = store
         self._wake = threading.Event()
+        self._lock = threading.Lock()  #: over what woke the loop, set from any thread
+        self._asked = False
+        self._changed: set[str] = set()
 
     def wake(self) -> None:
         """A pass soon (from any thread)."""
+        with self._lock:
+            self._asked = True
         self._wake.set()
+
+    def jobs_changed(self, job_ids: Iterable[str]) -> None:
+        """These jobs changed (from any thread): a pass soon if an object owns one."""
+        with self._lock:
+            self._changed.update(job_ids)
+        self._wake.set()
+
+    def _due(self, more: bool, at: float) -> bool:
+        """Whether a pass is due: more to do at once, its time `at` come, a pass asked
+        for, or a job that an object owns changed (since the last look)."""
+        with self._lock:
+            asked, changed = self._asked, self._changed
+            self._asked, self._changed = False, set()
+        return (more or asked or time.monotonic() >= at
+                or (bool(changed) and self._owned(changed)))
+
+    def _owned(self, job_ids: Collection[str]) -> bool:
+        if self.store is None:
+            return True
+        with self.store.read() as conn:
+            return job_repo.any_owned(conn, job_ids)
 
     def tick(self) -> bool:
         """One pass of every controller; True when one has more to do at once. A
@@ -90,14 +122,20 @@ class Loop:
     def run_forever(self, stop: threading.Event) -> None:
         """Passes until `stop`, or until this server no longer leads."""
         more = False
+        due = time.monotonic() + self.interval  #: the next timed pass
         while not stop.is_set():
             if not more:
-                self._wake.wait(self.interval)
+                self._wake.wait(max(0.0, due - time.monotonic()))
             self._wake.clear()
             if stop.is_set():
                 return
             try:
+                if not self._due(more, due):
+                    continue  # only jobs that no object owns changed
+                due = time.monotonic() + self.interval
                 more = self.tick()
             except leadership.LostLease as exc:
                 log.warning("the job kinds' controllers stop: %s", exc)
                 return
+            except sa.exc.OperationalError as exc:  # looking at the jobs' owners
+                log.warning("the job kinds' pass skipped: %s", exc)

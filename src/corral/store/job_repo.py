@@ -11,7 +11,7 @@ from __future__ import annotations
 import base64
 import json
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 import sqlalchemy as sa
@@ -104,6 +104,17 @@ def existing_jobs(conn: sa.Connection, job_ids: Sequence[str]) -> set[str]:
         q = sa.select(JOBS.c.id).where(JOBS.c.id.in_(job_ids[i:i + 500]))
         found.update(conn.execute(q).scalars())
     return found
+
+
+def any_owned(conn: sa.Connection, job_ids: Collection[str]) -> bool:
+    """Whether an object of a job kind owns one of `job_ids`."""
+    ids = sorted(job_ids)
+    for i in range(0, len(ids), 500):
+        q = sa.select(JOBS.c.id).where(JOBS.c.id.in_(ids[i:i + 500]),
+                                       JOBS.c.owner_kind.is_not(None)).limit(1)
+        if conn.execute(q).first() is not None:
+            return True
+    return False
 
 
 def owned_jobs(conn: sa.Connection, kind: str, owner_id: str) -> dict[str, rows.Job]:
