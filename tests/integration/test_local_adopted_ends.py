@@ -7,6 +7,8 @@ from __future__ import annotations
 import os
 import pathlib
 import signal
+import subprocess
+import sys
 from collections.abc import Callable, Iterator
 
 import pytest
@@ -129,3 +131,50 @@ def test_a_keeper_killed_before_recording_the_code_is_still_lost(rig: local_rig.
 
     assert status.state is base.State.LOST
     assert "exit code is unknown" in status.message
+
+
+#: a keeper's part up to the task's start, played by hand: it claims the launch and then
+#: waits (a slow start) before it records the task's pid and starts it
+SLOW_KEEPER = """
+import os, pathlib, subprocess, sys, time
+from corral.executors.local import keeper
+claim, root, marker = sys.argv[1:]
+fd = os.open(claim, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND, 0o644)
+os.write(fd, f"L {os.getpid()} {keeper.start_ticks('self')}\\n".encode())
+while not os.path.exists(os.path.join(root, "go")):
+    time.sleep(0.02)
+task = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"],
+                        env={**os.environ, "CORRAL_LAUNCH_ID": marker})
+os.write(fd, f"{task.pid}\\n".encode())
+pathlib.Path(root, "task.pid").write_text(str(task.pid))
+"""
+
+
+def test_a_launch_whose_keeper_is_still_starting_it_is_never_started_once_settled(
+        rig: local_rig.Rig) -> None:
+    """A restarted server settles a launch whose keeper lives but has not recorded the
+    task's pid yet: whatever it decides, the keeper must not start the task after it."""
+    spec = rig.spec("")
+    claim = pathlib.Path(claims.control_prefix(spec) + ".claim")
+    slow = subprocess.Popen([sys.executable, "-c", SLOW_KEEPER, str(claim), str(rig.root),
+                             spec.launch_id])
+    rig.pid_files.append(rig.root / "task.pid")
+    try:
+        factories.wait_for(lambda: claim.exists() and claim.read_text().startswith("L "),
+                           what="the keeper to claim the launch")
+
+        status = rig.executor().recover(spec)
+
+        assert status.state is base.State.LOST
+        assert exit_status(slow) == -signal.SIGKILL, "its keeper may still start it"
+    finally:
+        (rig.root / "go").touch()
+        slow.wait(30)
+
+
+def exit_status(proc: subprocess.Popen[bytes]) -> int | None:
+    """The process's exit status, once it has exited (None: it still runs, seconds on)."""
+    try:
+        return proc.wait(5)
+    except subprocess.TimeoutExpired:
+        return None

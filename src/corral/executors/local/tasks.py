@@ -269,6 +269,11 @@ class LocalExecutor:
             # An empty claim: its writer died before it could start the task.
             _drop(claim.group(spec.launch_id))
             return base.Status(base.State.NOT_STARTED)
+        if claim.pid is None and claim.launcher_alive():
+            # Its keeper lives but has not recorded the task's pid: it may yet start the
+            # task, after anything decided here. Killed, it never will; what it wrote
+            # before it died is read after.
+            claim = _stop_keeper(claim, prefix + ".claim")
         pid = claim.pid
         if pid is None:
             # Its keeper died between claiming the launch and recording the task's pid:
@@ -381,6 +386,19 @@ def _drop(group: cgroups.Group | None) -> None:
     if group is not None:
         group.kill(timeout=1.0)
         group.remove()
+
+
+def _stop_keeper(claim: claims.Claim, path: str) -> claims.Claim:
+    """SIGKILL the live keeper that wrote `claim`, and read the claim once it is gone."""
+    assert claim.launcher is not None
+    keeper, ticks = claim.launcher
+    if processes.start_ticks(keeper) == ticks:
+        with contextlib.suppress(OSError):
+            os.kill(keeper, signal.SIGKILL)
+    deadline = time.monotonic() + 5.0
+    while claim.launcher_alive() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return claims.read(path)
 
 
 def _launch_failed(spec: base.LaunchSpec, exc: OSError) -> errors.LaunchError:
