@@ -58,7 +58,7 @@ def main() -> int:
 def write_a_file(s: runner.Session, nb_id: str) -> httpx.Client:
     """The first session: refused before logging in, then JupyterLab's status and a file
     written through the proxy. The browser that did it."""
-    refused = httpx.get(f"{s.settings.url}/notebooks/{nb_id}/api/status")
+    refused = httpx.get(f"{notebooks_origin(s)}/notebooks/{nb_id}/api/status")
     say(f"a browser that has not opened its URL is refused: {refused.status_code} "
         f"{refused.json().get('error_msg')}")
     browser = open_in_browser(s, nb_id)
@@ -89,12 +89,19 @@ def find_the_file(s: runner.Session, nb_id: str, first: httpx.Client) -> None:
 def open_in_browser(s: runner.Session, nb_id: str) -> httpx.Client:
     """A browser of its own that opened the notebook's one-time URL: logged in to it."""
     url = s.output("notebook", "open", NAME).split()[-1]
-    browser = httpx.Client(base_url=s.settings.url, follow_redirects=True, timeout=30)
+    # On the notebooks' own port: a browser origin apart from the console's.
+    browser = httpx.Client(base_url=notebooks_origin(s), follow_redirects=True, timeout=30)
     page = browser.get(url)
     cookie = "set" if browser.cookies.get("corral-notebook") else "NOT set"
     say(f"opened it: {page.status_code} {page.url.path} (JupyterLab's page, "
         f"{len(page.text)} characters); corral's cookie corral-notebook {cookie}")
     return browser
+
+
+def notebooks_origin(s: runner.Session) -> str:
+    """Where notebooks are served: the scheme, host and port of a notebook's URL."""
+    url = httpx.URL(s.output("notebook", "open", NAME).split()[-1])
+    return f"{url.scheme}://{url.netloc.decode()}"
 
 
 def running(api: notebooks.Notebooks, nb_id: str) -> dict[str, Any]:

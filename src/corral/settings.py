@@ -280,6 +280,12 @@ class Settings(BaseSettings):
     notebook_image: str | None = None
     notebook_check_interval: float = Field(default=30.0, gt=0)
     notebook_start_timeout: float = Field(default=300.0, gt=0)
+    #: the port notebooks are served on, an origin apart from the console's (unset: the
+    #: port after `port`, any free one when `port` is 0); the address browsers reach them
+    #: at, when not `http://<the host name a request came to>:<notebook_port>` (behind a
+    #: TLS proxy: docs/security.md#the-network)
+    notebook_port: int | None = Field(default=None, ge=0, le=65535)
+    notebook_url: str | None = None
     #: high availability (docs/high-availability.md): this server's name, unique among the
     #: servers on one database (default: the machine's host name); seconds a leader's lease
     #: lasts (by the database's clock); seconds between its renewals

@@ -9,7 +9,13 @@ flavors are free for the next. Leases are seconds long and the idle check runs o
 
 from __future__ import annotations
 
+import contextlib
+import http.server
+import json
 import pathlib
+import re
+import socket
+import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -73,7 +79,8 @@ def remove(live: conftest.Live, nb_id: str) -> None:
 
 
 def proxied(live: conftest.Live, nb_id: str, rest: str) -> str:
-    return f"/notebooks/{nb_id}/{rest}"
+    """The address of `rest` of the notebook's JupyterLab: on the notebooks' own port."""
+    return f"{live.embedded.notebook_url}/notebooks/{nb_id}/{rest}"
 
 
 def run_code(live: conftest.Live, nb_id: str, kernel: str, code: str, *,
@@ -265,6 +272,112 @@ def test_another_project_gets_404_and_a_viewer_can_neither_start_nor_stop(
         assert call.status_code == 403, call.text
     assert show(live, nb["id"])["status"] in ("CREATING", "RUNNING")
     remove(live, nb["id"])
+
+
+class _Recorder(http.server.BaseHTTPRequestHandler):
+    """A server a job runs: answers everything as a JupyterLab would, and keeps what came."""
+
+    seen: list[str]
+
+    def do_GET(self) -> None:
+        self.seen.append(f"{self.path} {self.headers.get('Authorization')}")
+        body = json.dumps({"started": "a job's", "kernels": 0}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    do_POST = do_GET
+
+    def log_message(self, *_args: Any) -> None:
+        pass
+
+
+@contextlib.contextmanager
+def planting(live: conftest.Live, nb_id: str, port: int) -> Iterator[None]:
+    """What a job of another project does: keep writing JupyterLab's server files, naming
+    `port`, into every folder of the notebook's session (the run_as user's, once)."""
+    stop = threading.Event()
+    state = live.settings.home / "notebooks" / nb_id
+
+    def plant() -> None:
+        n = 0
+        while not stop.is_set():
+            n += 1
+            info = {"base_url": f"/notebooks/{nb_id}/", "port": port, "pid": 1,
+                    "hostname": "127.0.0.1", "url": f"http://127.0.0.1:{port}/notebooks/"
+                    f"{nb_id}/", "token": "", "sock": "", "secure": False}
+            for folder in [*state.glob("session-*"), *state.glob("session-*/runtime")]:
+                with contextlib.suppress(OSError):
+                    (folder / f"jpserver-{90000 + n % 50}.json").write_text(json.dumps(info))
+            time.sleep(0.02)
+
+    planter = threading.Thread(target=plant, daemon=True)
+    planter.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        planter.join()
+
+
+def test_planted_server_files_neither_redirect_a_notebook_nor_keep_it_from_starting(
+        live: conftest.Live) -> None:
+    """A job's server files name a port: one nothing listens on (the notebook must still
+    start), one where the job listens (nothing of the notebook's may reach it)."""
+    dead = _free_port()
+    nb = create(live, "planted-dead")
+    with planting(live, nb["id"], dead):
+        wait(live, nb["id"], "RUNNING")
+        assert live.http.get(proxied(live, nb["id"], "api/kernels")).status_code == 200
+    remove(live, nb["id"])
+
+    seen: list[str] = []
+    handler = type("Recorder", (_Recorder,), {"seen": seen})
+    job_server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=job_server.serve_forever, daemon=True).start()
+    try:
+        nb = create(live, "planted-live")
+        with planting(live, nb["id"], job_server.server_address[1]):
+            wait(live, nb["id"], "RUNNING")
+            status = live.http.get(proxied(live, nb["id"], "api/status"))
+            kernel = new_kernel(live, nb["id"])
+            assert run_code(live, nb["id"], kernel, "6*7") == "42"
+        assert status.status_code == 200 and status.json()["started"] != "a job's"
+        assert seen == []  # not the controller's look, nor a user's request
+        remove(live, nb["id"])
+    finally:
+        job_server.shutdown()
+        job_server.server_close()
+
+
+def test_jupyterlab_s_pages_carry_no_credential_of_its_own(live: conftest.Live) -> None:
+    nb = wait(live, create(live, "no-token")["id"], "RUNNING")
+    page = live.http.get(proxied(live, nb["id"], "lab"))
+    assert page.status_code == 200
+    found = re.search(r'<script id="jupyter-config-data" type="application/json">(.*?)</script>',
+                      page.text, re.S)
+    assert found, page.text[:2000]
+    config = json.loads(found.group(1))
+    assert config["token"] == ""
+    for rest in ("lab/api/settings", "api/me", "lab/api/workspaces", "api/status"):
+        r = live.http.get(proxied(live, nb["id"], rest))
+        assert r.status_code == 200, (rest, r.text)
+        assert '"token": "' not in r.text.replace('"token": ""', ""), rest
+    # Its address there is the notebooks' own origin, never the API's and console's.
+    assert nb["url"].startswith(live.embedded.notebook_url + "/")
+    on_api = httpx.get(f"{live.url}/notebooks/{nb['id']}/api/status",
+                       headers={"X-Auth-Token": live.login.token or ""})
+    assert on_api.status_code == 307
+    assert on_api.headers["location"] == proxied(live, nb["id"], "api/status")
+    remove(live, nb["id"])
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
 
 
 def test_a_notebook_asks_for_what_exists(live: conftest.Live) -> None:

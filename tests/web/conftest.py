@@ -85,7 +85,9 @@ def console_for(browser: Any, srv: live.Server, token: str | None = None) -> Ite
     """A fresh browser context (its own storage), logged in with `token` (the admin's)."""
     context = browser.new_context(viewport=VIEWPORT, timezone_id="UTC")
     context.set_default_timeout(20_000)
+    # (on the console's origin only: every page of the context runs it, notebooks' too)
     context.add_init_script(
+        f"if (window.location.origin === {srv.url!r}) "
         f"window.localStorage.setItem('corral.token', {token or srv.token!r});")
     page = context.new_page()
     c = Console(page, srv)

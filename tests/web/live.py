@@ -101,6 +101,7 @@ def start(home: pathlib.Path, db_url: str | None = None, **settings: Any) -> Ser
     home.mkdir(parents=True, exist_ok=True)
     port = free_port()
     env = {**os.environ, "CORRAL_HOME": str(home), "CORRAL_PORT": str(port),
+           "CORRAL_NOTEBOOK_PORT": str(free_port()),
            "CORRAL_HOST": "127.0.0.1", "CORRAL_TICK_INTERVAL": "0.2",
            "CORRAL_METRICS_INTERVAL": "0.3", "CORRAL_STORAGE_INTERVAL": "0.3",
            "CORRAL_GRACE_PERIOD": "1", "CORRAL_DISK_RESERVE_MB": "0",

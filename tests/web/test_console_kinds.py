@@ -242,6 +242,23 @@ def test_a_notebook_is_made_opened_in_jupyterlab_and_stopped_from_the_console(
     lab.wait_for_load_state()
     assert re.search(r"/notebooks/[^/]+/lab", lab.url), lab.url
     expect(lab).to_have_title(re.compile("JupyterLab"), timeout=30_000)
+    # What a notebook's page runs (JupyterLab's, or whatever a job served in its place)
+    # reaches nothing of the console's: another origin, the port included.
+    assert page.evaluate("() => localStorage.getItem('corral.token')") == console.srv.token
+    assert lab.evaluate("() => localStorage.getItem('corral.token')") is None
+    reach = lab.evaluate("""async (url) => {
+        const w = window.open(url);
+        for (let i = 0; i < 600; i++) {  // until it shows the console, or is out of reach
+            try {
+                if (w.location.href.startsWith(url) && w.document.readyState === 'complete') break;
+            } catch (e) { break; }
+            await new Promise((done) => setTimeout(done, 50));
+        }
+        try { return w.localStorage.getItem('corral.token'); }
+        catch (e) { return 'refused: ' + e.name; }
+        finally { w.close(); }
+    }""", f"{console.srv.url}/console/")
+    assert reach == "refused: SecurityError", reach
     lab.close()
 
     row.get_by_role("button", name="Stop").click()

@@ -47,6 +47,8 @@ class Context:
     clock: Callable[[], float] = time.time
     #: this server as a leadership lease names it (scheduler/leadership.identity)
     server_id: str = ""
+    #: the port notebooks are served on (None: nowhere; api/notebook_proxy.py)
+    notebook_port: int | None = None
     #: who waits on which job (GET .../training-jobs/{id}?watch=...), told of changes
     changes: watch.JobChanges = dataclasses.field(default_factory=watch.JobChanges)
     #: credentials verified in the last few seconds (api/authcache.py)

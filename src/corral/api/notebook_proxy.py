@@ -1,26 +1,35 @@
-"""`{server}/notebooks/{id}/...`: a notebook's JupyterLab, behind corral's login.
+"""`{notebook origin}/notebooks/{id}/...`: a notebook's JupyterLab, behind corral's login.
+
+Notebooks are served on a port of their own (`notebook_port`), never on the API's: a
+page of a notebook runs whatever its JupyterLab (or what is written in it) sends, and a
+browser keeps the console's token per origin, the port included; on the notebooks' origin
+such a page cannot read it, nor script the console's pages. The API's port answers
+`/notebooks/...` with a redirect there.
 
 HTTP and websockets are forwarded by fastapi-proxy-lib (httpx and httpx-ws: streamed
 bodies both ways, hop-by-hop headers handled, websocket subprotocols and close codes
-passed on) to the session's JupyterLab, which listens on 127.0.0.1 of its node. What this
+passed on) to the session's JupyterLab, on the unix socket the server chose for it and
+took as its own (kinds/notebooks/sockets.py): nobody else on the machine can connect to
+it, so JupyterLab needs no credential, and has none that a page could show. What this
 module adds is who may come through:
 
 - a corral token (`X-Auth-Token`) of the notebook's owner or a project admin;
 - or the cookie set when the notebook's one-time URL (`.../lab?token=...`, from `show`)
   is opened: the token is spent, the cookie holds for the session (`Path` of the notebook
-  only, `HttpOnly`, `SameSite=Lax`), and a request it authenticates must come from this
-  server's own pages (its `Origin`, when it has one, is the server's).
+  only, `HttpOnly`, `SameSite=Lax`), and a request it authenticates must come from the
+  notebooks' own pages (its `Origin`, when it has one, is the one it was sent to).
 
 Everything else is refused as the API refuses: another project's notebook is a 404, a
-viewer is a 403. JupyterLab gets its own token instead of corral's credentials (so it
-skips its own cookie, origin and XSRF checks, corral's made above), never the user's.
-Requests that change something (not GET, HEAD or OPTIONS) count as activity for idle
-leases. It is ASGI middleware outside `AuthMiddleware`, which knows no cookies and reads
-whole bodies before it passes them on.
+viewer is a 403. JupyterLab never gets corral's credentials. Requests that change
+something (not GET, HEAD or OPTIONS) count as activity for idle leases. It is ASGI
+middleware outside `AuthMiddleware`, which knows no cookies and reads whole bodies before
+it passes them on.
 """
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
 import hmac
 import http.cookies
 import logging
@@ -40,7 +49,7 @@ from starlette.websockets import WebSocket
 from corral.api import auth, deps, error_bodies, notebooks
 from corral.domain import errors, identity
 from corral.domain import notebooks as notebook_rules
-from corral.kinds.notebooks import actions
+from corral.kinds.notebooks import actions, session
 from corral.store import kind_rows, notebook_repo
 
 log = logging.getLogger(__name__)
@@ -53,6 +62,8 @@ TOUCH_S = 5.0
 SAFE = frozenset({"GET", "HEAD", "OPTIONS"})
 #: what the proxy sends on and waits for (a download streams in chunks within these)
 TIMEOUT = httpx.Timeout(300.0, connect=5.0)
+#: sessions whose connections are kept
+SESSIONS = 256
 
 
 class NotReady(errors.CorralError):
@@ -66,19 +77,38 @@ class Proxy:
     def __init__(self, app: ASGIApp, context: deps.Context) -> None:
         self.app = app
         self.ctx = context
-        self._http: proxy_http.BaseHttpProxy | None = None
-        self._ws: proxy_ws.BaseWebSocketProxy | None = None
+        #: by socket, the least recently used first
+        self._sessions: dict[str, _Proxies] = {}
+        self._closing: set[asyncio.Future[None]] = set()
         self._cache: dict[str, tuple[float, kind_rows.Notebook | None]] = {}
         self._touched: dict[str, float] = {}
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] not in ("http", "websocket") or not scope["path"].startswith(PREFIX):
+        if scope["type"] not in ("http", "websocket"):
             await self.app(scope, receive, send)
             return
+        ours = scope["path"].startswith(PREFIX)
+        if not self._on_notebook_port(scope):
+            if not ours:
+                await self.app(scope, receive, send)
+            elif scope["type"] == "http" and self.ctx.notebook_port is not None:
+                target = notebooks.origin(self.ctx, URL(scope=scope)) + _path_and_query(scope)
+                await RedirectResponse(target, status_code=307)(scope, receive, send)
+            else:
+                await _refuse(errors.NotFound("notebooks are served on a port of their own"),
+                              scope, receive, send)
+            return
         try:
+            if not ours:  # the notebooks' origin serves notebooks only
+                raise errors.NotFound(f"{scope['path']} is not a notebook's")
             await self._serve(scope, receive, send)
         except errors.CorralError as exc:
             await _refuse(exc, scope, receive, send)
+
+    def _on_notebook_port(self, scope: Scope) -> bool:
+        server = scope.get("server")
+        return (self.ctx.notebook_port is not None and server is not None
+                and server[1] == self.ctx.notebook_port)
 
     async def _serve(self, scope: Scope, receive: Receive, send: Send) -> None:
         notebook_id = scope["path"][len(PREFIX):].split("/", 1)[0]
@@ -97,22 +127,23 @@ class Proxy:
             await self._by_credential(scope, nb)
         elif headers.get("origin") and urllib.parse.urlsplit(
                 headers["origin"]).netloc != headers.get("host"):
-            raise errors.Forbidden("a notebook's cookie works from this server's pages only")
-        if nb.state != notebook_rules.State.RUNNING or nb.port is None:
+            raise errors.Forbidden("a notebook's cookie works from the notebooks' pages only")
+        if nb.state != notebook_rules.State.RUNNING:
             status = notebook_rules.status(nb.state, session=nb.session,
                                            ready=nb.ready_at is not None)
             raise NotReady(f"notebook '{nb.id}' is {status.value}")
         if scope["type"] == "http" and scope["method"] not in SAFE:
             await self._touch(nb.id)
-        forwarded = {**scope, "headers": _headers_for_jupyter(headers, nb)}
-        target = f"127.0.0.1:{nb.port}{scope['path']}"
+        forwarded = {**scope, "headers": _headers_for_jupyter(headers)}
+        sock = str(session.socket_path(self.ctx.settings, nb))
+        target = f"localhost{scope['path']}"
         if scope["type"] == "websocket":
-            await self._websocket().send_request_to_target(
+            await self._proxies(sock).ws.send_request_to_target(
                 websocket=WebSocket(forwarded, receive, send),
                 target_url=httpx.URL(f"ws://{target}"))
             return
         try:
-            response = await self._client().send_request_to_target(
+            response = await self._proxies(sock).http.send_request_to_target(
                 request=Request(forwarded, receive), target_url=httpx.URL(f"http://{target}"))
         except httpx.TransportError as exc:
             # Stopping or stopped since its record was read (up to CACHE_S ago): read it
@@ -166,15 +197,43 @@ class Proxy:
 
         await self.ctx.blocking(write)
 
-    def _client(self) -> proxy_http.BaseHttpProxy:
-        if self._http is None:
-            self._http = proxy_http.BaseHttpProxy(httpx.AsyncClient(timeout=TIMEOUT))
-        return self._http
+    def _proxies(self, sock: str) -> _Proxies:
+        """The proxies (HTTP, websockets) to the JupyterLab listening on `sock`."""
+        found = self._sessions.pop(sock, None)
+        if found is None:
+            if len(self._sessions) >= SESSIONS:  # the least recently used: ended, likely
+                oldest = next(iter(self._sessions))
+                closing = asyncio.ensure_future(self._sessions.pop(oldest).close())
+                self._closing.add(closing)
+                closing.add_done_callback(self._closing.discard)
+            found = _Proxies.to(sock)
+        self._sessions[sock] = found  # (moved to the end: the most recently used)
+        return found
 
-    def _websocket(self) -> proxy_ws.BaseWebSocketProxy:
-        if self._ws is None:
-            self._ws = proxy_ws.BaseWebSocketProxy(httpx.AsyncClient(timeout=TIMEOUT))
-        return self._ws
+
+@dataclasses.dataclass
+class _Proxies:
+    http: proxy_http.BaseHttpProxy
+    ws: proxy_ws.BaseWebSocketProxy
+    clients: tuple[httpx.AsyncClient, ...]
+
+    @classmethod
+    def to(cls, sock: str) -> _Proxies:
+        def client() -> httpx.AsyncClient:
+            return httpx.AsyncClient(transport=httpx.AsyncHTTPTransport(uds=sock),
+                                     timeout=TIMEOUT)
+
+        http, ws = client(), client()
+        return cls(proxy_http.BaseHttpProxy(http), proxy_ws.BaseWebSocketProxy(ws), (http, ws))
+
+    async def close(self) -> None:
+        for c in self.clients:
+            await c.aclose()
+
+
+def _path_and_query(scope: Scope) -> str:
+    query = scope.get("query_string", b"").decode("latin-1")
+    return scope["path"] + (f"?{query}" if query else "")
 
 
 def _cookies(headers: Headers) -> http.cookies.SimpleCookie:
@@ -193,16 +252,14 @@ def _has_cookie(headers: Headers, nb: kind_rows.Notebook) -> bool:
         morsel.value.encode(), nb.cookie_secret.encode()))
 
 
-def _headers_for_jupyter(headers: Headers, nb: kind_rows.Notebook) -> list[tuple[bytes, bytes]]:
-    """The request's headers less corral's credentials (and the Origin corral checked),
-    with JupyterLab's own token."""
+def _headers_for_jupyter(headers: Headers) -> list[tuple[bytes, bytes]]:
+    """The request's headers less corral's credentials (and the Origin corral checked)."""
     drop = {"authorization", auth.TOKEN_HEADER, "origin", "cookie"}
     out = [(k.encode("latin-1"), v.encode("latin-1")) for k, v in headers.items()
            if k not in drop]
     others = [f"{k}={m.coded_value}" for k, m in _cookies(headers).items() if k != COOKIE]
     if others:
         out.append((b"cookie", "; ".join(others).encode("latin-1")))
-    out.append((b"authorization", f"token {nb.jupyter_token}".encode("latin-1")))
     return out
 
 

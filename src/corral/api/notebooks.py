@@ -13,6 +13,7 @@ from typing import Annotated, Any, Literal
 
 import sqlalchemy as sa
 from fastapi import APIRouter, Body, Query, Request
+from starlette.datastructures import URL
 
 from corral.api import auth, deps, jobs
 from corral.api.deps import Ctx
@@ -195,6 +196,15 @@ async def _act(ctx: deps.Context, project_id: str, notebook_id: str,
 # --- views ---------------------------------------------------------------------------------
 
 
+def origin(ctx: deps.Context, url: URL) -> str:
+    """Where browsers reach the notebooks (api/notebook_proxy.py): `notebook_url`, else the
+    host name `url` was sent to, on the notebooks' port."""
+    if ctx.settings.notebook_url:
+        return ctx.settings.notebook_url.rstrip("/")
+    port = ctx.notebook_port if ctx.notebook_port is not None else url.port
+    return str(url.replace(port=port, path="", query="", fragment="")).rstrip("/")
+
+
 def may_use(caller: identity.Principal, nb: kind_rows.Notebook) -> bool:
     """Whether the caller may reach the notebook's JupyterLab: its owner, a project admin."""
     role = caller.role_in(nb.project_id)
@@ -206,7 +216,7 @@ def _view(conn: sa.Connection, ctx: deps.Context, nb: kind_rows.Notebook,
           caller: identity.Principal, request: Request) -> dict[str, Any]:
     job = job_repo.owned_jobs(conn, notebooks.KIND, nb.id).get(session.role(nb.session))
     status = notebooks.status(nb.state, session=nb.session, ready=nb.ready_at is not None)
-    url = f"{str(request.base_url).rstrip('/')}{session.base_url(nb.id)}lab"
+    url = f"{origin(ctx, request.url)}{session.base_url(nb.id)}lab"
     token = nb.access_token if nb.access_token and may_use(caller, nb) else ""
     engine = next((e for e in ctx.catalog.engines if e.engine_id == nb.image_id), None)
     failed = nb.state == notebooks.State.FAILED

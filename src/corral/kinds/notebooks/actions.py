@@ -21,10 +21,11 @@ from corral.store import kind_repo, kind_rows, notebook_repo
 State = notebooks.State
 
 
-def _secrets() -> dict[str, str]:
+def _secrets() -> dict[str, Any]:
     """A session's secrets: each start makes new ones, so that nothing of an old session
-    (its cookie, its URL) opens the next."""
-    return {"jupyter_token": session.new_secret(), "access_token": session.new_secret(),
+    (its cookie, its URL) opens the next. (JupyterLab has no token of its own any more:
+    `jupyter_token` of a session of an earlier version is cleared.)"""
+    return {"jupyter_token": None, "access_token": session.new_secret(),
             "cookie_secret": session.new_secret()}
 
 

@@ -19,8 +19,9 @@ from typing import Any
 
 from corral import settings as settings_mod
 from corral.domain import errors, jobs, notebooks
+from corral.executors import base
 from corral.kinds import loop, owned
-from corral.kinds.notebooks import jupyter, session
+from corral.kinds.notebooks import jupyter, session, sockets
 from corral.scheduler import catalog as catalog_mod
 from corral.scheduler import launching
 from corral.store import db, job_repo, kind_repo, kind_rows, notebook_repo, rows
@@ -34,11 +35,11 @@ def owner_of(nb: kind_rows.Notebook) -> owned.Owner:
                        user_name=nb.user_name, name=nb.name)
 
 
-def where(nb: kind_rows.Notebook) -> jupyter.Where | None:
+def where(settings: settings_mod.Settings, nb: kind_rows.Notebook) -> jupyter.Where | None:
     """Where the notebook's session listens, once it has answered."""
-    if nb.port is None or not nb.jupyter_token:
+    if nb.ready_at is None:
         return None
-    return jupyter.Where(port=nb.port, token=nb.jupyter_token,
+    return jupyter.Where(sock=str(session.socket_path(settings, nb)),
                          base_url=session.base_url(nb.id))
 
 
@@ -102,17 +103,18 @@ class Controller:
         log.info("notebook %s: session %d is job %s", nb.id, nb.session, job.id)
 
     def _came_up(self, nb: kind_rows.Notebook, job: rows.Job, now: int) -> None:
-        folder = session.session_dir(self.settings, nb)
-        port = jupyter.listening_port(folder, session.base_url(nb.id))
-        if port is not None and nb.jupyter_token and jupyter.answers(
-                jupyter.Where(port=port, token=nb.jupyter_token,
-                              base_url=session.base_url(nb.id))):
+        sock = session.socket_path(self.settings, nb)
+        listening = self._listening(nb, job, now)
+        if listening is None:  # something else listens there: the session failed
+            return
+        if listening and jupyter.answers(
+                jupyter.Where(sock=str(sock), base_url=session.base_url(nb.id))):
             timing = nb.lease_type == notebooks.LeaseType.TIMING
             with self.store.begin() as conn:
                 notebook_repo.transition(
                     conn, nb, to=State.RUNNING, allowed_from={State.STARTING}, now=now,
                     message=f"Session {nb.session} is up: JupyterLab answers (job {job.id})",
-                    port=port, ready_at=now, stops_at=now + nb.lease_ms if timing else None,
+                    ready_at=now, stops_at=now + nb.lease_ms if timing else None,
                     last_active_at=now, checked_at=now)
             return
         with self.store.read() as conn:
@@ -123,6 +125,36 @@ class Controller:
             self._fail(nb, now, f"JupyterLab did not answer within {limit:g} s of its start "
                        f"(see the log of job {job.id})", stop_job=True)
 
+    def _listening(self, nb: kind_rows.Notebook, job: rows.Job, now: int) -> bool | None:
+        """Whether the session's JupyterLab listens at the socket the server chose for it
+        (False: not yet). The socket is taken as the server's first (nobody else can reach
+        or replace it from then on), then the process at its other end must be the
+        session's (sockets.py). Something else listening there is never talked to: the
+        session fails (None)."""
+        sock = session.socket_path(self.settings, nb)
+        handle = self._handle(job)
+        if handle is None or not sockets.claim(sock):
+            return False
+        pid = sockets.listener(sock)
+        if pid is None:
+            return False
+        if sockets.descends(pid, handle.pid, handle.start_time):
+            return True
+        log.warning("notebook %s: process %d, not its session's, listens at %s", nb.id, pid,
+                    sock)
+        self._fail(nb, now, f"something other than its JupyterLab listens at its socket "
+                   f"(process {pid})", stop_job=True)
+        return None
+
+    def _handle(self, job: rows.Job) -> base.Handle | None:
+        with self.store.read() as conn:
+            tasks = job_repo.tasks_of(conn, job.id)
+        launched = [t for t in tasks if t.handle]
+        if not launched:
+            return None
+        latest = max(launched, key=lambda t: t.attempt)
+        return base.Handle.loads(latest.handle or "")
+
     # --- a session that is up --------------------------------------------------------------
 
     def _running(self, nb: kind_rows.Notebook, job: rows.Job | None, now: int) -> None:
@@ -131,10 +163,12 @@ class Controller:
             return
         if job.phase != jobs.Phase.RUNNING:  # queued again (its node was lost, say)
             with self.store.begin() as conn:
-                notebook_repo.transition(
+                moved = notebook_repo.transition(
                     conn, nb, to=State.STARTING, allowed_from={State.RUNNING}, now=now,
                     message=f"Session {nb.session} is queued again: {job.wait_reason or ''}",
                     level="Warning", port=None)
+            if moved:  # the server's now: the next JupyterLab could not listen there
+                self._forget_socket(nb)
             return
         reason = self._lease_ends(nb, job, now)
         if reason is not None:
@@ -149,7 +183,7 @@ class Controller:
                                         stops_at=nb.stops_at, last_active=None, busy=False)
         if now - (nb.checked_at or 0) < self.settings.notebook_check_interval * 1000:
             return None
-        found = where(nb)
+        found = where(self.settings, nb)
         seen = jupyter.activity(found) if found is not None else None
         with self.store.read() as conn:
             gpu = notebook_repo.last_gpu_use(conn, job.id, since=nb.ready_at or 0)
@@ -171,6 +205,7 @@ class Controller:
                     conn, nb, to=State.STOPPED, allowed_from={State.STOPPING}, now=now,
                     message=f"Stopped: {nb.stop_reason or 'asked to'}", **_closed())
             self._asked.discard((nb.id, nb.session))
+            self._forget_socket(nb)
             return
         self._wind_down(nb, job, now, gracefully=True)
 
@@ -181,7 +216,7 @@ class Controller:
         if job.terminate_requested_at is not None:
             return
         key = (nb.id, nb.session)
-        found = where(nb)
+        found = where(self.settings, nb)
         if gracefully and found is not None and job.phase == jobs.Phase.RUNNING:
             if key not in self._asked:
                 self._asked.add(key)
@@ -205,6 +240,7 @@ class Controller:
             owned.delete(conn, owner_of(nb), now)
             notebook_repo.delete(conn, nb.id)
         shutil.rmtree(session.state_dir(self.settings, nb.id), ignore_errors=True)
+        sockets.remove(session.sockets_dir(self.settings), f"{nb.id}-*.sock")
         self.jobs.wake()
 
     # --- a session that ended by itself ----------------------------------------------------
@@ -225,6 +261,7 @@ class Controller:
                 message=f"Session {nb.session} ended: {reason}",
                 level="Info" if to is State.STOPPED else "Error", stop_reason=reason,
                 **_closed())
+        self._forget_socket(nb)
 
     def _fail(self, nb: kind_rows.Notebook, now: int, reason: str, *,
               stop_job: bool = False) -> None:
@@ -236,6 +273,10 @@ class Controller:
             if moved and stop_job:
                 owned.stop(conn, owner_of(nb), now, f"Notebook {nb.name} failed: {reason}")
         self.jobs.wake()
+
+    def _forget_socket(self, nb: kind_rows.Notebook) -> None:
+        """Remove the session's socket, the server's once it was taken (a job could not)."""
+        sockets.remove(session.sockets_dir(self.settings), f"{nb.id}-{nb.session}.sock")
 
 
 def _closed() -> dict[str, Any]:

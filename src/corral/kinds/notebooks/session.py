@@ -1,11 +1,12 @@
-"""A notebook's session: the training job that runs its JupyterLab, and the files it reads.
+"""A notebook's session: the training job that runs its JupyterLab, and the folders it uses.
 
-The job runs `python -m jupyterlab` from the notebook's engine, bound to 127.0.0.1 on its
-node, on a port the system gives it, under the base URL `/notebooks/<id>/` that the
-server's proxy forwards, in the notebook's workspace. JupyterLab reads its token from a
-file the controller writes for the session (so that the token is in no job spec, argv or
-environment anyone can read) and writes where it listens into the session's folder
-(`$CORRAL_HOME/notebooks/<id>/session-<n>/`), where the controller reads the port.
+The job runs `python -m jupyterlab` from the notebook's engine, listening on a unix socket
+whose path the server chose (`sockets.py`: `$CORRAL_HOME/jupyter/`), under the base URL
+`/notebooks/<id>/` that the server's proxy forwards, in the notebook's workspace.
+JupyterLab has no token and no password: nobody but the server can connect to that socket
+once the server has taken it, and the server's proxy is where users are authenticated.
+JupyterLab's runtime files (its kernels' connection files, what it writes about itself)
+go into the session's `runtime/` folder, the task user's; the server reads none of them.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import shutil
 
 from corral import settings as settings_mod
 from corral.domain import errors, notebooks, specs
+from corral.kinds.notebooks import sockets
 from corral.scheduler import catalog as catalog_mod
 from corral.storage import nofollow
 from corral.store import kind_rows
@@ -56,31 +58,48 @@ def check_engine(cat: catalog_mod.Catalog, image_id: str) -> None:
             "corral[notebook], or name an engine that has it")
 
 
+def sockets_dir(settings: settings_mod.Settings) -> pathlib.Path:
+    return settings.home / "jupyter"
+
+
+def socket_path(settings: settings_mod.Settings, nb: kind_rows.Notebook) -> pathlib.Path:
+    """Where the session's JupyterLab listens: a path the server chose, short enough for
+    a unix socket's address."""
+    return sockets_dir(settings) / f"{nb.id}-{nb.session}.sock"
+
+
 def prepare(settings: settings_mod.Settings, nb: kind_rows.Notebook,
             owner: tuple[int, int] | None) -> pathlib.Path:
-    """Make the workspace (where missing) and a fresh folder for the session, holding its
-    JupyterLab token, both the task user's (`owner`, None: the server's); the folder."""
+    """Make the workspace (where missing, the task user's: `owner`, None: the server's), a
+    fresh folder for the session (the server's, with a `runtime/` folder of the task
+    user's) and the sockets' folder; the session's folder."""
+    where = socket_path(settings, nb)
+    if len(os.fsencode(where)) > sockets.MAX_PATH:
+        raise errors.CorralError(
+            f"the path of its JupyterLab's socket, {where}, is longer than a unix socket's "
+            f"address may be ({sockets.MAX_PATH} bytes): use a shorter CORRAL_HOME")
     nofollow.make_dirs(nb.workspace, owner)
     nofollow.make_dirs(state_dir(settings, nb.id))
     folder = session_dir(settings, nb)
     for old in state_dir(settings, nb.id).glob("session-*"):
-        if old != folder:  # an ended session's token and runtime files
+        if old != folder:  # an ended session's runtime files
             shutil.rmtree(old, ignore_errors=True)
-    nofollow.make_dirs(folder, owner)
-    assert nb.jupyter_token is not None
-    token = nb.jupyter_token.encode()
+    sockets.remove(sockets_dir(settings), f"{nb.id}-*.sock")
+    nofollow.make_dirs(folder)
+    _own(folder, None, 0o755)  # a folder a job made or changed there is the server's again
+    nofollow.make_dirs(folder / "runtime", owner)
+    _own(folder / "runtime", owner, 0o700)
+    sockets.prepare(sockets_dir(settings))
+    return folder
 
-    def fill(fd: int) -> None:
-        nofollow.write_all(fd, token)
-        if owner is not None:
-            os.fchown(fd, *owner)
 
-    fd = nofollow.open_dir(folder)
+def _own(path: pathlib.Path, owner: tuple[int, int] | None, mode: int) -> None:
+    fd = nofollow.open_dir(path)
     try:
-        nofollow.replace(fd, "token", fill, mode=0o600)
+        os.fchown(fd, *(owner or (os.geteuid(), os.getegid())))
+        os.fchmod(fd, mode)
     finally:
         os.close(fd)
-    return folder
 
 
 def job_body(settings: settings_mod.Settings, cat: catalog_mod.Catalog,
@@ -89,15 +108,17 @@ def job_body(settings: settings_mod.Settings, cat: catalog_mod.Catalog,
     with the priority of interactive work."""
     engine = cat.engine(specs.Engine(engine_id=nb.image_id))
     folder = session_dir(settings, nb)
-    argv = [engine.python, "-m", "jupyterlab", "--no-browser", "--ServerApp.ip=127.0.0.1",
-            "--ServerApp.port=0", "--ServerApp.port_retries=0",
+    argv = [engine.python, "-m", "jupyterlab", "--no-browser",
+            f"--ServerApp.sock={socket_path(settings, nb)}", "--ServerApp.sock_mode=0600",
+            # No token, no password, no XSRF check of its own: only the server reaches
+            # the socket, and its proxy authenticates users and checks where a request
+            # comes from (api/notebook_proxy.py). So no credential of JupyterLab's is in
+            # its pages, in a file, or anywhere a browser or a job could take it from.
+            "--IdentityProvider.token=", "--ServerApp.password_required=False",
+            "--ServerApp.disable_check_xsrf=True",
             f"--ServerApp.base_url={base_url(nb.id)}", f"--ServerApp.root_dir={nb.workspace}",
             "--ServerApp.allow_root=True"]
-    env = {
-        # A JUPYTER_TOKEN of the server's environment would win over the file.
-        "JUPYTER_TOKEN": "", "JUPYTER_TOKEN_FILE": str(folder / "token"),
-        "JUPYTER_RUNTIME_DIR": str(folder),
-    }
+    env = {"JUPYTER_RUNTIME_DIR": str(folder / "runtime")}
     return specs.JobCreate.model_validate({
         "kind": "job",
         "metadata": {"name": "session", "description": f"JupyterLab of notebook {nb.name}"},
