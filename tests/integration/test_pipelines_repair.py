@@ -150,6 +150,25 @@ def test_caching_reuses_an_identical_runs_outputs(h: pl.Harness, code: pathlib.P
     assert _ran(notes) == ["t", "t", "t"]
 
 
+def test_a_one_task_pipeline_run_twice_is_cached_the_second_time(
+        h: pl.Harness, code: pathlib.Path, tmp_path: pathlib.Path) -> None:
+    notes = tmp_path / "notes"
+
+    def body(name: str) -> dict[str, Any]:
+        return pl.pipeline(name, pl.task("t", code, note=str(notes), outputs=("out_t",),
+                                         metrics="acc:0.7", cache={"max_age": "1h"}))
+
+    first = h.create(body("first"))
+    assert h.run(first).state == "success"
+    # Its last task's metrics are read before the attempt ends: the run can be cached.
+    assert json.loads(h.runs(first)["t"].metrics or "null") == {"acc": 0.7}
+    second = h.create(body("second"))
+    assert h.run(second).state == "success"
+    t1, t2 = h.runs(first)["t"], h.runs(second)["t"]
+    assert (t2.state, t2.origin, t2.job_id) == ("cached", "cached", t1.job_id)
+    assert _ran(notes) == ["t"]
+
+
 def test_clean_removes_intermediate_outputs_and_keeps_the_model(
         h: pl.Harness, code: pathlib.Path, tmp_path: pathlib.Path) -> None:
     pid = h.create(pl.pipeline(

@@ -121,7 +121,12 @@ class Controller:
 
     def _end(self, p: kind_rows.Pipeline, attempt: kind_rows.PipelineAttempt, checked: shape.Shape,
              outcome: status.Status, now: int) -> bool:
-        """End the attempt with `outcome`, its model registered first if it succeeded."""
+        """End the attempt with `outcome`, once the final metrics of its runs that succeeded
+        are read (a run is cached, and reused, with them), its model registered first if it
+        succeeded."""
+        with self.platform.store.read() as conn:
+            if _metrics_due(pipeline_repo.runs_of(conn, p.id, attempt.number)):
+                return False  # the storage component has not finished with a job yet
         model = checked.body.model if outcome == status.Status.SUCCESS else None
         why: str | None = None
         if model is not None:
@@ -175,6 +180,13 @@ def _metrics_read(conn: sa.Connection, runs: Mapping[str, kind_rows.PipelineRun]
         elif job.finalized_at is not None:
             found[key] = version_repo.final_of(conn, job.id)
     return found
+
+
+def _metrics_due(runs: Sequence[kind_rows.PipelineRun]) -> bool:
+    """Whether a run that succeeded by running its job has no final metrics recorded yet
+    (`_metrics_read` records them once the job is finished with)."""
+    return any(r.state == TaskState.SUCCESS and r.origin == "run" and r.job_id is not None
+               and r.metrics is None for r in runs)
 
 
 def _job_of(run: kind_rows.PipelineRun, owned_jobs: Mapping[str, rows.Job]) -> rows.Job | None:
