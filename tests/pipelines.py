@@ -104,7 +104,7 @@ class Harness:
         with self.store.begin() as conn:
             p = actions.create(conn, self.platform.settings, submit,
                                project_id=self.project_id, user_name="tester", data=body,
-                               now=self.now())
+                               now=self.now(), stores=self.platform.context.stores)
         return p.id
 
     def step(self) -> None:

@@ -8,6 +8,7 @@ before its request and checks it is the same afterwards.
 from __future__ import annotations
 
 import dataclasses
+import json
 import pathlib
 import re
 import uuid
@@ -564,3 +565,65 @@ def test_a_method_a_path_does_not_have_answers_405_with_the_methods_it_has(world
     r = live.http.request("TRACE", live.path("/training-job-searches"))
     assert_error(r, 405, None)
     assert r.headers["allow"] == "POST"
+
+
+# --- bodies nested too deep ---------------------------------------------------------------
+
+#: every call that makes something from a body, and the content types it reads
+CREATE_CALLS = [
+    ("/v2/{pid}/training-jobs", "json"),
+    (JOB + "/versions", "json"),
+    ("/v2/{pid}/models/m/versions", "json"),
+    ("/v2/{pid}/datasets", "json"),
+    ("/v2/{pid}/incremental-learning-jobs", "json"),
+    ("/v2/{pid}/incremental-learning-jobs", "yaml"),
+    ("/v2/{pid}/pipelines", "json"),
+    ("/v2/{pid}/pipelines", "yaml"),
+    ("/v1/{pid}/notebooks", "json"),
+    ("/corral/projects", "json"),
+    ("/corral/users", "json"),
+    ("/corral/projects/{pid}/keys", "json"),
+    ("/corral/tokens", "json"),
+]
+
+
+def _nested(depth: int, inside: bool) -> str:
+    """A list `depth` deep: the whole body, or the value of a field of a body that is
+    otherwise a mapping (JSON, which is YAML too)."""
+    deep = "[" * depth + "]" * depth
+    return json.dumps({"metadata": {"name": "deep"}, "description": "x"})[:-1] + (
+        f', "deep": {deep}}}') if inside else deep
+
+
+@pytest.mark.parametrize("inside", [False, True], ids=["whole", "in-a-field"])
+@pytest.mark.parametrize(("path", "kind"), CREATE_CALLS,
+                         ids=[f"{p.rsplit('}', 1)[-1]}-{k}" for p, k in CREATE_CALLS])
+def test_a_body_nested_too_deep_is_a_400_to_every_call_that_creates(
+        world: World, path: str, kind: str, inside: bool) -> None:
+    live = world.live
+    url = path.replace("{pid}", live.project_id).replace("{job}", world.job_id)
+    before = snapshot(live)
+    r = live.http.post(url, content=_nested(2000, inside), headers={
+        "Content-Type": "application/yaml" if kind == "yaml" else "application/json"})
+    assert_error(r, 400, None)
+    assert snapshot(live) == before
+
+
+#: a YAML body of a few lines that stands for 10**9 values, once its aliases are expanded
+ALIASES = "\n".join(["a0: &a0 [x, x, x, x, x, x, x, x, x, x]"] + [
+    f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 10)}]" for i in range(1, 9)])
+
+
+@pytest.mark.parametrize("path", ["/v2/{pid}/incremental-learning-jobs", "/v2/{pid}/pipelines"])
+@pytest.mark.parametrize(("text", "says"), [
+    (_nested(100, True), "nests lists or mappings more than 64 deep"),
+    (ALIASES, "holds more than 1000000 values"),
+], ids=["100-deep", "yaml-aliases"])
+def test_the_calls_that_read_yaml_refuse_what_would_take_the_server_deep_or_long(
+        world: World, path: str, text: str, says: str) -> None:
+    live = world.live
+    before = snapshot(live)
+    r = live.http.post(path.replace("{pid}", live.project_id), content=text,
+                       headers={"Content-Type": "application/yaml"})
+    assert says in assert_error(r, 400, "ModelArts.2787")["error_msg"]
+    assert snapshot(live) == before

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import pathlib
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -93,6 +94,39 @@ def test_a_pipeline_that_cannot_run_is_refused_with_nothing_made(
     assert live_server.http.get(live_server.path("/pipelines")).json()["total"] == 0
     assert live_server.http.post(live_server.path("/training-job-searches"),
                                  json={}).json()["total"] == 0
+
+
+@pytest.fixture
+def team(tmp_path: pathlib.Path) -> Iterator[tuple[conftest.Live, conftest.Live, str]]:
+    """A server whose projects are confined to their trees; a member of project 'team'."""
+    live = conftest.start_live(tmp_path / "home")
+    team_id = live.new_project("team")
+    yield live, live.new_user("tess", "member", team_id), team_id
+    conftest.stop_live(live)
+
+
+def test_an_output_root_the_project_may_not_write_is_refused_with_nothing_made(
+        team: tuple[conftest.Live, conftest.Live, str]) -> None:
+    live, member, team_id = team
+    own_tree = live.settings.home / "projects" / team_id
+    roots = {"/etc/corral": "outside the storage this project may use",
+             "s3://bucket/pipelines": "object storage is not configured",
+             f"{own_tree}/../{live.project_id}/pipelines":
+                 "outside the storage this project may use"}
+    for root, said in roots.items():
+        body = {"metadata": {"name": "p"}, "output_root": root,
+                "tasks": [{"name": "a", "algorithm": {"command": "true"}}]}  # no outputs
+        r = member.http.post(f"/v2/{team_id}/pipelines", json=body)
+        assert r.status_code == 400, (root, r.text)
+        assert r.json()["error_code"] == "ModelArts.2788"
+        assert r.json()["error_msg"].startswith("output_root '") and said in (
+            r.json()["error_msg"]), r.text
+    assert member.http.get(f"/v2/{team_id}/pipelines").json()["total"] == 0
+    assert member.http.post(f"/v2/{team_id}/training-job-searches",
+                            json={}).json()["total"] == 0
+    inside = {"metadata": {"name": "p"}, "output_root": str(own_tree / "pipelines"),
+              "tasks": [{"name": "a", "algorithm": {"command": "true"}}]}
+    assert member.http.post(f"/v2/{team_id}/pipelines", json=inside).status_code == 201
 
 
 def test_a_viewer_reads_pipelines_but_cannot_run_one(live_server: conftest.Live) -> None:

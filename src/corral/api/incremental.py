@@ -10,15 +10,13 @@ from __future__ import annotations
 
 import copy
 import functools
-import json
 from typing import Annotated, Any, Literal
 
-import yaml
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import JSONResponse
 from pydantic import Field
 
-from corral.api import auth, deps, incremental_views, schemas
+from corral.api import auth, bodies, deps, incremental_views, schemas
 from corral.api.deps import Ctx
 from corral.domain import errors, specs
 from corral.domain.incremental import loopspec, states
@@ -29,7 +27,6 @@ from corral.store import identity_repo, kind_repo, loop_repo, model_repo
 router = APIRouter(prefix="/v2/{project_id}", tags=["incremental learning"])
 ERRORS: dict[int | str, dict[str, Any]] = {
     code: {"model": schemas.ErrorBody} for code in (400, 404, 409, 500)}
-YAML_TYPES = ("application/yaml", "application/x-yaml", "text/yaml", "text/x-yaml")
 
 
 def _inlined(schema: dict[str, Any]) -> dict[str, Any]:
@@ -83,16 +80,7 @@ class AliasHistoryOut(schemas.Out):
 
 
 def _body(raw: bytes, content_type: str) -> loopspec.LoopCreate:
-    if any(t in content_type for t in YAML_TYPES):
-        try:
-            data = yaml.safe_load(raw)
-        except yaml.YAMLError as exc:
-            raise errors.BadParameter(f"the body is not valid YAML: {exc}") from None
-    else:
-        try:
-            data = json.loads(raw)
-        except (ValueError, UnicodeDecodeError):
-            raise errors.BadJSON() from None
+    data = bodies.read(raw, content_type)
     if not isinstance(data, dict):
         raise errors.BadParameter("the body must be an IncrementalLearningJob (a mapping)")
     if _holds_nul(data):  # (YAML can write one in a quoted string; no database stores it)

@@ -12,12 +12,11 @@ import json
 from typing import Annotated, Any, Literal
 
 import sqlalchemy as sa
-import yaml
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import JSONResponse
 from pydantic import Field
 
-from corral.api import auth, deps, schemas
+from corral.api import auth, bodies, deps, schemas
 from corral.api.deps import Ctx
 from corral.domain import errors, specs
 from corral.domain.pipelines import status
@@ -29,7 +28,6 @@ ERRORS: dict[int | str, dict[str, Any]] = {
     code: {"model": schemas.ErrorBody} for code in (400, 404, 409, 500)}
 #: the largest pipeline body read
 MAX_BODY = 1024 * 1024
-YAML_TYPES = ("application/yaml", "application/x-yaml", "text/yaml", "text/x-yaml")
 _BODY = {"requestBody": {"required": True, "content": {
     "application/json": {"schema": {"type": "object"}},
     "application/yaml": {"schema": {"type": "string"}}}}}
@@ -58,13 +56,7 @@ async def create_pipeline(project_id: str, request: Request, ctx: Ctx,
 def _read(raw: bytes, content_type: str) -> Any:
     if len(raw) > MAX_BODY:
         raise errors.BadParameter(f"a pipeline body is at most {MAX_BODY} bytes")
-    try:
-        if content_type.split(";")[0].strip() in YAML_TYPES:
-            return yaml.safe_load(raw.decode("utf-8"))
-        return json.loads(raw)
-    except (ValueError, yaml.YAMLError) as exc:  # UnicodeDecodeError is a ValueError
-        raise errors.BadJSON(f"the body is not valid JSON or YAML: "
-                             f"{' '.join(str(exc).split())[:200]}") from None
+    return bodies.read(raw, content_type)
 
 
 def _create(ctx: deps.Context, project_id: str, data: Any, user_name: str) -> dict[str, Any]:
@@ -73,7 +65,7 @@ def _create(ctx: deps.Context, project_id: str, data: Any, user_name: str) -> di
         raise errors.BadParameter("a pipeline body is a mapping (metadata, tasks, ...)")
     with ctx.store.begin() as conn:
         p = actions.create(conn, ctx.settings, ctx.submit_owned, project_id=project_id,
-                           user_name=user_name, data=data, now=now)
+                           user_name=user_name, data=data, now=now, stores=ctx.stores)
         out = _view(conn, p, now)
     ctx.wake_kinds()
     return out

@@ -17,9 +17,10 @@ import sqlalchemy as sa
 
 from corral import settings
 from corral.domain import errors, jobs, models, resources, specs
+from corral.domain.search import spec as search_spec
 from corral.scheduler import catalog as catalog_mod
 from corral.storage import objects, paths, runs
-from corral.store import identity_repo, job_repo, model_repo, rows, version_repo
+from corral.store import identity_repo, job_repo, model_repo, rows, search_repo, version_repo
 
 #: the value of `jobs.staging` while a job's remote inputs are still to be fetched
 STAGING_PENDING = "pending"
@@ -81,12 +82,17 @@ def create_job(conn: sa.Connection, cat: catalog_mod.Catalog, body: specs.JobCre
     engine = cat.engine(body.algorithm.engine)
     check_paths(body.algorithm, body.spec, places=places, project_id=project_id,
                 policy=policy)
-    models.registration(body, places.model_channel if places else "train_url")
+    reg = models.registration(body, places.model_channel if places else "train_url")
+    search = search_spec.policy_of(body.algorithm)
+    if search is not None:
+        search_spec.check(search)
     model_location = resolve_model(conn, body, project_id) if body.model else None
     job_id = job_repo.new_job_id()
     normalized = normalize(body, flavor, engine, job_id=job_id, places=places,
                            model_location=model_location)
     staging = needs_staging(normalized, model_location) or bool(version and version.resume)
+    staged = search_spec.JOB_STAGING if search is not None else (
+        STAGING_PENDING if staging else None)
     demand = flavor.resources
     job_repo.insert_job(conn, {
         "id": job_id, "project_id": project_id, "name": body.metadata.name,
@@ -103,7 +109,7 @@ def create_job(conn: sa.Connection, cat: catalog_mod.Catalog, body: specs.JobCre
         "gpu_type": gpu_type,
         "family_id": version.family_id if version else job_id,
         "version": version.number if version else 1,
-        "staging": STAGING_PENDING if staging else None,
+        "staging": staged,
         **(dict(zip(("owner_kind", "owner_id", "owner_role"), owner, strict=True))
            if owner else {}),
     }, check_name=version is None)
@@ -118,6 +124,9 @@ def create_job(conn: sa.Connection, cat: catalog_mod.Catalog, body: specs.JobCre
                                   now=now)
     job_repo.add_event(conn, job_id, now, f"Job created: flavor {flavor.flavor_id}, "
                    f"{node_count} node(s), engine {engine.engine_id}")
+    if search is not None:  # its trials register the model it saves, not it
+        search_repo.insert(conn, job_id=job_id, project_id=project_id, policy=search,
+                           model=(reg.model, reg.channel) if reg else None, now=now)
     return job_id
 
 
@@ -129,10 +138,8 @@ def check_paths(algorithm: specs.Algorithm, spec: specs.Spec, *,
     def remote(url: str | None, what: str) -> bool:
         if not objects.is_remote(url):
             return False
-        if places is None or places.stores is None:
-            raise errors.BadParameter(f"{what} '{url}': object storage is not available here")
         assert url is not None
-        places.stores.require(url, what, project_id)
+        _store_of(url, what, places, project_id)
         return True
 
     def local(url: str, what: str) -> pathlib.Path:
@@ -161,11 +168,8 @@ def check_paths(algorithm: specs.Algorithm, spec: specs.Spec, *,
         if not path.exists():
             raise errors.BadParameter(f"input '{ch.name}': '{path}' does not exist")
     for out in algorithm.outputs:
-        if remote(out.url, f"output '{out.name}'"):
-            continue
-        path = local(out.url, f"output '{out.name}'")
-        if path.exists() and not path.is_dir():
-            raise errors.BadParameter(f"output '{out.name}': '{path}' is not a directory")
+        check_output(out.url, f"output '{out.name}'", places=places, project_id=project_id,
+                     policy=policy)
     for each in algorithm.outputs:
         _period(each)
     if spec.log_export_path:
@@ -173,6 +177,26 @@ def check_paths(algorithm: specs.Algorithm, spec: specs.Spec, *,
             url = getattr(spec.log_export_path, field)
             if url and not remote(url, f"spec.log_export_path.{field}"):
                 local(url, f"spec.log_export_path.{field}")
+
+
+def check_output(url: str, what: str, *, places: Places | None = None, project_id: str = "",
+                 policy: paths.Policy | None = None) -> None:
+    """Where a job may write: an object-storage URL of a store the project has, or a local
+    folder (or none yet) that, with a `policy`, the project may use."""
+    if objects.is_remote(url):
+        _store_of(url, what, places, project_id)
+        return
+    path = runs.local_path(url, what)
+    if policy is not None:
+        paths.confine(policy, path, what)
+    if path.exists() and not path.is_dir():
+        raise errors.BadParameter(f"{what}: '{path}' is not a directory")
+
+
+def _store_of(url: str, what: str, places: Places | None, project_id: str) -> None:
+    if places is None or places.stores is None:
+        raise errors.BadParameter(f"{what} '{url}': object storage is not available here")
+    places.stores.require(url, what, project_id)
 
 
 PERIOD_UNITS = {"": 1, "s": 1, "m": 60, "h": 3600}

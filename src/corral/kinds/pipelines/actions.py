@@ -23,7 +23,8 @@ from corral.domain import errors
 from corral.domain.pipelines import build, dag, shape, status
 from corral.kinds import owned
 from corral.kinds.pipelines import cleaning, common
-from corral.storage import paths
+from corral.services import submit as submitting
+from corral.storage import objects, paths
 from corral.store import db, kind_repo, kind_rows, pipeline_repo
 
 TaskState = status.TaskState
@@ -36,12 +37,18 @@ class Rerun(enum.StrEnum):
 
 
 def create(conn: sa.Connection, settings: settings_mod.Settings, submit: owned.Submit, *,
-           project_id: str, user_name: str, data: Any, now: int) -> kind_rows.Pipeline:
+           project_id: str, user_name: str, data: Any, now: int,
+           stores: objects.Stores | None = None) -> kind_rows.Pipeline:
     """A new pipeline from a body (validated; BadParameter otherwise), its first attempt
-    waiting for the controller."""
+    waiting for the controller. `stores`: those an s3:// output_root may name."""
     checked = build.parse(data)
     body = checked.body
     pipeline_id = str(uuid.uuid4())
+    if body.output_root:  # a place its tasks' jobs may write, checked as their outputs are
+        submitting.check_output(body.output_root, "output_root", project_id=project_id,
+                                places=submitting.Places(runs_dir=settings.runs_dir,
+                                                         stores=stores),
+                                policy=common.policy(conn, settings, project_id))
     root = body.output_root or str(paths.project_home(settings, project_id) / "pipelines")
     base = f"{root.rstrip('/')}/{body.metadata.name}-{pipeline_id[:8]}"
     for _key, task, item in checked.runs():
