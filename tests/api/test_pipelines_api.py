@@ -129,6 +129,35 @@ def test_an_output_root_the_project_may_not_write_is_refused_with_nothing_made(
     assert member.http.post(f"/v2/{team_id}/pipelines", json=inside).status_code == 201
 
 
+def test_a_pipeline_is_found_by_id_or_by_name_the_id_first(
+        live_server: conftest.Live) -> None:
+    live = live_server
+
+    def made(name: str) -> str:
+        body = {"metadata": {"name": name}, "tasks": [{"name": "a", "algorithm": {
+            "command": "true"}}]}
+        r = live.http.post(live.path("/pipelines"), json=body)
+        assert r.status_code == 201, r.text
+        return str(r.json()["id"])
+
+    first = made("by-name")
+    assert live.http.get(live.path("/pipelines/by-name")).json()["id"] == first
+    _wait(live, "by-name")
+    events = live.http.get(live.path("/pipelines/by-name/events")).json()["events"]
+    assert events[0]["message"].startswith("Pipeline created")
+    second = made(first)  # named as the first's id: the id is the first's
+    assert live.http.get(live.path(f"/pipelines/{first}")).json()["id"] == first
+    assert live.http.get(live.path(f"/pipelines/{second}")).json()["name"] == first
+    _wait(live, second)
+    r = live.http.post(live.path("/pipelines/by-name/actions"), json={"action": "rerun"})
+    assert r.status_code == 202 and r.json()["status"]["attempt"] == 2, r.text
+    _wait(live, first)
+    assert live.http.delete(live.path("/pipelines/by-name")).status_code == 202
+    missing = live.http.get(live.path("/pipelines/by-name"))
+    assert missing.status_code == 404 and missing.json()["error_msg"] == (
+        "pipeline 'by-name' does not exist")
+
+
 def test_a_viewer_reads_pipelines_but_cannot_run_one(live_server: conftest.Live) -> None:
     viewer = live_server.new_user("vera", "viewer", key=False)
     body = {"metadata": {"name": "v"}, "tasks": [{"name": "a", "algorithm": {"command": "true"}}]}

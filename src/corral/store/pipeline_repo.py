@@ -48,13 +48,15 @@ def insert(conn: sa.Connection, values: Mapping[str, Any]) -> None:
         raise DuplicatePipeline(message) from None
 
 
-def get(conn: sa.Connection, project_id: str, pipeline_id: str) -> kind_rows.Pipeline:
-    """A live pipeline of the project, or PipelineNotFound."""
+def get(conn: sa.Connection, project_id: str, ref: str) -> kind_rows.Pipeline:
+    """The project's live pipeline with this id, or else with this name (live ones' names
+    are unique), or PipelineNotFound."""
     row = conn.execute(sa.select(PIPELINES).where(
-        PIPELINES.c.id == pipeline_id, PIPELINES.c.project_id == project_id,
-        PIPELINES.c.deleted_at.is_(None))).first()
+        PIPELINES.c.project_id == project_id, PIPELINES.c.deleted_at.is_(None),
+        sa.or_(PIPELINES.c.id == ref, PIPELINES.c.name == ref))
+        .order_by(sa.desc(PIPELINES.c.id == ref)).limit(1)).first()
     if row is None:
-        raise PipelineNotFound(f"pipeline '{pipeline_id}' does not exist")
+        raise PipelineNotFound(f"pipeline '{ref}' does not exist")
     return kind_rows.Pipeline.of(row)
 
 
