@@ -101,9 +101,6 @@ def test_a_job_reaches_no_jupyterlab_past_the_proxy(live: conftest.Live) -> None
     ports = [c.laddr.port for c in lab.net_connections(kind="inet")
              if c.status == psutil.CONN_LISTEN]
     sock = live.settings.home / "jupyter" / f"{nb['id']}-1.sock"
-    info = sock.stat()
-    assert stat.S_ISSOCK(info.st_mode) and info.st_uid == 0
-    assert stat.S_IMODE(info.st_mode) == 0o600
 
     probe = subprocess.run(
         [_python_for(nobody), "-c", PROBE, nb["id"], str(sock), *map(str, ports)],
@@ -111,8 +108,12 @@ def test_a_job_reaches_no_jupyterlab_past_the_proxy(live: conftest.Live) -> None
         cwd="/", env={"PATH": os.environ["PATH"]}, capture_output=True, text=True,
         timeout=60)
     assert probe.returncode == 0, probe.stderr
-    assert probe.stdout.splitlines()[0] == "socket: refused PermissionError", probe.stdout
+    assert ": 200" not in probe.stdout, probe.stdout  # JupyterLab answered it
     assert ports == [], probe.stdout  # it listens on no TCP port at all
+    assert probe.stdout.splitlines()[0] == "socket: refused PermissionError", probe.stdout
+    info = sock.stat()  # the server's, and its alone
+    assert stat.S_ISSOCK(info.st_mode) and info.st_uid == 0
+    assert stat.S_IMODE(info.st_mode) == 0o600
     assert nbt.show(live, nb["id"])["status"] == "RUNNING"
     nbt.remove(live, nb["id"])
     assert not sock.exists()
