@@ -77,7 +77,11 @@ def build(settings: settings_mod.Settings) -> Platform:
         for lock in locks:
             lock.close()
         raise
-    store = db.Store(settings.db_url, pooled=settings.database_pooler)
+    times = leadership.Times(lease_ms=round(settings.leader_lease * 1000),
+                             renew_ms=round(settings.leader_renew * 1000))
+    # (a connection silent longer than a leader may act on one renewal is given up)
+    store = db.Store(settings.db_url, pooled=settings.database_pooler,
+                     dead_after=times.hold_ms / 1000)
     try:
         if not used:
             settings.home.mkdir(parents=True, exist_ok=True)
@@ -95,11 +99,8 @@ def build(settings: settings_mod.Settings) -> Platform:
                        default_project_id=project_id, box=box, stores=stores,
                        containment=(executor.containment()
                                     if isinstance(executor, base.Contains) else "none"))
-    leader = leadership.Leader(
-        store, settings.server_name or leadership.default_name(), None,
-        leadership.Times(lease_ms=round(settings.leader_lease * 1000),
-                         renew_ms=round(settings.leader_renew * 1000)),
-        exclusive=store.is_sqlite)
+    leader = leadership.Leader(store, settings.server_name or leadership.default_name(),
+                               None, times, exclusive=store.is_sqlite)
     fence = leadership.Fence(leader)
     ctx.server_id = leader.me
     fenced = store.fenced(fence)

@@ -106,8 +106,10 @@ def pair(tmp_path: pathlib.Path, db_url: str, serve_url: str,
     code.mkdir()
     (code / "train.py").write_text(JOB)
     env = {"CORRAL_CPUS": "4", **env}
+    # (PGAPPNAME: each server's sessions are told apart in pg_stat_activity)
     servers = [crash.ServerProcess(tmp_path / "home", serve_url, name=f"ha-{n}",
-                                   env={"CORRAL_SERVER_NAME": f"ha-{n}", **env})
+                                   env={"CORRAL_SERVER_NAME": f"ha-{n}", "PGAPPNAME": f"ha-{n}",
+                                        **env})
                for n in "ab"]
     try:
         for srv in servers:  # (one after the other: the first migrates the database)

@@ -37,6 +37,20 @@ def margin_for(lease_ms: int) -> int:
 MARGIN_MS = margin_for(LEASE_MS)
 
 
+def hold_for(lease_ms: int) -> int:
+    """Milliseconds a transaction that holds the lease row may sit waiting for its server
+    (the database then ends it), and that a renewal or takeover may wait for the row.
+
+    The time a leader acts on one renewal, by its own clock (the lease less the margin).
+    A leader's renewals wait for its own transactions on the row, so one of them left idle
+    that long belongs to a leader that has already stopped acting: ending it takes nothing
+    from a server still entitled to lead, and frees the row of a frozen or cut-off one
+    before the lease could be taken over anyway (a takeover follows within the lease and a
+    renewal interval of the freeze). A renewal that waited longer would grant nothing.
+    """
+    return lease_ms - margin_for(lease_ms)
+
+
 @dataclasses.dataclass(frozen=True)
 class Lease:
     """The leadership row as the database holds it."""

@@ -45,6 +45,10 @@ class Times:
     def margin_ms(self) -> int:
         return leadership.margin_for(self.lease_ms)
 
+    @property
+    def hold_ms(self) -> int:
+        return leadership.hold_for(self.lease_ms)
+
 
 def identity(name: str) -> str:
     """This process as a lease holder: "name:pid:start" (its start time tells it from a
@@ -79,8 +83,9 @@ class Leader:
         sent = self.clock()
         try:
             decision, done = self._apply()
-        except sa.exc.DBAPIError as exc:  # unreachable, or a conflict: the clock decides
-            log.warning("cannot renew the leadership lease: %s", exc)
+        except sa.exc.DBAPIError as exc:
+            # unreachable, a conflict, or the row still locked after hold_ms: the clock decides
+            log.warning("cannot renew or take the leadership lease: %s", exc)
             return self.holds()
         with self._lock:
             if done:
@@ -96,11 +101,15 @@ class Leader:
         return self.holds()
 
     def _apply(self) -> tuple[leadership.Decision, bool]:
+        """One renewal or takeover. The row is read unlocked first: a follower holds no lock
+        on it (frozen there, it would stall the leader's writes) and waits for none; only a
+        takeover reads it FOR UPDATE, waiting for the fenced transactions under way, and
+        decides again on what it then sees."""
         with self.store.begin() as conn:
-            lease = lease_repo.read(conn, for_update=True)
-            now = lease_repo.now(conn)
-            decision = leadership.decide(lease, now, self.me, self.term.epoch,
-                                         holder_gone=self._gone(lease.holder))
+            lease_repo.limit(conn, self.times.hold_ms)
+            decision = self._decide(conn, lease := lease_repo.read(conn))
+            if decision.action is leadership.Action.ACQUIRE:
+                decision = self._decide(conn, lease := lease_repo.read(conn, for_update=True))
             if decision.action is leadership.Action.RENEW:
                 return decision, lease_repo.renew(conn, self.me, decision.epoch,
                                                   self.times.lease_ms)
@@ -108,6 +117,10 @@ class Leader:
                 return decision, lease_repo.take(conn, self.me, self.url, lease.epoch,
                                                  self.times.lease_ms)
             return decision, False
+
+    def _decide(self, conn: sa.Connection, lease: leadership.Lease) -> leadership.Decision:
+        return leadership.decide(lease, lease_repo.now(conn), self.me, self.term.epoch,
+                                 holder_gone=self._gone(lease.holder))
 
     def _gone(self, holder: str | None) -> bool:
         """Whether the holder is known dead: any other holder of an exclusive database, or
@@ -137,7 +150,7 @@ class Leader:
         def check(conn: sa.Connection) -> None:
             with self._lock:
                 mine = self.term.epoch == epoch and self.term.holds(self.clock())
-            if not mine or not lease_repo.guard(conn, self.me, epoch):
+            if not mine or not lease_repo.guard(conn, self.me, epoch, self.times.hold_ms):
                 raise LostLease(f"epoch {epoch} is over: this server no longer leads")
 
         return check
@@ -151,6 +164,7 @@ class Leader:
             return
         try:
             with self.store.begin() as conn:
+                lease_repo.limit(conn, self.times.hold_ms)
                 lease_repo.release(conn, self.me, epoch)
         except sa.exc.DBAPIError as exc:
             log.warning("cannot release the leadership lease: %s", exc)

@@ -23,12 +23,15 @@ WRITE = "corral_write"
 
 
 class Store:
-    def __init__(self, url: str, *, echo: bool = False, pooled: bool = False) -> None:
+    def __init__(self, url: str, *, echo: bool = False, pooled: bool = False,
+                 dead_after: float | None = None) -> None:
         """`pooled`: a connection pooler in transaction mode (PgBouncer) stands between
         corral and PostgreSQL: no statement is prepared on the server (a prepared statement
-        lives in a server session, which the next transaction may not get)."""
+        lives in a server session, which the next transaction may not get). `dead_after`:
+        seconds after which a PostgreSQL connection whose other end is silent is given up
+        (`make_engine`)."""
         self.url = url
-        self.engine = make_engine(url, echo=echo, pooled=pooled)
+        self.engine = make_engine(url, echo=echo, pooled=pooled, dead_after=dead_after)
         self.is_sqlite = self.engine.dialect.name == "sqlite"
         # SQLite lets one writer in at a time and makes the others poll with sleeps of up
         # to 100 ms; queueing this process's writers on a lock hands the database over the
@@ -68,7 +71,13 @@ class Store:
         self.engine.dispose()
 
 
-def make_engine(url: str, *, echo: bool = False, pooled: bool = False) -> sa.Engine:
+def make_engine(url: str, *, echo: bool = False, pooled: bool = False,
+                dead_after: float | None = None) -> sa.Engine:
+    """`dead_after` (PostgreSQL): seconds after which a connection is given up when the
+    database (or the pooler) stops answering: TCP keepalives probe a connection waiting
+    for an answer, and data sent stays unacknowledged no longer (tcp_user_timeout).
+    Without them a statement on a connection cut off silently (a network partition, the
+    database's machine frozen) waits until the kernel gives up, which takes many minutes."""
     if url.startswith("sqlite"):
         engine = sa.create_engine(
             url, echo=echo, connect_args={"check_same_thread": False, "timeout": 30},
@@ -76,8 +85,18 @@ def make_engine(url: str, *, echo: bool = False, pooled: bool = False) -> sa.Eng
         _sqlite_setup(engine)
         return engine
     args: dict[str, Any] = {"prepare_threshold": None} if pooled else {}
+    if dead_after is not None:
+        args.update(_keepalives(dead_after))
     return sa.create_engine(url, echo=echo, pool_size=8, max_overflow=16, pool_pre_ping=True,
                             connect_args=args)
+
+
+def _keepalives(dead_after: float) -> dict[str, int]:
+    """libpq's connection parameters that give a silent connection up after about
+    `dead_after` seconds: silent for a third of it, then two probes a third apart."""
+    third = max(1, int(dead_after / 3))
+    return {"keepalives": 1, "keepalives_idle": third, "keepalives_interval": third,
+            "keepalives_count": 2, "tcp_user_timeout": max(1000, round(dead_after * 1000))}
 
 
 def _sqlite_setup(engine: sa.Engine) -> None:

@@ -10,6 +10,15 @@ transaction, and a takeover reads the row FOR UPDATE first: a takeover therefore
 every fenced transaction under way to end, and no write of an old epoch can land after a
 new epoch has begun. (On SQLite every write transaction holds the database's one write
 lock, which orders them the same way.)
+
+A row lock lasts as long as its transaction, and a server frozen inside one (SIGSTOP, a
+paused VM, a cut network) would hold it, and hold every takeover back, until it woke. So
+every transaction that locks the row first tells PostgreSQL, for itself alone (set_config
+with is_local: it holds behind PgBouncer in transaction mode, and no other transaction of
+the session is touched), to end it once it has waited `hold_ms` for its server
+(idle_in_transaction_session_timeout), which frees the row; renewals and takeovers also
+wait at most `hold_ms` for the row (lock_timeout). domain/leadership.hold_for says why
+that time.
 """
 
 from __future__ import annotations
@@ -35,6 +44,15 @@ def _share(conn: sa.Connection) -> str:
 
 def _update(conn: sa.Connection) -> str:
     return " FOR UPDATE" if conn.dialect.name == "postgresql" else ""
+
+
+def limit(conn: sa.Connection, hold_ms: int) -> None:
+    """First in a renewal's, takeover's or release's transaction: PostgreSQL ends it if it
+    waits `hold_ms` for this server, and its statements wait at most `hold_ms` for a lock."""
+    if conn.dialect.name == "postgresql":
+        conn.execute(sa.text(
+            "SELECT set_config('idle_in_transaction_session_timeout', :hold, true), "
+            "set_config('lock_timeout', :hold, true)"), {"hold": str(hold_ms)})
 
 
 def now(conn: sa.Connection) -> int:
@@ -81,11 +99,15 @@ def release(conn: sa.Connection, me: str, epoch: int) -> bool:
     return result.rowcount == 1
 
 
-def guard(conn: sa.Connection, me: str, epoch: int) -> bool:
+def guard(conn: sa.Connection, me: str, epoch: int, hold_ms: int) -> bool:
     """The fencing guard (domain.leadership.may_act), first in every scheduler write
-    transaction: `me` still holds `epoch` and it has not expired."""
+    transaction: `me` still holds `epoch` and it has not expired. On PostgreSQL the
+    transaction is also ended if it waits `hold_ms` for this server (in the same statement:
+    no round trip more)."""
+    hold = ("set_config('idle_in_transaction_session_timeout', :hold, true)"
+            if conn.dialect.name == "postgresql" else "NULL")
     row = conn.execute(sa.text(
-        f"SELECT epoch FROM leadership WHERE id = :id AND holder = :me AND epoch = :epoch "
-        f"AND expires_at > {_now(conn)}" + _share(conn)),
-        {"me": me, "epoch": epoch, "id": ROW}).first()
+        f"SELECT epoch, {hold} FROM leadership WHERE id = :id AND holder = :me "
+        f"AND epoch = :epoch AND expires_at > {_now(conn)}" + _share(conn)),
+        {"me": me, "epoch": epoch, "id": ROW, "hold": str(hold_ms)}).first()
     return row is not None
