@@ -100,6 +100,24 @@ def test_failed_or_stopped_jobs_register_nothing_unless_asked(
     assert r.json()["version"] == 1 and r.json()["source_phase"] == "Failed"
 
 
+def test_a_job_is_registered_once_and_a_second_model_is_refused_with_nothing_made(
+        live: conftest.Live, tmp_path: pathlib.Path) -> None:
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "weights.bin").write_bytes(b"w")
+    job_id = live.submit(factories.make_job(name="once", command="true", outputs={
+        "train_url": str(out)}))["metadata"]["id"]
+    helpers.finished(live, job_id)
+    assert model(live, "once")["latest_version"] == 1  # registered when it completed
+    again = post(live, "/models/once/versions", {"job_id": job_id})
+    assert again["version"] == 1  # the same version: no second one
+    refused = post(live, "/models/other/versions", {"job_id": job_id}, 400)
+    assert refused == {"error_code": "ModelArts.2751", "error_msg": (
+        f"training job '{job_id}' is already registered as once version 1")}
+    model(live, "other", 404)
+    assert not (live.settings.home / "models" / live.project_id / "other").exists()
+
+
 def test_aliases_move_versions_go_and_numbers_stay_taken(
         live: conftest.Live, tmp_path: pathlib.Path) -> None:
     first = train(live, tmp_path / "out", "aliased", epochs=3)

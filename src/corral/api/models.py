@@ -98,9 +98,6 @@ def register_model_version(project_id: str, model_name: specs.ModelName, body: R
     assert ctx.stores is not None
     row = finishing.register(ctx.store, ctx.stores, ctx.settings, job, model_name, channel,
                              ctx.now)
-    if row.model_name != model_name:
-        raise errors.DuplicateName(f"training job '{body.job_id}' is already registered as "
-                                   f"{row.model_name} version {row.version}")
     with ctx.store.read() as conn:
         model = model_repo.get(conn, project_id, model_name)
         out = _version(model, row, model_repo.aliases(conn, model.id))

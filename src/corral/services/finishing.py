@@ -122,7 +122,9 @@ def register(store: db.Store, stores: objects.Stores, settings: settings_mod.Set
              now: Callable[[], int]) -> rows.RegisteredVersion:
     """Register the files of the job's output `channel` as a new version of `model`.
 
-    Returns the model version (the existing one when this job was registered before).
+    Returns the model version (the existing one when this job was registered before);
+    errors.DuplicateName, with nothing made, when it was registered as another model: a
+    job's outputs are one model version.
     """
     spec = job_repo.job_spec(job)
     out = next((o for o in spec.algorithm.outputs if o.name == channel), None)
@@ -132,6 +134,9 @@ def register(store: db.Store, stores: objects.Stores, settings: settings_mod.Set
         before = model_repo.registered_from(conn, job.id)
     if before is not None and before.model_name == model:
         return before
+    if before is not None:
+        raise errors.DuplicateName(f"training job '{job.id}' is already registered as "
+                                   f"{before.model_name} version {before.version}")
     source = _output_source(store, stores, settings, job, out)
     # Files go under the job's id, not the version number: copying again after a crash
     # lands on the same place, and the number is only taken once the files are there.
