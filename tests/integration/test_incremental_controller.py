@@ -147,6 +147,15 @@ def test_failed_rounds_back_off_and_max_failed_rounds_stops_the_loop(w: h.Harnes
     assert w.loop("loop").state == "Training" and len(w.rounds("loop")) == 3
 
 
+def test_a_loop_on_a_dataset_that_holds_samples_takes_them_all_as_its_first_batch(
+        w: h.Harness) -> None:
+    w.dataset("full", [f"old{i}" for i in range(10)])
+    w.create(h.spec(w.root, dataset={"name": "full", "trainProb": 0.8}))
+    w.settle()
+    (rnd,) = w.rounds("loop")  # at its first check: 8 >= 4
+    assert (rnd.state, rnd.train_samples, rnd.eval_samples) == ("Training", 8, 2)
+
+
 def test_a_train_job_that_cannot_be_submitted_fails_its_round_and_says_why(
         w: h.Harness) -> None:
     w.create(h.spec(w.root))
