@@ -36,7 +36,7 @@ from corral.cli import credentials
 from corral.domain import errors, specs
 from corral.executors import base, routing
 from corral.executors.local import machine, tasks
-from corral.kinds import incremental, loop, notebooks, owned, pipelines
+from corral.kinds import incremental, loop, notebooks, owned, pipelines, search
 from corral.scheduler import catalog as catalog_mod
 from corral.scheduler import launching, leadership, reconciler
 from corral.services import accounts, secretbox, submit, sync
@@ -144,7 +144,8 @@ def _controllers(ctx: deps.Context, store: db.Store,
     `store`."""
     return [incremental.controller_for(store, jobs, ctx.stores),
             pipelines.controller_for(store, jobs, ctx.settings, ctx.stores),
-            notebooks.controller_for(store, ctx.settings, jobs, lambda: ctx.catalog)]
+            notebooks.controller_for(store, ctx.settings, jobs, lambda: ctx.catalog),
+            search.controller_for(store, jobs, ctx.settings, ctx.stores)]
 
 
 def _submit(ctx: deps.Context, conn: sa.Connection, body: specs.JobCreate, *,

@@ -25,6 +25,7 @@ from corral.api import (
     pipelines,
     quotas,
     retention,
+    search,
     streams,
     versions,
 )
@@ -45,6 +46,7 @@ def create_app(ctx: deps.Context) -> FastAPI:
     )
     app.state.context = ctx
     error_bodies.install(app)
+    app.include_router(search.router)  # before jobs: its /training-jobs/autosearch/...
     app.include_router(jobs.router)
     app.include_router(catalog.router)
     app.include_router(quotas.router)

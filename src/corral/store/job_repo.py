@@ -236,9 +236,11 @@ def deleted_jobs(conn: sa.Connection) -> list[rows.DeletedJob]:
 
 
 def active_with_tasks(conn: sa.Connection) -> list[tuple[rows.Job, list[rows.Task]]]:
-    """Every job holding resources, with the tasks of its latest attempt."""
+    """Every job holding resources, with the tasks of its latest attempt. A search's own
+    job (`staging` set for good) holds none: its controller moves it (kinds/search/)."""
     found = rows.Job.all(conn.execute(
-        sa.select(JOBS).where(JOBS.c.phase.in_(ACTIVE)).order_by(JOBS.c.seq)))
+        sa.select(JOBS).where(JOBS.c.phase.in_(ACTIVE), JOBS.c.staging.is_(None))
+        .order_by(JOBS.c.seq)))
     if not found:
         return []
     by_job: dict[str, list[rows.Task]] = {}

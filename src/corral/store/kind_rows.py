@@ -220,3 +220,40 @@ class Notebook(rows.FromRow):
     checked_at: int | None
     created_at: int
     updated_at: int
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Search(rows.FromRow):
+    """A hyperparameter search (the `searches` table; kinds/search/): the training job
+    `job_id` is the search."""
+
+    job_id: str
+    project_id: str
+    policy: str  #: JSON: the job's policies.auto_search
+    model_name: str | None
+    model_channel: str | None
+    model_version: int | None
+    best_trial: int | None
+    started_at: int | None
+    ended_at: int | None
+    created_at: int
+    updated_at: int
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class SearchTrial(rows.FromRow):
+    """A trial of a search (the `search_trials` table)."""
+
+    search_id: str
+    number: int
+    job_id: str
+    state: str  #: domain.search.trials.State
+    stop_cause: str | None
+    reason: str | None
+    params: str  #: JSON: name -> value
+    system_attrs: str  #: JSON
+    intermediate: str  #: JSON: step -> value
+    reward: float | None
+    started_at: int
+    ended_at: int | None
+    updated_at: int

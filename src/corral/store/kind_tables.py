@@ -300,3 +300,52 @@ notebooks = sa.Table(
 )
 sa.Index("ix_notebooks_project", notebooks.c.project_id, notebooks.c.created_at)
 sa.Index("ix_notebooks_state", notebooks.c.state)
+
+# --- hyperparameter searches (revision 0013) ------------------------------------------------
+
+#: a training job that is a search (kinds/search/): its policy as checked at submit, what
+#: it registers, and how it ended; the job's own row says its phase
+searches = sa.Table(
+    "searches", metadata,
+    sa.Column("job_id", sa.String(36), sa.ForeignKey("jobs.id", ondelete="CASCADE"),
+              primary_key=True),
+    sa.Column("project_id", sa.String(64), nullable=False),
+    #: JSON: the job's `policies.auto_search`, as accepted
+    sa.Column("policy", sa.Text, nullable=False),
+    #: the model its best trial's outputs are registered as (None: none), and from which
+    #: output channel
+    sa.Column("model_name", sa.String(64)),
+    sa.Column("model_channel", sa.String(64)),
+    sa.Column("model_version", sa.Integer),
+    sa.Column("best_trial", sa.Integer),
+    sa.Column("started_at", sa.BigInteger),
+    sa.Column("ended_at", sa.BigInteger),
+    sa.Column("created_at", sa.BigInteger, nullable=False),
+    sa.Column("updated_at", sa.BigInteger, nullable=False),
+)
+sa.Index("ix_searches_live", searches.c.ended_at)
+
+#: a search's trials: each an owned job in role `trial-<number>`, its sampled parameters
+#: and what it reported (enough to rebuild the sampler's study after a restart)
+search_trials = sa.Table(
+    "search_trials", metadata,
+    sa.Column("search_id", sa.String(36), sa.ForeignKey("searches.job_id", ondelete="CASCADE"),
+              primary_key=True),
+    sa.Column("number", sa.Integer, primary_key=True),
+    sa.Column("job_id", sa.String(36), nullable=False),
+    sa.Column("state", sa.String(16), nullable=False),
+    #: what asked a stopping trial to stop (domain.search.trials.StopCause)
+    sa.Column("stop_cause", sa.String(16)),
+    #: why it ended as it did, in words
+    sa.Column("reason", sa.Text),
+    #: JSON: parameter name -> value, as passed to its job
+    sa.Column("params", sa.Text, nullable=False),
+    #: JSON: the sampler's attributes of the trial (a grid's cell)
+    sa.Column("system_attrs", sa.Text, nullable=False),
+    #: JSON: step -> intermediate reward, as reported so far
+    sa.Column("intermediate", sa.Text, nullable=False),
+    sa.Column("reward", sa.Float),
+    sa.Column("started_at", sa.BigInteger, nullable=False),
+    sa.Column("ended_at", sa.BigInteger),
+    sa.Column("updated_at", sa.BigInteger, nullable=False),
+)

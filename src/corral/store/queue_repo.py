@@ -107,7 +107,7 @@ def held_totals(conn: sa.Connection) -> list[rows.Held]:
                    sa.func.sum(JOBS.c.cpu * n).label("cpu"),
                    sa.func.sum(JOBS.c.memory_mb * n).label("memory_mb"),
                    sa.func.sum(JOBS.c.gpu * n).label("gpu"), sa.func.sum(n).label("tasks"))
-         .where(JOBS.c.phase.in_([p.value for p in jobs.ACTIVE]))
+         .where(JOBS.c.phase.in_([p.value for p in jobs.ACTIVE]), JOBS.c.staging.is_(None))
          .group_by(JOBS.c.project_id, JOBS.c.pool_id, JOBS.c.accelerators))
     return rows.Held.all(conn.execute(q))
 

@@ -12,6 +12,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from corral.domain import errors, jobs
+from corral.domain.search import spec as search_spec
 from corral.store import rows, schema
 
 JOBS = schema.jobs
@@ -128,8 +129,10 @@ def versions_of(conn: sa.Connection, job_ids: Sequence[str]) -> dict[str, rows.V
 
 
 def staging_jobs(conn: sa.Connection) -> list[rows.Job]:
-    """Jobs whose inputs (code, model, resumed outputs) are still to be fetched."""
+    """Jobs whose inputs (code, model, resumed outputs) are still to be fetched (a
+    search's own job fetches none: its trials do)."""
     q = (sa.select(JOBS).where(JOBS.c.staging.is_not(None), JOBS.c.deleted_at.is_(None),
+                            JOBS.c.staging != search_spec.JOB_STAGING,
                             JOBS.c.phase == jobs.Phase.CREATING.value).order_by(JOBS.c.seq))
     return rows.Job.all(conn.execute(q))
 

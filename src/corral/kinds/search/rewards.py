@@ -1,0 +1,79 @@
+"""A trial's reward as it goes: what it reported by `corral.job.log_metrics` under the
+reward's name, else what its log says by the reward's regex (ModelArts' way: no change to
+the training code). Each value is an intermediate reward at a step (a regex match's step
+is its count); the last one is the trial's reward.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import pathlib
+import re
+
+import sqlalchemy as sa
+
+from corral.domain.search import spec, trials
+from corral.storage import nofollow, runs
+from corral.store import job_repo, rows, version_repo
+
+#: at most this much of a log is read per pass (the rest on the next)
+CHUNK = 4 * 1024 * 1024
+
+
+@dataclasses.dataclass
+class _Read:
+    """How far a trial's log was read, and the rewards found in it."""
+
+    position: int = 0
+    partial: bytes = b""
+    values: list[float] = dataclasses.field(default_factory=list)
+
+
+class Reader:
+    """Reads trials' rewards; remembers how far each log was read (a restart reads the
+    logs again from their start: the same values)."""
+
+    def __init__(self, runs_dir: pathlib.Path) -> None:
+        self.runs_dir = runs_dir
+        self._logs: dict[tuple[str, int], _Read] = {}
+
+    def read(self, conn: sa.Connection, search: spec.Search,
+             job: rows.Job) -> dict[int, float]:
+        """step -> intermediate reward, of the job's latest attempt."""
+        reported = [p for p in version_repo.points_of(conn, job.id, "worker-0")
+                    if p.name == search.reward]
+        if reported:
+            latest = max(p.attempt for p in reported)
+            return {p.step if p.step is not None else i: p.value
+                    for i, p in enumerate(q for q in reported if q.attempt == latest)}
+        if not search.regex:
+            return {}
+        attempt = job_repo.latest_attempt(conn, job.id)
+        if not attempt:
+            return {}
+        return dict(enumerate(self._from_log(job.id, attempt, re.compile(search.regex))))
+
+    def _from_log(self, job_id: str, attempt: int, pattern: re.Pattern[str]) -> list[float]:
+        state = self._logs.setdefault((job_id, attempt), _Read())
+        path = runs.RunPaths(self.runs_dir, job_id).log_path(attempt, "worker-0")
+        try:
+            fd = nofollow.open_file(path)
+        except OSError:
+            return state.values
+        try:
+            data = os.pread(fd, CHUNK, state.position)
+        finally:
+            os.close(fd)
+        state.position += len(data)
+        *lines, state.partial = (state.partial + data).split(b"\n")
+        for line in lines:
+            value = trials.reward_in(pattern, line.decode("utf-8", "replace"))
+            if value is not None:
+                state.values.append(value)
+        return state.values
+
+    def forget(self, job_ids: set[str]) -> None:
+        """Drop what was read of these jobs' logs (their trials ended)."""
+        for key in [k for k in self._logs if k[0] in job_ids]:
+            del self._logs[key]

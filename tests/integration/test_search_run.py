@@ -1,0 +1,88 @@
+"""Hyperparameter searches with real trial processes, on SQLite and PostgreSQL: trials as
+owned jobs at most N at once, rewards from the log, the phase, the model, a stop."""
+
+from __future__ import annotations
+
+import pathlib
+from collections.abc import Iterator
+
+import pytest
+import sqlalchemy as sa
+
+from corral.store import job_repo, model_repo, schema
+from tests import conftest
+from tests import factories as f
+from tests.integration import search_rig as rig
+
+
+@pytest.fixture
+def live(tmp_path: pathlib.Path, db_url: str) -> Iterator[conftest.Live]:
+    server = rig.start(tmp_path / "home", db_url)
+    yield server
+    conftest.stop_live(server)
+
+
+def _overlap(live: conftest.Live, job_ids: list[str]) -> int:
+    """The most of these jobs that ran at the same time (from their start and end)."""
+    with live.embedded.platform.store.read() as conn:
+        spans = [(j.start_time, j.end_time) for j in
+                 (job_repo.job_by_id(conn, i) for i in job_ids) if j is not None]
+    edges = sorted([(s, 1) for s, _ in spans] + [(e, -1) for _, e in spans])
+    most = now = 0
+    for _t, step in edges:
+        now += step
+        most = max(most, now)
+    return most
+
+
+def test_search_runs_its_trials_and_completes_with_the_best(
+        live: conftest.Live, tmp_path: pathlib.Path) -> None:
+    out = tmp_path / "out"
+    job = live.submit(rig.body(rig.code(tmp_path), rig.policy(samples=5, parallel=2),
+                               outputs={"train_url": str(out)}))
+    job_id = job["metadata"]["id"]
+    done = live.wait(job_id, timeout=120)
+
+    assert done["status"]["phase"] == "Completed", done["status"]
+    trials = rig.trials(live, job_id)
+    assert [t.state for t in trials] == ["completed"] * 5
+    assert _overlap(live, [t.job_id for t in trials]) <= 2
+    best = max(trials, key=lambda t: t.reward)
+    # The reward is the last value the log said; the params reached the trial.
+    lr, width = (out / f"trial-{best.number}" / "params.txt").read_text().split()
+    assert f"{float(lr):g}" in best.params and width in best.params
+    with live.embedded.platform.store.read() as conn:
+        model = model_repo.get(conn, live.project_id, job["metadata"]["name"])
+        version = model_repo.resolve(conn, model, None, None)
+        names = [m.name for m in model_repo.list_models(conn, live.project_id)]
+    assert names == [job["metadata"]["name"]]  # the trials register none of their own
+    assert version.source_job_id == best.job_id
+
+
+def test_a_search_whose_trials_all_fail_fails(live: conftest.Live,
+                                              tmp_path: pathlib.Path) -> None:
+    job = live.submit(rig.body(rig.code(tmp_path), rig.policy(samples=2), fail_above=0))
+    done = live.wait(job["metadata"]["id"], timeout=120)
+
+    assert done["status"]["phase"] == "Failed", done["status"]
+    assert [t.state for t in rig.trials(live, job["metadata"]["id"])] == ["failed"] * 2
+
+
+def test_stopping_a_search_stops_its_trials(live: conftest.Live,
+                                            tmp_path: pathlib.Path) -> None:
+    job = live.submit(rig.body(rig.code(tmp_path), rig.policy(samples=6, parallel=2),
+                               steps=1000, pause=0.1))
+    job_id = job["metadata"]["id"]
+    f.wait_for(lambda: len(rig.trials(live, job_id)) == 2, 60, "two trials")
+    r = live.http.post(live.path(f"/training-jobs/{job_id}/actions"),
+                       json={"action_type": "terminate"})
+    assert r.status_code == 202, r.text
+    done = live.wait(job_id, timeout=60)
+
+    assert done["status"]["phase"] == "Terminated"
+    trials = rig.trials(live, job_id)
+    assert [t.state for t in trials] == ["stopped"] * 2
+    with live.embedded.platform.store.read() as conn:
+        phases = {job_repo.job_by_id(conn, t.job_id).phase for t in trials}  # type: ignore[union-attr]
+        n = conn.execute(sa.select(sa.func.count()).select_from(schema.jobs)).scalar_one()
+    assert phases == {"Terminated"} and n == 3
