@@ -4,6 +4,7 @@ the writes of a leader whose epoch is over."""
 
 from __future__ import annotations
 
+import contextlib
 import threading
 
 import pytest
@@ -11,6 +12,7 @@ import sqlalchemy as sa
 
 from corral.scheduler import leadership
 from corral.store import db, lease_repo
+from tests import factories
 
 TIMES = leadership.Times(lease_ms=10_000, renew_ms=2_000)
 
@@ -92,6 +94,104 @@ def test_a_takeover_waits_for_the_fenced_writes_under_way(pg_url: str) -> None:
         assert (lease.holder, lease.epoch, lease.url) == (b.me, 2, None)
     finally:
         store.dispose()
+
+
+#: short lease times, for the tests that wait for the database to end a transaction
+SHORT = leadership.Times(lease_ms=2_000, renew_ms=500)
+
+
+def backend(conn: sa.Connection) -> int:
+    return int(conn.connection.driver_connection.info.backend_pid)  # type: ignore[union-attr]
+
+
+def in_transaction(store: db.Store, pid: int) -> bool:
+    """The session `pid` is still there, inside a transaction that waits for its client."""
+    with store.read() as conn:
+        state = conn.execute(sa.text("SELECT state FROM pg_stat_activity WHERE pid = :pid"),
+                             {"pid": pid}).scalar()
+    return state == "idle in transaction"
+
+
+def test_a_follower_frozen_in_its_step_holds_the_leader_back_in_nothing(pg_url: str) -> None:
+    """PostgreSQL: a follower's step reads the row without locking it, so a follower frozen
+    in the middle of one (here: held inside it, after its read) keeps neither the leader's
+    renewal nor its writes waiting. (It read the row FOR UPDATE: frozen there, it held the
+    leader back until the database ended its transaction, or, before that limit existed,
+    until it woke, and no one led meanwhile.)"""
+    store, other = db.Store(pg_url), db.Store(pg_url)
+    store.migrate()
+    a = leadership.Leader(store, "a", None, TIMES)
+    b = leadership.Leader(other, "b", None, TIMES)
+    frozen: list[int] = []
+    wake = threading.Event()
+
+    @sa.event.listens_for(other.engine, "after_cursor_execute")
+    def freeze(conn: sa.Connection, _cursor: object, statement: str, *_: object) -> None:
+        if "FROM leadership" in statement and not wake.is_set():
+            frozen.append(backend(conn))
+            wake.wait(60)
+
+    follower = threading.Thread(target=b.step)
+    try:
+        assert a.step()
+        before, _ = leadership.current(store)
+        follower.start()
+        factories.wait_for(lambda: frozen, 30, "the follower to be inside its step")
+        assert a.step()
+        with store.fenced(a.guard(1)).begin() as conn:
+            conn.execute(sa.text("UPDATE leadership SET url = 'a was here'"))
+        assert in_transaction(store, frozen[0])  # done while the follower is still frozen
+        after, _ = leadership.current(store)
+        assert after.expires_at > before.expires_at and after.url == "a was here"
+    finally:
+        wake.set()
+        follower.join(30)
+        store.dispose()
+        other.dispose()
+
+
+def test_a_takeover_waits_for_the_row_no_longer_than_a_leader_acts_on_a_renewal(
+        pg_url: str) -> None:
+    """PostgreSQL: a transaction that keeps the row locked while busy (not waiting for its
+    server, so the database lets it be) holds a takeover back for `hold_ms` at most: the
+    step gives up, and the standby tries again at its next one."""
+    store = db.Store(pg_url)
+    store.migrate()
+    a = leadership.Leader(store, "a", None, SHORT)
+    b = leadership.Leader(store, "b", None, SHORT)
+    busy = threading.Thread(target=_lock_and_sleep, args=(store, a, 30))
+    try:
+        assert a.step()
+        busy.start()
+        factories.wait_for(lambda: _sleeping(store), 30, "a's transaction to hold the row")
+        assert not b.step()  # the lease has not run out: b follows, without waiting
+        factories.wait_for(lambda: _expired(store), 30, "the lease to run out")
+        assert not b.step()  # the row is still locked: b gives up after hold_ms...
+        assert busy.is_alive()  # ...not once a's transaction has ended
+    finally:
+        with store.read() as conn:  # (a's transaction need not sleep on)
+            conn.execute(sa.text("SELECT pg_cancel_backend(pid) FROM pg_stat_activity "
+                                 "WHERE query LIKE 'SELECT pg_sleep%'"))
+        busy.join(60)
+        store.dispose()
+
+
+def _lock_and_sleep(store: db.Store, a: leadership.Leader, seconds: float) -> None:
+    with contextlib.suppress(sa.exc.OperationalError), \
+            store.fenced(a.guard(1)).begin() as conn:
+        conn.execute(sa.text("SELECT pg_sleep(:s)"), {"s": seconds})
+
+
+def _sleeping(store: db.Store) -> bool:
+    with store.read() as conn:
+        return conn.execute(sa.text(
+            "SELECT 1 FROM pg_stat_activity WHERE state = 'active' "
+            "AND query LIKE 'SELECT pg_sleep%'")).first() is not None
+
+
+def _expired(store: db.Store) -> bool:
+    lease, now = leadership.current(store)
+    return lease.expires_at <= now
 
 
 def test_migration_0012_adds_a_lease_never_held_and_goes_back_down(db_url: str) -> None:
