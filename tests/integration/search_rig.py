@@ -23,6 +23,7 @@ p.add_argument("--steps", type=int, default=4)
 p.add_argument("--pause", type=float, default=0.05)
 p.add_argument("--fail_above", type=float, default=10.0)
 p.add_argument("--train_url", default="")
+p.add_argument("--use_metrics", default="")
 a, _ = p.parse_known_args()
 if a.train_url:
     os.makedirs(a.train_url, exist_ok=True)
@@ -36,7 +37,11 @@ if a.lr > a.fail_above:
     sys.exit(3)
 best = 1.0 - abs(math.log10(a.lr) + 2) / 4 + a.width / 1000
 for step in range(1, a.steps + 1):
-    print(f"step {step} accuracy={best * step / a.steps:.4f};", flush=True)
+    if a.use_metrics:
+        from corral import job
+        job.log_metrics({"accuracy": best * step / a.steps}, step=step)
+    else:
+        print(f"step {step} accuracy={best * step / a.steps:.4f};", flush=True)
     time.sleep(a.pause)
 """
 

@@ -3,6 +3,7 @@ owned jobs at most N at once, rewards from the log, the phase, the model, a stop
 
 from __future__ import annotations
 
+import json
 import pathlib
 from collections.abc import Iterator
 
@@ -86,3 +87,37 @@ def test_stopping_a_search_stops_its_trials(live: conftest.Live,
         phases = {job_repo.job_by_id(conn, t.job_id).phase for t in trials}  # type: ignore[union-attr]
         n = conn.execute(sa.select(sa.func.count()).select_from(schema.jobs)).scalar_one()
     assert phases == {"Terminated"} and n == 3
+
+
+def test_the_pruner_stops_trials_that_fall_behind_with_why(
+        live: conftest.Live, tmp_path: pathlib.Path) -> None:
+    policy = rig.policy("median_stop_search", samples=6, parallel=1, n_startup_trials=1,
+                        n_warmup_steps=1, seed=7)
+    job = live.submit(rig.body(rig.code(tmp_path), policy, steps=8, pause=0.25))
+    done = live.wait(job["metadata"]["id"], timeout=180)
+
+    assert done["status"]["phase"] == "Completed", done["status"]
+    trials = rig.trials(live, job["metadata"]["id"])
+    pruned = [t for t in trials if t.state == "pruned"]
+    assert pruned, [(t.state, t.reward) for t in trials]
+    assert all(t.reason.startswith("pruned by median_stop_search: reward") for t in pruned)
+    with live.embedded.platform.store.read() as conn:
+        phases = {job_repo.job_by_id(conn, t.job_id).phase for t in pruned}  # type: ignore[union-attr]
+    assert phases == {"Terminated"}
+    # A pruned trial ran fewer steps than one that ran to its end.
+    first = trials[0]
+    assert first.state == "completed"
+    assert all(len(json.loads(t.intermediate)) < len(json.loads(first.intermediate))
+               for t in pruned)
+
+
+def test_rewards_reported_by_log_metrics_count(live: conftest.Live,
+                                               tmp_path: pathlib.Path) -> None:
+    policy = rig.policy(samples=2, regex="never says (this)")
+    job = live.submit(rig.body(rig.code(tmp_path), policy, use_metrics="1"))
+    done = live.wait(job["metadata"]["id"], timeout=120)
+
+    assert done["status"]["phase"] == "Completed", done["status"]
+    trials = rig.trials(live, job["metadata"]["id"])
+    assert [t.state for t in trials] == ["completed"] * 2
+    assert all(json.loads(t.intermediate).keys() == {"1", "2", "3", "4"} for t in trials)

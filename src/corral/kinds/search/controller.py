@@ -37,6 +37,8 @@ class View:
     stored: list[kind_rows.SearchTrial]
     trial_jobs: dict[str, rows.Job]
     reports: dict[int, dict[int, float]]
+    #: trials whose job ended and whose reports are all read
+    final: set[int]
     #: why a trial could not be submitted this pass
     refused: str | None = None
 
@@ -89,11 +91,12 @@ class Controller:
             owned_jobs = {j.id: j for j in
                           job_repo.owned_jobs(conn, common.KIND, s.job_id).values()}
             search = common.search_of(s)
-            reports = {t.number: self.platform.rewards.read(conn, search, owned_jobs[t.job_id])
-                       for t in stored
-                       if State(t.state) in trials.LIVE and t.job_id in owned_jobs}
+            read = {t.number: self.platform.rewards.read(conn, search, owned_jobs[t.job_id])
+                    for t in stored
+                    if State(t.state) in trials.LIVE and t.job_id in owned_jobs}
         return View(s=s, search=search, job=job, stored=stored, trial_jobs=owned_jobs,
-                    reports=reports)
+                    reports={n: r[0] for n, r in read.items()},
+                    final={n for n, r in read.items() if r[1]})
 
     def _start(self, conn: sa.Connection, v: View, now: int) -> None:
         if v.job.phase != jobs.Phase.CREATING.value:
@@ -124,7 +127,7 @@ class Controller:
                     t, intermediate=json.dumps({str(k): x for k, x in report.items()}),
                     reward=reward)
             job = v.job_of(t)
-            if job is not None and jobs.Phase(job.phase) in jobs.TERMINAL:
+            if job is not None and t.number in v.final:
                 v.stored[i] = _end_trial(conn, t, job, now)
                 self.platform.rewards.forget({job.id})
             elif v.stopping and t.state == State.RUNNING:

@@ -13,6 +13,7 @@ import re
 
 import sqlalchemy as sa
 
+from corral.domain import jobs
 from corral.domain.search import spec, trials
 from corral.storage import nofollow, runs
 from corral.store import job_repo, rows, version_repo
@@ -39,22 +40,38 @@ class Reader:
         self._logs: dict[tuple[str, int], _Read] = {}
 
     def read(self, conn: sa.Connection, search: spec.Search,
-             job: rows.Job) -> dict[int, float]:
-        """step -> intermediate reward, of the job's latest attempt."""
+             job: rows.Job) -> tuple[dict[int, float], bool]:
+        """(step -> intermediate reward of the job's latest attempt, whether they are all
+        there is to read). What a job reports through log_metrics is stored by the storage
+        component, whose last read of an ended job is done when it marks it finished; its
+        log is read here, all of it once the job has ended."""
         reported = [p for p in version_repo.points_of(conn, job.id, "worker-0")
                     if p.name == search.reward]
-        if reported:
-            latest = max(p.attempt for p in reported)
-            return {p.step if p.step is not None else i: p.value
-                    for i, p in enumerate(q for q in reported if q.attempt == latest)}
-        if not search.regex:
-            return {}
+        ended = jobs.Phase(job.phase) in jobs.TERMINAL
+        if reported or not search.regex:
+            latest = max((p.attempt for p in reported), default=0)
+            return ({p.step if p.step is not None else i: p.value
+                     for i, p in enumerate(q for q in reported if q.attempt == latest)},
+                    ended and job.finalized_at is not None)
         attempt = job_repo.latest_attempt(conn, job.id)
         if not attempt:
-            return {}
-        return dict(enumerate(self._from_log(job.id, attempt, re.compile(search.regex))))
+            return {}, ended
+        found = self._from_log(job.id, attempt, re.compile(search.regex), ended)
+        if not found and ended and job.finalized_at is None:
+            return {}, False  # it may yet have reported through log_metrics
+        return dict(enumerate(found)), ended
 
-    def _from_log(self, job_id: str, attempt: int, pattern: re.Pattern[str]) -> list[float]:
+    def _from_log(self, job_id: str, attempt: int, pattern: re.Pattern[str],
+                  ended: bool) -> list[float]:
+        values = self._read_log(job_id, attempt, pattern)
+        state = self._logs[(job_id, attempt)]
+        if ended and state.partial:  # its last line, without its newline
+            last = trials.reward_in(pattern, state.partial.decode("utf-8", "replace"))
+            if last is not None:
+                return [*values, last]
+        return values
+
+    def _read_log(self, job_id: str, attempt: int, pattern: re.Pattern[str]) -> list[float]:
         state = self._logs.setdefault((job_id, attempt), _Read())
         path = runs.RunPaths(self.runs_dir, job_id).log_path(attempt, "worker-0")
         try:
