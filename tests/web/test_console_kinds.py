@@ -261,9 +261,9 @@ def test_a_notebook_is_made_opened_in_jupyterlab_and_stopped_from_the_console(
     assert reach == "refused: SecurityError", reach
     lab.close()
 
+    page.on("dialog", lambda dialog: dialog.accept())  # Stop and Delete ask first
     row.get_by_role("button", name="Stop").click()
     expect(row).to_contain_text("STOPPED", timeout=60_000)
-    page.on("dialog", lambda dialog: dialog.accept())
     row.get_by_role("button", name="Delete").click()
     expect(page.get_by_text("No notebook yet.")).to_be_visible(timeout=60_000)
     assert console.errors == []
