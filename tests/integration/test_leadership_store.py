@@ -5,14 +5,18 @@ the writes of a leader whose epoch is over."""
 from __future__ import annotations
 
 import contextlib
+import pathlib
+import socket
 import threading
 
 import pytest
 import sqlalchemy as sa
 
+from corral import server
 from corral.scheduler import leadership
 from corral.store import db, lease_repo
 from tests import factories
+from tests.conftest import make_settings
 
 TIMES = leadership.Times(lease_ms=10_000, renew_ms=2_000)
 
@@ -174,6 +178,27 @@ def test_a_takeover_waits_for_the_row_no_longer_than_a_leader_acts_on_a_renewal(
                                  "WHERE query LIKE 'SELECT pg_sleep%'"))
         busy.join(60)
         store.dispose()
+
+
+def test_a_servers_connections_give_a_silent_database_up_after_hold_ms(
+        tmp_path: pathlib.Path, pg_url: str) -> None:
+    """PostgreSQL: a server's connections carry TCP keepalives and tcp_user_timeout derived
+    from its lease (on a connection cut off silently a statement would otherwise wait for
+    the kernel to give up, many minutes)."""
+    platform = server.build(make_settings(tmp_path / "home", database_url=pg_url,
+                                          leader_lease=4.0, leader_renew=1.0))
+    try:
+        with platform.store.read() as conn:
+            fd = conn.connection.driver_connection.pgconn.socket  # type: ignore[union-attr]
+            sock = socket.socket(fileno=fd)
+            try:
+                options = (sock.getsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE),
+                           sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_USER_TIMEOUT))
+            finally:
+                sock.detach()  # (the connection's, not ours to close)
+        assert options == (1, leadership.Times(4000, 1000).hold_ms)
+    finally:
+        platform.stop()
 
 
 def _lock_and_sleep(store: db.Store, a: leadership.Leader, seconds: float) -> None:
