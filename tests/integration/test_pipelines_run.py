@@ -203,3 +203,16 @@ def test_a_task_whose_job_cannot_be_submitted_fails_and_says_why(
     assert h.states(pid) == {"a": "failed", "b": "upstream_failed"}
     assert "is not a directory" in (h.runs(pid)["a"].message or "")
     assert attempt.state == "failed"
+
+
+def test_a_pipeline_whose_pass_fails_says_so_once_and_holds_no_other_back(
+        h: pl.Harness, code: pathlib.Path) -> None:
+    broken = h.create(pl.pipeline("broken", pl.task("a", code)))
+    fine = h.create(pl.pipeline("fine", pl.task("a", code)))
+    h.execute(kind_tables.pipelines.update().where(kind_tables.pipelines.c.id == broken)
+              .values(spec="{}"))  # a spec no version of corral could read
+
+    assert h.run(fine).state == "success"
+    failed = [e for e in h.events(broken) if e.startswith("The controller's pass failed")]
+    assert len(failed) == 1, failed  # said once, though every pass failed
+    assert h.attempt(broken).state == "running"
