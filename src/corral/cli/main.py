@@ -34,6 +34,7 @@ from corral.cli import (
     pipelines,
     render,
     scheduling,
+    search,
     serve,
 )
 from corral.sdk import client
@@ -103,7 +104,7 @@ def cli(ctx: click.Context, url: str | None) -> None:
 
 
 for _module in (serve, jobs, catalog, scheduling, access, models, gc, datasets, il, pipelines,
-                notebooks):
+                notebooks, search):
     for _command in _module.COMMANDS:
         cli.add_command(_command)
 
