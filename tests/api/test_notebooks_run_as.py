@@ -100,7 +100,9 @@ def test_a_job_reaches_no_jupyterlab_past_the_proxy(live: conftest.Live) -> None
             found.extend(path.read_text(errors="replace").splitlines())
     ports = [c.laddr.port for c in lab.net_connections(kind="inet")
              if c.status == psutil.CONN_LISTEN]
-    sock = live.settings.home / "jupyter" / f"{nb['id']}-1.sock"
+    sock = pathlib.Path(next(a for a in lab.cmdline() if a.startswith("--ServerApp.sock="))
+                        .split("=", 1)[1])
+    assert sock.parent == live.settings.home / "jupyter"
 
     probe = subprocess.run(
         [_python_for(nobody), "-c", PROBE, nb["id"], str(sock), *map(str, ports)],

@@ -240,7 +240,7 @@ class Controller:
             owned.delete(conn, owner_of(nb), now)
             notebook_repo.delete(conn, nb.id)
         shutil.rmtree(session.state_dir(self.settings, nb.id), ignore_errors=True)
-        sockets.remove(session.sockets_dir(self.settings), f"{nb.id}-*.sock")
+        sockets.remove(session.sockets_dir(self.settings), session.socket_pattern(nb.id))
         self.jobs.wake()
 
     # --- a session that ended by itself ----------------------------------------------------
@@ -276,7 +276,8 @@ class Controller:
 
     def _forget_socket(self, nb: kind_rows.Notebook) -> None:
         """Remove the session's socket, the server's once it was taken (a job could not)."""
-        sockets.remove(session.sockets_dir(self.settings), f"{nb.id}-{nb.session}.sock")
+        sockets.remove(session.sockets_dir(self.settings),
+                       session.socket_path(self.settings, nb).name)
 
 
 def _closed() -> dict[str, Any]:

@@ -11,6 +11,7 @@ go into the session's `runtime/` folder, the task user's; the server reads none 
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 import os
 import pathlib
@@ -64,8 +65,17 @@ def sockets_dir(settings: settings_mod.Settings) -> pathlib.Path:
 
 def socket_path(settings: settings_mod.Settings, nb: kind_rows.Notebook) -> pathlib.Path:
     """Where the session's JupyterLab listens: a path the server chose, short enough for
-    a unix socket's address."""
-    return sockets_dir(settings) / f"{nb.id}-{nb.session}.sock"
+    a unix socket's address (108 bytes) below most CORRAL_HOMEs."""
+    return sockets_dir(settings) / f"{_short(nb.id)}-{nb.session}.sock"
+
+
+def socket_pattern(notebook_id: str) -> str:
+    """The names of all the notebook's sessions' sockets, as a glob."""
+    return f"{_short(notebook_id)}-*.sock"
+
+
+def _short(notebook_id: str) -> str:
+    return hashlib.sha256(notebook_id.encode()).hexdigest()[:16]
 
 
 def prepare(settings: settings_mod.Settings, nb: kind_rows.Notebook,
@@ -84,7 +94,7 @@ def prepare(settings: settings_mod.Settings, nb: kind_rows.Notebook,
     for old in state_dir(settings, nb.id).glob("session-*"):
         if old != folder:  # an ended session's runtime files
             shutil.rmtree(old, ignore_errors=True)
-    sockets.remove(sockets_dir(settings), f"{nb.id}-*.sock")
+    sockets.remove(sockets_dir(settings), socket_pattern(nb.id))
     nofollow.make_dirs(folder)
     _own(folder, None, 0o755)  # a folder a job made or changed there is the server's again
     nofollow.make_dirs(folder / "runtime", owner)

@@ -6,7 +6,7 @@ nothing a job could not have said. So the server names the place itself and chec
 there:
 
 - JupyterLab listens on a unix socket, never on a TCP port, at a path the server chose:
-  `$CORRAL_HOME/jupyter/<notebook>-<session>.sock`. That folder is the server's, mode 1733:
+  `$CORRAL_HOME/jupyter/<notebook's hash>-<session>.sock`. That folder is the server's, mode 1733:
   the task user may make a socket in it, but neither list it nor rename or remove what is
   not the task user's (the sticky bit).
 - Once the socket is there, the server makes it its own, mode 0600 (`claim`): from then on
