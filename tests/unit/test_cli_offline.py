@@ -303,6 +303,19 @@ def test_a_bad_job_file_is_one_error_line(
     assert "Traceback" not in result.output
 
 
+@pytest.mark.parametrize("command", [("submit",), ("pipeline", "submit"), ("il", "create", "-f")])
+@pytest.mark.parametrize("name", ["deep.yaml", "deep.json"])
+def test_a_file_nested_deeper_than_the_parsers_go_is_one_error_line(
+    invoke: Any, tmp_path: pathlib.Path, command: tuple[str, ...], name: str
+) -> None:
+    deep = tmp_path / name
+    deep.write_text("[" * 3000 + "]" * 3000)
+
+    result = invoke(*command, str(deep))
+
+    assert_one_error_line(result, f"{deep}: its lists or mappings nest too deep to be read")
+
+
 def test_a_missing_job_file_is_one_error_line(invoke: Any, tmp_path: pathlib.Path) -> None:
     result = invoke("submit", str(tmp_path / "nope.yaml"))
 

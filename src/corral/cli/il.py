@@ -43,6 +43,8 @@ def load(file: pathlib.Path) -> dict[str, Any]:
     except yaml.YAMLError as exc:
         raise render.Failure(f"{file}: not valid YAML or JSON: {render.one_line(exc)}"
                              ) from None
+    except RecursionError:
+        raise jobfile.too_deep(file) from None
     if not isinstance(body, dict) or not isinstance(body.get("spec"), dict):
         raise render.Failure(f"{file}: expected an IncrementalLearningJob (metadata, spec)")
     base = file.absolute().parent

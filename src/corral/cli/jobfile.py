@@ -54,17 +54,23 @@ def load_job_file(file: pathlib.Path) -> dict[str, Any]:
 
 
 def _parse(file: pathlib.Path, text: str) -> Any:
-    if file.suffix.lower() == ".json":
-        try:
-            return json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise render.Failure(
-                f"{file}: not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})"
-            ) from None
     try:
+        if file.suffix.lower() == ".json":
+            return json.loads(text)
         return yaml.safe_load(text)  # YAML also reads JSON, whatever the file is called
+    except json.JSONDecodeError as exc:
+        raise render.Failure(
+            f"{file}: not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})"
+        ) from None
     except yaml.YAMLError as exc:
         raise render.Failure(f"{file}: not valid YAML: {_yaml_problem(exc)}") from None
+    except RecursionError:
+        raise too_deep(file) from None
+
+
+def too_deep(file: pathlib.Path) -> render.Failure:
+    """A file nested deeper than the parsers go (they recurse): no job file is."""
+    return render.Failure(f"{file}: its lists or mappings nest too deep to be read")
 
 
 def _yaml_problem(exc: yaml.YAMLError) -> str:

@@ -44,6 +44,8 @@ def load_pipeline_file(file: pathlib.Path) -> dict[str, Any]:
         raise render.Failure(f"{file}: no such file") from None
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
         raise render.Failure(f"{file}: cannot read it: {render.one_line(exc)}") from None
+    except RecursionError:
+        raise jobfile.too_deep(file) from None
     if not isinstance(body, dict):
         raise render.Failure(f"{file}: expected a mapping (a pipeline: metadata, tasks)")
     unknown = jobfile.unknown_keys(body, spec.PipelineCreate)
