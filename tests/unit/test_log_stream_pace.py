@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from corral.api import logs, streams, watch
+from corral.domain import pacing
 
 
 class _Ctx:
@@ -21,6 +22,7 @@ class _Ctx:
 
     def __init__(self) -> None:
         self.changes = watch.JobChanges()
+        self.log_rate = pacing.Rate(1 << 40)
 
     async def blocking(self, fn: Callable[..., Any], *args: Any) -> Any:
         return fn(*args)
@@ -45,7 +47,7 @@ async def _follow(stream: Any, each: Callable[[bytes], Awaitable[None]]) -> None
 
 def test_a_stream_lets_the_event_loop_turn_between_two_windows(
         tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(streams, "LOG_BYTES_PER_S", 1 << 40)  # the turns, not the rate
+    monkeypatch.setattr(streams, "LOG_BYTES_PER_S", 1 << 40)  # the turns, not the rates
     located = _ended_log(tmp_path / "worker-0.log", 20 * streams.LOG_EVENT_BYTES)
     turns = 0
     seen: list[tuple[int, bytes]] = []
@@ -80,16 +82,26 @@ def test_a_stream_lets_the_event_loop_turn_between_two_windows(
     assert seen[-1][1].startswith(b"event: end")
 
 
-def test_a_stream_sends_no_more_than_its_rate_on_average() -> None:
-    rate = 1_000_000
-    pace = streams.Pace(rate, now=100.0)
+def test_a_rate_is_kept_on_average_with_a_second_s_worth_at_once() -> None:
+    rate = pacing.Rate(1_000_000)
     now, waited = 100.0, 0.0
-    for _ in range(50):  # 50 windows of 100 kB sent back to back: 5 s worth at its rate
-        wait = pace.wait_after(100_000, now)
+    burst = [rate.wait_after(100_000, now) for _ in range(10)]  # a second's worth at once
+    assert burst == [0.0] * 10
+    for _ in range(50):  # 50 windows of 100 kB more, back to back: 5 s worth at its rate
+        wait = rate.wait_after(100_000, now)
         waited += wait
         now += wait
     assert now - 100.0 >= 5.0 - 0.1  # sent within 0.1 s of what its rate allows, no sooner
-    assert pace.wait_after(1_000, now + 10.0) == 0.0  # after a quiet while: at once
-    # ... and at most a second's worth at once
-    burst = [pace.wait_after(100_000, now + 10.0) for _ in range(20)]
-    assert burst[:9] == [0.0] * 9 and burst[-1] > 0.9
+    assert rate.wait_after(1_000, now + 10.0) == 0.0  # after a quiet while: at once again
+    later = [rate.wait_after(100_000, now + 10.0) for _ in range(20)]
+    assert later[:9] == [0.0] * 9 and later[-1] > 0.9
+
+
+def test_streams_that_share_a_rate_take_turns() -> None:
+    shared = pacing.Rate(1_000_000)
+    now = 0.0
+    for _ in range(10):
+        shared.wait_after(100_000, now)  # its second's worth spent
+    # Three streams each send a window in turn: each waits for what all three sent.
+    waits = [shared.wait_after(100_000, now) for _ in range(3)]
+    assert waits == pytest.approx([0.1, 0.2, 0.3])

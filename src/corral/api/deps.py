@@ -16,7 +16,7 @@ from fastapi import Depends, Request
 
 from corral import settings as settings_mod
 from corral.api import authcache, watch
-from corral.domain import specs
+from corral.domain import pacing, specs
 from corral.scheduler import catalog as catalog_mod
 from corral.services import secretbox, submit
 from corral.storage import objects, paths
@@ -26,6 +26,9 @@ T = TypeVar("T")
 P = ParamSpec("P")
 #: threads of the API's own pool (see Context.blocking), at most
 API_THREADS = 32
+#: what all log streams of a server send per second at most, together (api/streams.py):
+#: 100 streams of a flooding log at 1 MiB/s each kept /healthz waiting for a second
+LOG_BYTES_PER_S = 32 * 1024 * 1024
 
 
 @dataclasses.dataclass
@@ -51,6 +54,9 @@ class Context:
     notebook_port: int | None = None
     #: who waits on which job (GET .../training-jobs/{id}?watch=...), told of changes
     changes: watch.JobChanges = dataclasses.field(default_factory=watch.JobChanges)
+    #: what the log streams may still send, all together (api/streams.py)
+    log_rate: pacing.Rate = dataclasses.field(
+        default_factory=lambda: pacing.Rate(LOG_BYTES_PER_S))
     #: credentials verified in the last few seconds (api/authcache.py)
     auth_cache: authcache.CredentialCache = dataclasses.field(init=False)
     #: where `blocking` runs what it is given (threads are started as needed)

@@ -12,8 +12,10 @@ again the moment a committed transaction changed it, and every second anyway. A 
 held open while it is followed (`logfiles.OpenLog`) and looked at every LOG_POLL_S: one
 `fstat`, and when it grew a `pread` from the offset already sent, a window of whole lines
 at a time, so a log of any size is never read whole. A stream sends one window per turn of
-the event loop and LOG_BYTES_PER_S on average (`Pace`): a log that floods while many
-follow it is shared out evenly, and the API answers meanwhile. Both run on the event loop's thread:
+the event loop and LOG_BYTES_PER_S on average, and all streams together at most
+`deps.LOG_BYTES_PER_S` (`pacing.Rate`): a log that floods while many follow it is shared out
+evenly, what streams cost the server is bounded however many there are, and the API
+answers meanwhile. Both run on the event loop's thread:
 a hand-over to a thread for each read, and a walk of the log's path for each open, cost
 more than the read (100 followers took 40% of a core that way at a 0.1 s look, about 20%
 this way; docs/performance.md).
@@ -34,7 +36,7 @@ from fastapi.responses import StreamingResponse
 
 from corral.api import deps, logs, schemas, watch
 from corral.api.deps import Ctx
-from corral.domain import errors, specs
+from corral.domain import errors, pacing, specs
 from corral.storage import logfiles
 from corral.store import job_repo
 
@@ -50,7 +52,8 @@ LOG_POLL_S = 0.05
 LOG_EVENT_BYTES = 64 * 1024
 #: how far back a stream of new lines looks for the start of the line being written
 LINE_BACK_BYTES = 256 * 1024
-#: what a log stream sends per second at most, on average (a second's worth may go at once)
+#: what a log stream sends per second at most, on average (a second's worth may go at once);
+#: all of a server's log streams together send deps.LOG_BYTES_PER_S at most
 LOG_BYTES_PER_S = 1024 * 1024
 #: how often a log stream reads its task's state when nothing announced a change
 STATE_RECHECK_S = 2.0
@@ -180,21 +183,6 @@ def _tail_start(path: pathlib.Path, tail: int) -> int:
     return logfiles.line_start(path, start, LINE_BACK_BYTES)
 
 
-class Pace:
-    """What one stream may send: `rate` bytes a second on average, and at most a second's
-    worth at once after a quiet while. Many streams of a log that floods share the event
-    loop evenly, and what they cost together is bounded."""
-
-    def __init__(self, rate: float, now: float) -> None:
-        self.rate = rate
-        self._paid = now  #: when what was sent so far is paid for, at `rate`
-
-    def wait_after(self, sent: int, now: float) -> float:
-        """Seconds to wait, having sent `sent` more bytes."""
-        self._paid = max(self._paid, now - 1.0) + sent / self.rate
-        return max(0.0, self._paid - now)
-
-
 async def _log_events(ctx: deps.Context, request: Request, project_id: str, job_id: str,
                       task: str, attempt: int | None, log: logs.Located, offset: int | None,
                       tail: int | None, timeout: float) -> AsyncIterator[bytes]:
@@ -206,7 +194,7 @@ async def _log_events(ctx: deps.Context, request: Request, project_id: str, job_
     checked = loop.time() - random.uniform(0, STATE_RECHECK_S)
     pos = offset if offset is not None or tail is not None else 0
     opened = logfiles.OpenLog(log.path)
-    pace = Pace(LOG_BYTES_PER_S, loop.time())
+    own = pacing.Rate(LOG_BYTES_PER_S)
     with ctx.changes.watching(job_id) as watcher, contextlib.closing(opened):
         while True:
             watcher.arm()
@@ -225,7 +213,8 @@ async def _log_events(ctx: deps.Context, request: Request, project_id: str, job_
                 # Every other stream and call has its turn before the next window (a write
                 # to a client returns at once while its socket has room: a log that grows
                 # faster than it is read kept the loop here); past its rate, it waits more.
-                await asyncio.sleep(pace.wait_after(len(win.data), loop.time()))
+                await asyncio.sleep(max(own.wait_after(len(win.data), loop.time()),
+                                        ctx.log_rate.wait_after(len(win.data), loop.time())))
                 if loop.time() >= deadline:
                     return
             if sent:
