@@ -145,3 +145,15 @@ def test_a_leader_stops_by_its_own_clock_before_its_lease_ends() -> None:
 def test_unsafe_lease_times_are_refused() -> None:
     assert leadership.check_times(LEASE, leadership.RENEW_MS, MARGIN) is None
     assert leadership.check_times(10_000, 8_000, 3_000) is not None
+
+
+@given(lease_ms=st.integers(1_000, 300_000), sent_at=st.floats(0, 1e6))
+def test_a_transaction_ended_for_waiting_hold_ms_is_one_its_leader_no_longer_acts_in(
+        lease_ms: int, sent_at: float) -> None:
+    """The database ends a transaction on the lease row once it has waited `hold_for` for
+    its server. Begun after the renewal sent at `sent_at` (a renewal waits for it), it has
+    then waited until the leader's own clock says the leader stopped acting."""
+    term = leadership.Term()
+    term.granted(1, sent_at, lease_ms, leadership.margin_for(lease_ms))
+    assert not term.holds(sent_at + leadership.hold_for(lease_ms) / 1000)
+    assert leadership.hold_for(lease_ms) < lease_ms  # and frees the row within the lease
