@@ -1,14 +1,16 @@
 """corral at the scale a lab reaches after a few months, measured through its HTTP API.
 
 A long history (100,000 ended jobs, 1,000,000 events), a deep queue (10,000 waiting), many
-tasks running at once (1,000), many people watching (100 log followers, 50 clients). Each
-section starts `corral server` as its own process (a temporary CORRAL_HOME, default
-settings but for what the section says), fills the database through the store where a
-user's months would have (bulk inserts), and times the calls a user makes. Each figure is
-printed beside its target and, where one exists, a baseline from the same run. Nothing
-here asserts: the targets are printed as PASS or MISS (see README.md in this directory).
+tasks running at once (1,000), many people watching (100 log followers, 50 clients), one
+log flooding while 100 follow it (flood.py). Each section starts `corral server` as its
+own process (a temporary CORRAL_HOME, default settings but for what the section says),
+fills the database through the store where a user's months would have (bulk inserts), and
+times the calls a user makes. Each figure is printed beside its target and, where one
+exists, a baseline from the same run. Nothing here asserts: the targets are printed as
+PASS or MISS (see README.md in this directory).
 
-    python benchmarks/bench_scale.py [--only history,queue,clients,running,followers,submit]
+    python benchmarks/bench_scale.py [--only history,queue,clients,running,followers,
+                                             flood,submit]
                                      [--quick] [--no-postgres] [--json PATH]
 """
 
@@ -34,10 +36,11 @@ from typing import Any
 
 import bench_local
 import bench_scheduler
+import flood
 import psutil
 import sqlalchemy as sa
 
-SECTIONS = ("history", "queue", "clients", "running", "followers", "submit")
+SECTIONS = ("history", "queue", "clients", "running", "followers", "flood", "submit")
 PG_ADMIN_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
 DAY_MS = 86_400_000
 #: name prefixes in the history: each names 1 job in PREFIXES
@@ -65,15 +68,19 @@ class Sizes:
     calls: int  #: calls per client
     submit_s: float  #: how long submissions are sustained
     submitters: int  #: client threads submitting
+    flood_followers: int  #: clients following one flooding log
+    flood_mb: int  #: what the flooding job writes
+    flood_s: float  #: how long they follow it
 
 
 FULL = Sizes(history=100_000, events=10, small=1_000, repeats=100, queued=10_000, nodes=100,
              passes=20, running=1000, idle_s=60.0, followers=100, writers=10,
              lines_per_s=100, follow_s=20.0, clients=50, calls=40, submit_s=60.0,
-             submitters=8)
+             submitters=8, flood_followers=100, flood_mb=2000, flood_s=30.0)
 QUICK = Sizes(history=2_000, events=10, small=200, repeats=20, queued=500, nodes=20,
               passes=3, running=10, idle_s=2.0, followers=6, writers=2, lines_per_s=20,
-              follow_s=3.0, clients=5, calls=5, submit_s=3.0, submitters=2)
+              follow_s=3.0, clients=5, calls=5, submit_s=3.0, submitters=2,
+              flood_followers=6, flood_mb=50, flood_s=3.0)
 
 log = bench_local.log
 pct = bench_local.percentile
@@ -706,6 +713,34 @@ def followers_rows(r: dict[str, Any], sizes: Sizes) -> list[Row]:
     ]
 
 
+def section_flood(sizes: Sizes, parent: pathlib.Path) -> dict[str, Any]:
+    with fresh_home(parent) as home, server(home, {}) as srv:
+        before = cpu_of([srv.proc.pid])
+        r = flood.section_flood(sizes.flood_followers, sizes.flood_mb, sizes.flood_s, srv,
+                                home)
+        r["cpu"] = (cpu_of([srv.proc.pid]) - before) / sizes.flood_s
+    return r
+
+
+def flood_rows(r: dict[str, Any], sizes: Sizes) -> list[Row]:
+    got, first, hz = r["mb_per_follower"], r["first_s"], r["healthz"]
+    n = r["followers"]
+    return [
+        Row(f"1 job writing {r['mb']} MB, {n} clients following its log from its start "
+            f"({r['seconds']:g} s): streams that got lines", "all",
+            {"SQLite": f"{n - r['silent']} of {n} (first after {first['median']:.1f} s, "
+                       f"at most {first['max']:.1f} s); MB each min / median / max "
+                       f"{got['min']:.1f} / {got['median']:.1f} / {got['max']:.1f}, "
+                       f"{r['mb_per_s']:.0f} MB/s in all"},
+            "-", not r["silent"]),
+        Row("the same: /healthz once a second", f"no timeout ({flood.HEALTH_TIMEOUT_S:g} s)",
+            {"SQLite": f"median {_ms(hz['median_ms'])}, max {_ms(hz['max_ms'])}; "
+                       f"{hz['timeouts']} of {hz['probes']} timed out"},
+            "-", hz["timeouts"] == 0 and hz["probes"] > 0),
+        Row("the same: server CPU", "printed", {"SQLite": f"{r['cpu'] * 100:.0f}%"}),
+    ]
+
+
 # --- the report -----------------------------------------------------------------------------
 
 
@@ -782,7 +817,8 @@ def report(figures: dict[str, Any], sizes: Sizes, dbs: Sequence[str]) -> str:
         rows += history_rows(figures["history"], sizes)
         rows += clients_rows(figures["history"], sizes)
     for key, fn in (("queue", queue_rows), ("running", running_rows),
-                    ("followers", followers_rows), ("submit", submit_rows)):
+                    ("followers", followers_rows), ("flood", flood_rows),
+                    ("submit", submit_rows)):
         if key in figures:
             rows += fn(figures[key], sizes)
     load = figures["load"]
@@ -826,6 +862,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         figures["running"] = section_running(sizes, a.home_parent)
     if "followers" in a.sections:
         figures["followers"] = section_followers(sizes, a.home_parent)
+    if "flood" in a.sections:
+        figures["flood"] = section_flood(sizes, a.home_parent)
     figures["load"]["after"] = os.getloadavg()[0]
     print(report(figures, sizes, [db.name for db in dbs]))
     if a.json:

@@ -39,12 +39,15 @@ def test_quick_scale_benchmark_prints_every_section(tmp_path: pathlib.Path) -> N
         "server CPU while nothing changes",
         "a line's delay, max",
         "submissions sustained for",
+        "clients following its log from its start",
+        "/healthz once a second",
     ):
         assert line in proc.stdout, line
     figures = json.loads(out.read_text())
-    assert set(figures) >= {"history", "queue", "running", "followers", "submit"}
+    assert set(figures) >= {"history", "queue", "running", "followers", "flood", "submit"}
     assert figures["history"]["SQLite"]["large"]["clients"]["errors"] == 0
     assert figures["running"]["running"] == figures["sizes"]["running"]
     assert figures["followers"]["lines"] > 0 and figures["followers"]["missing"] == 0
     assert figures["submit"]["SQLite"]["accepted"] > 0
+    assert figures["flood"]["silent"] == 0 and figures["flood"]["healthz"]["probes"] > 0
     assert list((tmp_path / "homes").iterdir()) == []  # every temporary home is gone
