@@ -121,3 +121,22 @@ def test_rewards_reported_by_log_metrics_count(live: conftest.Live,
     trials = rig.trials(live, job["metadata"]["id"])
     assert [t.state for t in trials] == ["completed"] * 2
     assert all(json.loads(t.intermediate).keys() == {"1", "2", "3", "4"} for t in trials)
+
+
+def test_deleting_a_running_search_deletes_its_trials(live: conftest.Live,
+                                                      tmp_path: pathlib.Path) -> None:
+    job = live.submit(rig.body(rig.code(tmp_path), rig.policy(samples=4, parallel=2),
+                               steps=1000, pause=0.1))
+    job_id = job["metadata"]["id"]
+    f.wait_for(lambda: len(rig.trials(live, job_id)) == 2, 60, "two trials")
+    trial_jobs = [t.job_id for t in rig.trials(live, job_id)]
+
+    r = live.http.delete(live.path(f"/training-jobs/{job_id}"))
+    assert r.status_code == 202, r.text
+
+    def gone() -> bool:
+        return all(live.http.get(live.path(f"/training-jobs/{j}")).status_code == 404
+                   for j in [job_id, *trial_jobs])
+    f.wait_for(gone, 60, "the search and its trials deleted")
+    # its rows go with its job's when that is purged, as any deleted job's are
+    f.wait_for(lambda: not rig.trials(live, job_id), 30, "its trials' rows removed")
