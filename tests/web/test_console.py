@@ -142,6 +142,7 @@ def test_stop_from_the_page_ends_the_job(console: Console) -> None:
     job_id = srv.submit(factories.make_job(name="to-stop", command="sleep 300"))
     srv.wait(job_id, {"Running"})
     page = console.project(f"jobs/{job_id}")
+    page.once("dialog", lambda dialog: dialog.accept())  # it asks first
     page.get_by_role("button", name="Stop").click()
     expect(page.locator("h1 + .phase-line [data-state=Terminated]")).to_be_visible(
         timeout=30_000)

@@ -73,6 +73,8 @@ def test_a_pipeline_s_dag_is_drawn_live_and_it_can_be_rerun(console: Console,
                                                                        timeout=30_000)
     expect(page.locator("h1 + .phase-line [data-state=failed]")).to_be_visible()
     expect(page.get_by_test_id("progress")).to_have_text("100%")
+    bar = page.get_by_label("progress")  # in the failure's colour, not the running blue
+    assert bar.evaluate("el => getComputedStyle(el).accentColor") == "rgb(185, 28, 28)"
     page.get_by_label("rerun mode").select_option("from_failed")
     page.get_by_role("button", name="Rerun").click()
     expect(page.get_by_text("attempt 2")).to_be_visible()
@@ -113,6 +115,13 @@ def test_a_model_s_alias_moves(console: Console, tmp_path: pathlib.Path) -> None
     factories.wait_for(lambda: srv.http.get(srv.path("/models/classifier")).json().get(
         "version_count") == 2, 30, "two versions registered")
     page = console.project("models/classifier")
+    asked: list[str] = []
+
+    def answer(dialog: Any) -> None:
+        asked.append(dialog.message)
+        dialog.accept()
+
+    page.on("dialog", answer)
     expect(page.get_by_test_id("model-versions").locator("tbody tr")).to_have_count(2)
     expect(page.get_by_test_id("model-versions")).to_contain_text("make-v1")  # lineage
     page.get_by_label("alias").fill("production")
@@ -123,6 +132,7 @@ def test_a_model_s_alias_moves(console: Console, tmp_path: pathlib.Path) -> None
     page.get_by_role("button", name="Move alias").click()
     expect(page.get_by_test_id("alias-production")).to_have_text("v2")
     assert srv.ok("GET", srv.path("/models/classifier"))["aliases"] == {"production": 2}
+    assert asked[-1].startswith("Move production from v1 to v2?"), asked  # each move asked first
     page.get_by_role("button", name="history").click()
     expect(page.get_by_test_id("alias-history").locator("li")).to_have_count(2)
     expect(page.get_by_test_id("alias-history")).to_contain_text(f"v1 → v2 by {srv.user}")

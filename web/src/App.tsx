@@ -1,25 +1,28 @@
-import { lazy, Suspense, type ReactNode } from "react";
+import { Suspense, type ReactNode } from "react";
 import { Navigate, NavLink, Route, Routes, useLocation, useNavigate } from "react-router";
 import { getToken } from "./api/client";
-import { ErrorNote, Loading } from "./components/bits";
+import { Empty, ErrorNote, Loading, NotFound } from "./components/bits";
+import { PageError } from "./components/PageError";
+import { lazyView } from "./lib/load";
 import { useSession } from "./session";
 import { useNotebooksAvailable } from "./views/notebooks/available";
 import { Jobs } from "./views/jobs/Jobs";
 import { Login } from "./views/Login";
 
-// The list of jobs loads with the app; every other view when first opened.
-const JobPage = lazy(() => import("./views/job/JobPage"));
-const Queue = lazy(() => import("./views/Queue"));
-const Pipelines = lazy(() => import("./views/pipelines/Pipelines"));
-const PipelinePage = lazy(() => import("./views/pipelines/PipelinePage"));
-const Loops = lazy(() => import("./views/loops/Loops"));
-const LoopPage = lazy(() => import("./views/loops/LoopPage"));
-const Models = lazy(() => import("./views/models/Models"));
-const ModelPage = lazy(() => import("./views/models/ModelPage"));
-const Notebooks = lazy(() => import("./views/notebooks/Notebooks"));
-const Nodes = lazy(() => import("./views/Nodes"));
-const Access = lazy(() => import("./views/Access"));
-const Admin = lazy(() => import("./views/Admin"));
+// The list of jobs loads with the app; every other view when first opened (tried again
+// while its file does not arrive: lib/load.tsx).
+const JobPage = lazyView(() => import("./views/job/JobPage"));
+const Queue = lazyView(() => import("./views/Queue"));
+const Pipelines = lazyView(() => import("./views/pipelines/Pipelines"));
+const PipelinePage = lazyView(() => import("./views/pipelines/PipelinePage"));
+const Loops = lazyView(() => import("./views/loops/Loops"));
+const LoopPage = lazyView(() => import("./views/loops/LoopPage"));
+const Models = lazyView(() => import("./views/models/Models"));
+const ModelPage = lazyView(() => import("./views/models/ModelPage"));
+const Notebooks = lazyView(() => import("./views/notebooks/Notebooks"));
+const Nodes = lazyView(() => import("./views/Nodes"));
+const Access = lazyView(() => import("./views/Access"));
+const Admin = lazyView(() => import("./views/Admin"));
 
 export function App() {
   const { me, loading, error, retry } = useSession();
@@ -41,7 +44,8 @@ export function App() {
     const next = location.pathname + location.search;
     return <Navigate to={`/login${next && next !== "/" ? `?next=${encodeURIComponent(next)}` : ""}`} replace />;
   }
-  const home = me.projects[0] ? `/p/${me.projects[0].project_id}/jobs` : "/access";
+  // a user in no project yet has no page of a project to start on
+  const home = me.projects[0] ? `/p/${me.projects[0].project_id}/jobs` : me.is_admin ? "/admin" : "/";
   // once logged in, the login page leads where the user was going
   const next = new URLSearchParams(location.search).get("next");
   return (
@@ -49,9 +53,14 @@ export function App() {
       <Route path="/login" element={<Navigate to={next && next.startsWith("/") ? next : home} replace />} />
       <Route path="/p/:pid/*" element={<Shell><ProjectRoutes /></Shell>} />
       <Route path="/admin" element={<Shell><Admin /></Shell>} />
-      <Route path="*" element={error ? <ErrorNote error={error} /> : <Navigate to={home} replace />} />
+      <Route index element={home === "/" ? <Shell><NoProject /></Shell> : <Navigate to={home} replace />} />
+      <Route path="*" element={error ? <ErrorNote error={error} /> : <Shell><NotFound /></Shell>} />
     </Routes>
   );
+}
+
+function NoProject() {
+  return <Empty>You are not a member of any project yet: a platform administrator can add you to one.</Empty>;
 }
 
 function ProjectRoutes() {
@@ -69,7 +78,8 @@ function ProjectRoutes() {
       <Route path="notebooks" element={<Notebooks />} />
       <Route path="nodes" element={<Nodes />} />
       <Route path="access" element={<Access />} />
-      <Route path="*" element={<Navigate to="jobs" replace />} />
+      <Route index element={<Navigate to="jobs" replace />} />
+      <Route path="*" element={<NotFound />} />
     </Routes>
   );
 }
@@ -134,7 +144,10 @@ function Shell({ children }: { children: ReactNode }) {
         {match && !known ? (
           <ErrorNote error={new Error("This project does not exist, or you are not one of its members.")} />
         ) : (
-          <Suspense fallback={<Loading />}>{children}</Suspense>
+          // a view that fails says so in place of itself; another view is another chance
+          <PageError resetKey={location.pathname}>
+            <Suspense fallback={<Loading />}>{children}</Suspense>
+          </PageError>
         )}
       </main>
     </div>

@@ -4,6 +4,7 @@ import { createRoot } from "react-dom/client";
 import { BrowserRouter } from "react-router";
 import { ApiError } from "./api/client";
 import { App } from "./App";
+import { PageError } from "./components/PageError";
 import { SessionProvider } from "./session";
 import "./styles.css";
 
@@ -23,7 +24,9 @@ createRoot(document.getElementById("root")!).render(
     <QueryClientProvider client={client}>
       <BrowserRouter basename="/console">
         <SessionProvider>
-          <App />
+          <PageError>
+            <App />
+          </PageError>
         </SessionProvider>
       </BrowserRouter>
     </QueryClientProvider>

@@ -4,6 +4,7 @@
 import { useEffect, useRef } from "react";
 import uPlot from "uplot";
 import "uplot/dist/uPlot.min.css";
+import { axisSize, FONT, labels, measure } from "../lib/axis";
 
 export interface Line {
   label: string;
@@ -25,7 +26,7 @@ interface Props {
 export function Chart({ title, x, lines, time = false, unit = "", height = 180 }: Props) {
   const box = useRef<HTMLDivElement>(null);
   const plot = useRef<uPlot | null>(null);
-  const shape = `${time}|${lines.map((l) => l.label).join(",")}`;
+  const shape = `${time}|${unit}|${lines.map((l) => l.label).join(",")}`;
 
   useEffect(() => {
     const el = box.current;
@@ -34,7 +35,10 @@ export function Chart({ title, x, lines, time = false, unit = "", height = 180 }
       width: Math.max(200, el.clientWidth),
       height,
       scales: { x: { time } },
-      axes: [{}, { values: (_u, ticks) => ticks.map((t) => `${t}${unit}`), size: 60 }],
+      axes: [
+        { font: FONT },
+        { font: FONT, values: (_u, ticks) => labels(ticks, unit), size: (_u, shown) => axisSize(shown, measure) },
+      ],
       series: [{ label: time ? "time" : "step" }, ...lines.map((l, i) => ({ label: l.label, stroke: COLORS[i % COLORS.length], width: 1.5, spanGaps: true }))],
       legend: { live: true },
       cursor: { drag: { x: true, y: false } },

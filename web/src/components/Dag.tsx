@@ -5,7 +5,9 @@ import { Background, Handle, Position, ReactFlow, type Edge as FlowEdge, type No
 import "@xyflow/react/dist/style.css";
 import { useEffect, useMemo, useState } from "react";
 import { Link } from "react-router";
+import { describe } from "../api/client";
 import type { Edge, TaskNode } from "../lib/dag";
+import { isLoadError, retrying } from "../lib/load";
 import { duration } from "../lib/time";
 import { Badge } from "./bits";
 
@@ -14,7 +16,14 @@ const HEIGHT = 70;
 // ELK is large: it loads with the first graph drawn, not with the page
 let elk: Promise<{ layout: (graph: ElkGraph) => Promise<ElkGraph> }> | null = null;
 function layoutEngine() {
-  elk ??= import("elkjs/lib/elk.bundled.js").then((m) => new m.default());
+  // a load that failed (after its retries) is made again when the graph is next drawn
+  elk ??= retrying(() => import("elkjs/lib/elk.bundled.js")).then(
+    (m) => new m.default(),
+    (err: unknown) => {
+      elk = null;
+      throw err;
+    },
+  );
   return elk;
 }
 
@@ -58,8 +67,11 @@ const TYPES = { task: TaskBox };
 export function Dag({ nodes, edges, pid }: { nodes: TaskNode[]; edges: Edge[]; pid: string }) {
   const shape = useMemo(() => JSON.stringify([nodes.map((n) => n.id), edges.map((e) => e.id)]), [nodes, edges]);
   const [positions, setPositions] = useState<Record<string, { x: number; y: number }>>({});
+  const [failed, setFailed] = useState<unknown>(null);
+  const [tries, setTries] = useState(0);
   useEffect(() => {
     let current = true;
+    setFailed(null);
     layoutEngine()
       .then((engine) => engine.layout({
         id: "root",
@@ -77,11 +89,12 @@ export function Dag({ nodes, edges, pid }: { nodes: TaskNode[]; edges: Edge[]; p
         const out: Record<string, { x: number; y: number }> = {};
         (laid.children ?? []).forEach((c) => (out[c.id] = { x: c.x ?? 0, y: c.y ?? 0 }));
         setPositions(out);
-      });
+      })
+      .catch((err: unknown) => current && setFailed(err));
     return () => {
       current = false;
     };
-  }, [shape]); // laid out again only when the graph's shape changes, not its states
+  }, [shape, tries]); // laid out again only when the graph's shape changes, not its states
   const flowNodes: Node<TaskData>[] = nodes.map((task) => ({
     id: task.id,
     type: "task",
@@ -95,6 +108,13 @@ export function Dag({ nodes, edges, pid }: { nodes: TaskNode[]; edges: Edge[]; p
     return { id: e.id, source: e.source, target: e.target, animated: from?.state === "running" };
   });
   const ready = nodes.every((n) => positions[n.id]);
+  if (failed)
+    return (
+      <div className="error" role="alert">
+        The graph could not be drawn: {isLoadError(failed) ? "its layout code could not be loaded from the server" : describe(failed)}.{" "}
+        <button onClick={() => setTries(tries + 1)}>Try again</button>
+      </div>
+    );
   return (
     <div className="dag" data-testid="dag" data-ready={ready}>
       {ready ? (

@@ -1,6 +1,7 @@
 // Small pieces every view uses: a state badge, an error said in words, a loading line.
 
 import type { ReactNode } from "react";
+import { Link } from "react-router";
 import { describe } from "../api/client";
 
 const TONES: Record<string, string> = {
@@ -12,9 +13,14 @@ const TONES: Record<string, string> = {
   Terminated: "off", canceled: "off", skipped: "off", Stopped: "off", STOPPED: "off", Superseded: "off",
 };
 
+/** how a state is coloured: ok, run, wait, bad or off */
+export function tone(state: string): string {
+  return TONES[state] ?? "off";
+}
+
 export function Badge({ state, title }: { state: string; title?: string }) {
   return (
-    <span className={`badge ${TONES[state] ?? "off"}`} title={title} data-state={state}>
+    <span className={`badge ${tone(state)}`} title={title} data-state={state}>
       {state.replace("_", " ")}
     </span>
   );
@@ -61,4 +67,22 @@ export function KeyValues({ rows }: { rows: [string, ReactNode][] }) {
 
 export function Empty({ children }: { children: ReactNode }) {
   return <div className="empty muted">{children}</div>;
+}
+
+/** A bar of a share done, coloured as the state it belongs to is (a failed run in red). */
+export function Progress({ value, state, label }: { value: number; state: string; label?: string }) {
+  return <progress className={`tone-${tone(state)}`} max={100} value={value} aria-label={label} />;
+}
+
+/** What an address that names no page of the console shows. */
+export function NotFound() {
+  return (
+    <div className="not-found" role="alert">
+      <h1>Not found</h1>
+      <p>The console has no page at this address. The link may be mistyped, or from another version of corral.</p>
+      <p>
+        <Link to="/">Go to the jobs</Link>
+      </p>
+    </div>
+  );
 }

@@ -63,7 +63,7 @@ export default function Access() {
                   made <Time ms={t.created_at} />
                 </td>
                 <td>{t.expires_at ? <>expires <Time ms={t.expires_at} /></> : "never expires"}</td>
-                <td>{t.revoked_at ? "revoked" : <button className="link" onClick={() => revoke.mutate(`/corral/tokens/${t.id}`)}>revoke</button>}</td>
+                <td>{t.revoked_at ? "revoked" : <button className="link" onClick={() => window.confirm(`Revoke the token ${t.description || "with no description"}? Whatever uses it is refused from now on; this cannot be undone.`) && revoke.mutate(`/corral/tokens/${t.id}`)}>revoke</button>}</td>
               </tr>
             ))}
           </tbody>
@@ -85,7 +85,13 @@ export default function Access() {
                 </td>
                 <td>
                   {k.revoked_at ? "revoked" : (
-                    <button className="link" onClick={() => revoke.mutate(`/corral/projects/${pid}/keys/${k.access_key}`)}>
+                    <button
+                      className="link"
+                      onClick={() =>
+                        window.confirm(`Revoke the access key ${k.access_key}? Whatever signs with it is refused from now on; this cannot be undone.`) &&
+                        revoke.mutate(`/corral/projects/${pid}/keys/${k.access_key}`)
+                      }
+                    >
                       revoke
                     </button>
                   )}

@@ -122,7 +122,13 @@ function UserRow({
         {Object.entries(user.projects).map(([pid, r]) => (
           <div key={pid}>
             {names.get(pid) ?? pid}: {r}{" "}
-            <button className="link small" onClick={() => onCall(`/corral/projects/${pid}/members/${user.name}`, "DELETE")}>
+            <button
+              className="link small"
+              onClick={() =>
+                window.confirm(`Take ${user.name} out of ${names.get(pid) ?? pid}? Their access keys for it are revoked.`) &&
+                onCall(`/corral/projects/${pid}/members/${user.name}`, "DELETE")
+              }
+            >
               remove
             </button>
           </div>

@@ -1,17 +1,18 @@
 import { useQuery } from "@tanstack/react-query";
 import { Link } from "react-router";
 import { api } from "../api/client";
-import type { Pool, QueuedJob, SearchResult } from "../api/types";
+import type { Pool, QueuedJob, SearchResult, Whoami } from "../api/types";
 import { Badge, Empty, ErrorNote, Loading, Section } from "../components/bits";
 import { Time } from "../components/Time";
 import { AmountBars } from "../components/Usage";
 import { count } from "../lib/format";
-import { useProject } from "../session";
+import { useProject, useSession } from "../session";
 
 const SHOWN = 200;
 
 export default function Queue() {
   const project = useProject();
+  const { me } = useSession();
   const pid = project.id;
   const pools = useQuery({ queryKey: ["pools", pid], queryFn: () => api<{ pools: Pool[] }>(`/v2/${pid}/training-pools`), refetchInterval: 5_000 });
   const queue = useQuery({
@@ -29,6 +30,7 @@ export default function Queue() {
     refetchInterval: 5_000,
   });
   if (pools.isPending) return <Loading />;
+  const names = projectNames(me?.projects ?? [], pools.data?.pools ?? []);
   return (
     <div className="queue">
       <header className="page-head">
@@ -76,7 +78,8 @@ export default function Queue() {
               </div>
             </div>
             <h3>Running ({runs.length})</h3>
-            {runs.length ? (
+            {running.isPending ? <Loading what="Loading the running jobs" /> : null}
+            {running.isPending ? null : runs.length ? (
               <ul className="plain">
                 {runs.map((j) => (
                   <li key={j.metadata.id}>
@@ -91,7 +94,8 @@ export default function Queue() {
               <Empty>Nothing of this project runs in this pool.</Empty>
             )}
             <h3>Waiting ({waiting.length})</h3>
-            {waiting.length ? (
+            {queue.isPending ? <Loading what="Loading the queue" /> : null}
+            {queue.isPending ? null : waiting.length ? (
               <table className="grid" data-testid={`queue-${pool.pool_id}`}>
                 <thead>
                   <tr>
@@ -107,7 +111,7 @@ export default function Queue() {
                   {waiting.slice(0, SHOWN).map((j) => (
                     <tr key={j.position}>
                       <td>{j.position}</td>
-                      <td>{j.id ? <Link to={`/p/${pid}/jobs/${j.id}`}>{j.name}</Link> : <span className="muted">a job of project {j.project_id}</span>}</td>
+                      <td>{j.id ? <Link to={`/p/${pid}/jobs/${j.id}`}>{j.name}</Link> : <span className="muted">{otherJob(j.project_id, names)}</span>}</td>
                       <td>{j.priority}</td>
                       <td>
                         {j.flavor_id} × {j.node_count}
@@ -129,4 +133,19 @@ export default function Queue() {
       })}
     </div>
   );
+}
+
+/** The names of the projects the user may know: theirs, and those the pools show (each
+ * project that uses a pool or has a quota in it is named there to every member). */
+export function projectNames(mine: Whoami["projects"], pools: Pool[]): Map<string, string> {
+  const names = new Map<string, string>();
+  pools.forEach((pool) => pool.projects.forEach((p) => p.name && names.set(p.project_id, p.name)));
+  mine.forEach((p) => names.set(p.project_id, p.name));
+  return names;
+}
+
+/** A waiting job of another project, whose id and name the queue does not give. */
+export function otherJob(projectId: string, names: Map<string, string>): string {
+  const name = names.get(projectId);
+  return name ? `a job of project ${name}` : "a job of another project";
 }

@@ -2,7 +2,7 @@ import { useMutation, useQueryClient } from "@tanstack/react-query";
 import { useState } from "react";
 import { Link, NavLink, useNavigate, useParams } from "react-router";
 import { api } from "../../api/client";
-import { Badge, ErrorNote, Loading } from "../../components/bits";
+import { Badge, ErrorNote, Loading, NotFound } from "../../components/bits";
 import { useProject } from "../../session";
 import { Metrics } from "./Metrics";
 import { NewVersion } from "./NewVersion";
@@ -37,6 +37,7 @@ export default function JobPage() {
       navigate(`/p/${project.id}/jobs`);
     },
   });
+  if (!TABS.some(([path]) => path === tab)) return <NotFound />;
   if (job.isPending) return <Loading what="Loading the job" />;
   if (!job.data) return <ErrorNote error={job.error} />;
   const j = job.data;
@@ -62,7 +63,13 @@ export default function JobPage() {
         {project.canAct ? (
           <div className="actions">
             {active ? (
-              <button onClick={() => stop.mutate()} disabled={stop.isPending || j.status.phase === "Terminating"}>
+              <button
+                onClick={() =>
+                  window.confirm(`Stop ${j.metadata.name}? Its tasks get SIGTERM, then SIGKILL after the grace period; it ends Terminated.`) &&
+                  stop.mutate()
+                }
+                disabled={stop.isPending || j.status.phase === "Terminating"}
+              >
                 {j.status.phase === "Terminating" ? "Stopping…" : "Stop"}
               </button>
             ) : null}

@@ -1,9 +1,10 @@
 import { useQuery } from "@tanstack/react-query";
 import { api } from "../../api/client";
 import type { Job, Series } from "../../api/types";
-import { Empty, ErrorNote, Section } from "../../components/bits";
+import { Empty, ErrorNote, Loading, Section } from "../../components/bits";
 import { Chart } from "../../components/Chart";
 import { number } from "../../lib/format";
+import { memory } from "../../lib/axis";
 import { align } from "../../lib/series";
 import { ACTIVE } from "./useJob";
 
@@ -26,6 +27,7 @@ export function Metrics({ pid, job }: { pid: string; job: Job }) {
     <div className="metrics">
       <Section title="Training metrics">
         <ErrorNote error={training.error} />
+        {training.isPending ? <Loading what="Loading the metrics" /> : null}
         {finals.length ? (
           <div className="finals" data-testid="final-metrics">
             {finals.map(([k, v]) => (
@@ -67,15 +69,17 @@ function Resources({ pid, job, task, active }: { pid: string; job: Job; task: st
   if (!job.status.running_records.length) return null;
   const by = new Map((q.data?.metrics ?? []).filter((s) => RESOURCE.includes(s.metric)).map((s) => [s.metric, s.value]));
   const x = q.data?.times ?? [];
+  const mem = memory(by.get("memUsedMB") ?? []);
   const gpus = (by.get("gpuUtil") ?? []).some((v) => v > 0) || (by.get("gpuMemUsage") ?? []).some((v) => v > 0);
   return (
     <Section title={`Resources of ${task} (latest attempt)`}>
       <ErrorNote error={q.error} />
+      {q.isPending ? <Loading what="Loading the samples" /> : null}
       {q.data && !x.length ? <Empty>No samples yet.</Empty> : null}
       {x.length ? (
         <div className="charts">
           <Chart title={`CPU ${task}`} x={x} time unit="%" lines={[{ label: "CPU % of its cores", values: by.get("cpuUsage") ?? [] }]} />
-          <Chart title={`memory ${task}`} x={x} time unit=" MB" lines={[{ label: "memory MB", values: by.get("memUsedMB") ?? [] }]} />
+          <Chart title={`memory ${task}`} x={x} time unit={mem.unit} lines={[{ label: `memory${mem.unit}`, values: mem.values }]} />
           {gpus ? (
             <Chart
               title={`GPU ${task}`}

@@ -2,7 +2,7 @@ import { useQuery } from "@tanstack/react-query";
 import { useState } from "react";
 import { api } from "../../api/client";
 import type { Job, JobEvent } from "../../api/types";
-import { Badge, ErrorNote, KeyValues, Section } from "../../components/bits";
+import { Badge, ErrorNote, KeyValues, Loading, Section } from "../../components/bits";
 import { Duration, Time } from "../../components/Time";
 import { duration } from "../../lib/time";
 
@@ -189,6 +189,7 @@ function Timeline({ pid, job }: { pid: string; job: Job }) {
   return (
     <Section title="Timeline">
       <ErrorNote error={events.error} />
+      {events.isPending ? <Loading what="Loading the events" /> : null}
       <ol className="timeline" data-testid="timeline">
         {entries.map((e, i) => (
           <li key={i} className={`lvl-${e.level.toLowerCase()}`}>

@@ -5,7 +5,7 @@ import { Link, useSearchParams } from "react-router";
 import { api } from "../../api/client";
 import { useEventStream } from "../../api/sse";
 import type { Job, Pool } from "../../api/types";
-import { Badge, ErrorNote } from "../../components/bits";
+import { Badge, ErrorNote, Loading } from "../../components/bits";
 import { Duration, Time } from "../../components/Time";
 import { count } from "../../lib/format";
 import { fromParams, NO_FILTERS, OWNERS, PHASES, toParams, type JobFilters, type SortKey } from "../../lib/jobsearch";
@@ -49,8 +49,9 @@ export function Jobs() {
     <div className="jobs">
       <header className="page-head">
         <h1>Jobs</h1>
-        <span className="muted" data-testid="job-count">
-          {first.data ? `${count(total)} of ${count(first.data.total)} jobs` : ""}
+        <span className="muted">
+          <span data-testid="job-count">{first.data ? `${count(total)} of ${count(first.data.total)} jobs` : ""}</span>
+          {first.isPlaceholderData ? <span className="small"> · searching…</span> : null}
         </span>
       </header>
       <FilterBar filters={filters} onChange={setFilters} pid={project.id} />
@@ -66,6 +67,7 @@ export function Jobs() {
           <SortHeader label="Duration" k="duration" filters={filters} onChange={setFilters} />
         </div>
         <div className="scroll" ref={scroller}>
+          {first.isPending ? <Loading what="Loading the jobs" /> : null}
           {first.data && total === 0 ? <div className="empty muted">No job matches.</div> : null}
           <div style={{ height: virtual.getTotalSize(), position: "relative" }}>
             {items.map((item) => {
@@ -138,18 +140,26 @@ function FilterBar({ filters, onChange, pid }: { filters: JobFilters; onChange: 
   const [user, setUser] = useState(filters.user);
   useEffect(() => setName(filters.name), [filters.name]);
   useEffect(() => setUser(filters.user), [filters.user]);
+  // The filters as they are when the typing pauses, not as they were when it began: a
+  // phase clicked (or a column sorted) meanwhile stays.
+  const latest = useRef({ filters, onChange });
+  latest.current = { filters, onChange };
   useEffect(() => {
-    if (name === filters.name && user === filters.user) return;
-    const timer = setTimeout(() => onChange({ ...filters, name, user }), 300);
+    const timer = setTimeout(() => {
+      const now = latest.current;
+      if (name !== now.filters.name || user !== now.filters.user) now.onChange({ ...now.filters, name, user });
+    }, 300);
     return () => clearTimeout(timer);
   }, [name, user]); // what is typed, once typing pauses
+  // any other filter set takes along what is typed, at once
+  const change = (f: JobFilters) => onChange({ ...f, name, user });
   const pools = useQuery({
     queryKey: ["pools", pid],
     queryFn: () => api<{ pools: Pool[] }>(`/v2/${pid}/training-pools`),
     staleTime: 60_000,
   });
   const toggle = (phase: string) =>
-    onChange({
+    change({
       ...filters,
       phases: filters.phases.includes(phase) ? filters.phases.filter((p) => p !== phase) : [...filters.phases, phase],
     });
@@ -166,7 +176,7 @@ function FilterBar({ filters, onChange, pid }: { filters: JobFilters; onChange: 
       <select
         aria-label="made by"
         value={filters.owner ?? "*"}
-        onChange={(e) => onChange({ ...filters, owner: e.target.value === "*" ? null : e.target.value })}
+        onChange={(e) => change({ ...filters, owner: e.target.value === "*" ? null : e.target.value })}
       >
         <option value="*">made by anything</option>
         {Object.entries(OWNERS).map(([k, label]) => (
@@ -175,7 +185,7 @@ function FilterBar({ filters, onChange, pid }: { filters: JobFilters; onChange: 
           </option>
         ))}
       </select>
-      <select aria-label="pool" value={filters.pool} onChange={(e) => onChange({ ...filters, pool: e.target.value })}>
+      <select aria-label="pool" value={filters.pool} onChange={(e) => change({ ...filters, pool: e.target.value })}>
         <option value="">any pool</option>
         {(pools.data?.pools ?? []).map((p) => (
           <option key={p.pool_id} value={p.pool_id}>
@@ -185,12 +195,19 @@ function FilterBar({ filters, onChange, pid }: { filters: JobFilters; onChange: 
       </select>
       <input aria-label="user" placeholder="User" value={user} onChange={(e) => setUser(e.target.value)} size={10} />
       <label className="small muted">
-        created from <input type="date" aria-label="created from" value={filters.from} onChange={(e) => onChange({ ...filters, from: e.target.value })} />
+        created from <input type="date" aria-label="created from" value={filters.from} onChange={(e) => change({ ...filters, from: e.target.value })} />
       </label>
       <label className="small muted">
-        to <input type="date" aria-label="created to" value={filters.to} onChange={(e) => onChange({ ...filters, to: e.target.value })} />
+        to <input type="date" aria-label="created to" value={filters.to} onChange={(e) => change({ ...filters, to: e.target.value })} />
       </label>
-      <button className="link" onClick={() => onChange(NO_FILTERS)}>
+      <button
+        className="link"
+        onClick={() => {
+          setName("");
+          setUser("");
+          onChange(NO_FILTERS);
+        }}
+      >
         Clear
       </button>
     </div>

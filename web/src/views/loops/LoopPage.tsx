@@ -44,7 +44,18 @@ export default function LoopPage() {
         {project.canAct ? (
           <div className="actions">
             {!stopped ? <button onClick={() => act.mutate({ action: "trigger" })}>Start a round</button> : null}
-            {!stopped ? <button onClick={() => act.mutate({ action: "stop" })}>Stop</button> : <button onClick={() => act.mutate({ action: "resume" })}>Resume</button>}
+            {!stopped ? (
+              <button
+                onClick={() =>
+                  window.confirm(`Stop the loop ${l.metadata.name}? Its round, deploy, jobs and service stop (its samples are kept); Resume starts it again.`) &&
+                  act.mutate({ action: "stop" })
+                }
+              >
+                Stop
+              </button>
+            ) : (
+              <button onClick={() => act.mutate({ action: "resume" })}>Resume</button>
+            )}
           </div>
         ) : null}
       </header>
@@ -76,8 +87,22 @@ export default function LoopPage() {
           <div className="inline">
             <input aria-label="reason" placeholder="why (recorded in the alias's history)" value={reason} onChange={(e) => setReason(e.target.value)} />
             <input aria-label="version" placeholder="version (default: the last round's)" value={version} onChange={(e) => setVersion(e.target.value)} size={28} />
-            <button onClick={() => act.mutate({ action: "promote", reason: reason || "promoted from the console", ...(version ? { version: Number(version) } : {}) })}>Promote</button>
-            <button onClick={() => act.mutate({ action: "rollback", reason: reason || "rolled back from the console" })}>Roll back</button>
+            <button
+              onClick={() =>
+                window.confirm(`Deploy ${version ? `v${version}` : "the last round's new model"} and move ${s.model.name}:${s.model.alias} to it?`) &&
+                act.mutate({ action: "promote", reason: reason || "promoted from the console", ...(version ? { version: Number(version) } : {}) })
+              }
+            >
+              Promote
+            </button>
+            <button
+              onClick={() =>
+                window.confirm(`Deploy the version ${s.model.name}:${s.model.alias} named before its last move, and move the alias back to it?`) &&
+                act.mutate({ action: "rollback", reason: reason || "rolled back from the console" })
+              }
+            >
+              Roll back
+            </button>
           </div>
         </Section>
       ) : null}

@@ -134,7 +134,11 @@ function Aliases({ model, canAct, onMove, pid }: { model: Model; canAct: boolean
           className="inline"
           onSubmit={(e) => {
             e.preventDefault();
-            if (alias && version) onMove(alias, Number(version));
+            if (!alias || !version) return;
+            const now = model.aliases[alias];
+            const what = now === undefined ? `Point the new alias ${alias} at v${version}?` : `Move ${alias} from v${now} to v${version}?`;
+            if (now === Number(version) || window.confirm(`${what} Whatever loads ${model.name}:${alias} gets that version from now on.`))
+              onMove(alias, Number(version));
           }}
         >
           <span>Point</span>

@@ -85,7 +85,7 @@ export default function Notebooks() {
                     <>
                       <button onClick={() => act.mutate({ id: n.id, what: "extend", hours: 1 })}>+1 h</button>
                       <button onClick={() => act.mutate({ id: n.id, what: "extend", hours: 4 })}>+4 h</button>
-                      <button onClick={() => act.mutate({ id: n.id, what: "stop" })}>Stop</button>
+                      <button onClick={() => window.confirm(`Stop notebook ${n.name}? Its JupyterLab and kernels end (what is not saved in the workspace is lost); its workspace stays.`) && act.mutate({ id: n.id, what: "stop" })}>Stop</button>
                     </>
                   ) : null}
                   {project.canAct && ["STOPPED", "START_FAILED", "ERROR"].includes(n.status) ? (

@@ -3,7 +3,7 @@ import { useState } from "react";
 import { Link, useParams } from "react-router";
 import { api } from "../../api/client";
 import type { Pipeline } from "../../api/types";
-import { Badge, ErrorNote, KeyValues, Loading, Section } from "../../components/bits";
+import { Badge, ErrorNote, KeyValues, Loading, Progress, Section } from "../../components/bits";
 import { Dag } from "../../components/Dag";
 import { Duration, Time } from "../../components/Time";
 import { graph } from "../../lib/dag";
@@ -42,7 +42,7 @@ export default function PipelinePage() {
           <h1>{p.name}</h1>
           <div className="phase-line">
             <Badge state={p.status.state} />
-            <progress max={100} value={p.status.progress} aria-label="progress" /> <span data-testid="progress">{Math.round(p.status.progress)}%</span>
+            <Progress value={p.status.progress} state={p.status.state} label="progress" /> <span data-testid="progress">{Math.round(p.status.progress)}%</span>
             <span className="muted">attempt {p.status.attempt}</span>
             {p.status.message ? <span className="reason">{p.status.message}</span> : null}
           </div>
@@ -50,7 +50,13 @@ export default function PipelinePage() {
         {project.canAct ? (
           <div className="actions">
             {running ? (
-              <button onClick={() => act.mutate({ action: "stop" })} disabled={p.status.stopping || act.isPending}>
+              <button
+                onClick={() =>
+                  window.confirm(`Stop the pipeline ${p.name}? Its running tasks' jobs are stopped and its waiting tasks canceled; it ends canceled.`) &&
+                  act.mutate({ action: "stop" })
+                }
+                disabled={p.status.stopping || act.isPending}
+              >
                 {p.status.stopping ? "Stopping…" : "Stop"}
               </button>
             ) : (

@@ -3,7 +3,7 @@ import { useState } from "react";
 import { Link } from "react-router";
 import { api } from "../../api/client";
 import type { PipelineSummary } from "../../api/types";
-import { Badge, Empty, ErrorNote, Loading } from "../../components/bits";
+import { Badge, Empty, ErrorNote, Loading, Progress } from "../../components/bits";
 import { Duration, Time } from "../../components/Time";
 import { count } from "../../lib/format";
 import { useProject } from "../../session";
@@ -64,7 +64,7 @@ export default function Pipelines() {
                   <Badge state={p.status.state} />
                 </td>
                 <td>
-                  <progress max={100} value={p.status.progress} /> {Math.round(p.status.progress)}%
+                  <Progress value={p.status.progress} state={p.status.state} /> {Math.round(p.status.progress)}%
                 </td>
                 <td>{p.status.attempt}</td>
                 <td className="small muted">
