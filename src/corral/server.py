@@ -297,6 +297,23 @@ def _bind(host: str, port: int) -> socket.socket:
     return sock
 
 
+def _bind_notebooks(settings: settings_mod.Settings, asked: int, taken: int) -> socket.socket:
+    """The notebooks' port, an origin of their own (api/notebook_proxy.py): `notebook_port`
+    when set (a failure to take it is an error), else the port after the API's, else (that
+    one in use, or the API's port chosen by the system) any free one. A second server
+    started on the port after the first's, or a test's server on a port the system picked,
+    must not fail for a default it never asked for."""
+    if settings.notebook_port is not None:
+        return _bind(settings.host, settings.notebook_port)
+    if asked:
+        try:
+            return _bind(settings.host, taken + 1)
+        except errors.CorralError as exc:
+            log.warning("notebooks: %s; taking any free port instead (set notebook_port to "
+                        "choose one)", exc.message)
+    return _bind(settings.host, 0)
+
+
 def _open(settings: settings_mod.Settings, port: int,
           ) -> tuple[Platform, list[socket.socket], str]:
     """Build the platform, take the ports (the API's, then the notebooks'), say where it
@@ -306,11 +323,7 @@ def _open(settings: settings_mod.Settings, port: int,
     try:
         socks.append(_bind(settings.host, port))
         taken = socks[0].getsockname()[1]
-        # The port after the API's by default: an origin of their own (api/notebook_proxy.py)
-        notebooks = settings.notebook_port
-        if notebooks is None:
-            notebooks = taken + 1 if port else 0
-        socks.append(_bind(settings.host, notebooks))
+        socks.append(_bind_notebooks(settings, port, taken))
     except errors.CorralError as exc:
         for sock in socks:
             sock.close()
