@@ -140,3 +140,30 @@ def test_deleting_a_running_search_deletes_its_trials(live: conftest.Live,
     f.wait_for(gone, 60, "the search and its trials deleted")
     # its rows go with its job's when that is purged, as any deleted job's are
     f.wait_for(lambda: not rig.trials(live, job_id), 30, "its trials' rows removed")
+
+
+def test_grid_search_tries_every_cell_once(live: conftest.Live,
+                                           tmp_path: pathlib.Path) -> None:
+    policy = rig.policy("grid_search", samples=0, parallel=2)
+    policy["search_params"][0]["discrete_points_num"] = "2"
+    job = live.submit(rig.body(rig.code(tmp_path), policy))
+    done = live.wait(job["metadata"]["id"], timeout=120)
+
+    assert done["status"]["phase"] == "Completed", done["status"]
+    cells = [tuple(sorted(json.loads(t.params).items()))
+             for t in rig.trials(live, job["metadata"]["id"])]
+    assert len(cells) == 6 and len(set(cells)) == 6
+    assert {dict(c)["lr"] for c in cells} == {"0.0001", "0.1"}
+
+
+def test_no_trial_starts_after_the_time_budget(live: conftest.Live,
+                                               tmp_path: pathlib.Path) -> None:
+    policy = rig.policy(samples=50, parallel=1, time_budget=1)
+    job = live.submit(rig.body(rig.code(tmp_path), policy, steps=8, pause=0.1))
+    done = live.wait(job["metadata"]["id"], timeout=120)
+
+    assert done["status"]["phase"] == "Completed", done["status"]
+    trials = rig.trials(live, job["metadata"]["id"])
+    assert 1 <= len(trials) < 50 and {t.state for t in trials} == {"completed"}
+    started = done["status"]["start_time"]
+    assert all(t.started_at < started + 1000 for t in trials)

@@ -50,8 +50,11 @@ def sampler(search: spec.Search, asked: int) -> optuna.samplers.BaseSampler:
     seed = int(search.params["seed"]) * 100_003 + asked
     kind = search.algorithm.sampler
     if kind == "grid":
+        # The seed shuffles the grid, and trial n takes cell n of it: the same shuffle
+        # at every rebuild, or the cells would repeat.
         return optuna.samplers.GridSampler({s.name: list(s.choices) or s.grid()
-                                            for s in search.space}, seed=seed)
+                                            for s in search.space},
+                                           seed=int(search.params["seed"]))
     if kind == "tpe":
         return optuna.samplers.TPESampler(
             seed=seed, constant_liar=True,
