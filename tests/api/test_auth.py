@@ -142,7 +142,8 @@ def fill(template: str, project_id: str, job_id: str) -> str:
               "user_name": "nobody", "access_key": "NOSUCHKEY", "token_id": "nosuch",
               "version": "V0001", "model_name": "nosuchmodel", "alias": "production",
               "dataset": "nosuchdataset", "job": "nosuchloop", "pipeline_id": "nosuch",
-              "notebook_id": "nosuchnotebook"}
+              "notebook_id": "nosuchnotebook", "algorithm_type": "hyperparameter_search",
+              "algorithm_name": "tpe_search", "trial_id": "0", "parameter_name": "lr"}
     for name, value in values.items():
         template = template.replace("{" + name + "}", value)
     assert "{" not in template, template
@@ -224,10 +225,11 @@ def test_a_viewer_reads_but_changes_nothing(live: conftest.Live) -> None:
                                 json={"action_type": "terminate", "description": "x",
                                       **json.loads(create_body("by-viewer"))},
                                 params=required_query(live, method, template, job))
-        if method == "GET" and any(f"{{{name}}}" in template for name in
-                                   ("model_name", "dataset", "job", "pipeline_id",
-                                    "notebook_id")):
-            # read, but there is no such model, dataset, loop, pipeline or notebook
+        if method == "GET" and (any(f"{{{name}}}" in template for name in
+                                    ("model_name", "dataset", "job", "pipeline_id",
+                                     "notebook_id")) or "/autosearch-" in template):
+            # read, but there is no such model, dataset, loop, pipeline or notebook (or
+            # the job is no hyperparameter search)
             assert r.status_code == 404, (method, template, r.text)
         elif method == "GET" or template.endswith("/training-job-searches"):
             assert r.status_code == 200, (method, template, r.text)
