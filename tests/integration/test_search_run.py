@@ -167,3 +167,22 @@ def test_no_trial_starts_after_the_time_budget(live: conftest.Live,
     assert 1 <= len(trials) < 50 and {t.state for t in trials} == {"completed"}
     started = done["status"]["start_time"]
     assert all(t.started_at < started + 1000 for t in trials)
+
+
+def test_a_trial_whose_job_is_deleted_fails_and_the_search_goes_on(
+        live: conftest.Live, tmp_path: pathlib.Path) -> None:
+    job = live.submit(rig.body(rig.code(tmp_path), rig.policy(samples=2, parallel=1),
+                               steps=1000, pause=0.1))
+    job_id = job["metadata"]["id"]
+    first = f.wait_for(lambda: next(iter(rig.trials(live, job_id)), None), 60, "trial 0")
+    r = live.http.delete(live.path(f"/training-jobs/{first.job_id}"))
+    assert r.status_code == 202, r.text
+    f.wait_for(lambda: rig.trials(live, job_id)[0].state == "failed", 60, "trial 0 failed")
+
+    # (seen ended, or, if purged before the search's next pass, gone)
+    assert rig.trials(live, job_id)[0].reason in {"its job is gone",
+                                                  "its job ended Terminated: stopped on request"}
+    f.wait_for(lambda: len(rig.trials(live, job_id)) == 2, 30, "trial 1")
+    live.http.post(live.path(f"/training-jobs/{job_id}/actions"),
+                   json={"action_type": "terminate"})
+    assert live.wait(job_id, timeout=60)["status"]["phase"] == "Terminated"

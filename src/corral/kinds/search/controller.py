@@ -127,7 +127,12 @@ class Controller:
                     t, intermediate=json.dumps({str(k): x for k, x in report.items()}),
                     reward=reward)
             job = v.job_of(t)
-            if job is not None and t.number in v.final:
+            if job is None:  # deleted and purged behind the search's back
+                search_repo.move(conn, t, State.FAILED, now, reason="its job is gone",
+                                 level="Warning",
+                                 message=f"Trial {t.number} failed: its job is gone")
+                v.stored[i] = dataclasses.replace(t, state=State.FAILED.value)
+            elif t.number in v.final:
                 v.stored[i] = _end_trial(conn, t, job, now)
                 self.platform.rewards.forget({job.id})
             elif v.stopping and t.state == State.RUNNING:
