@@ -3,6 +3,7 @@ guarded state changes of a kind's own objects; the loop that runs the controller
 
 from __future__ import annotations
 
+import enum
 import functools
 import re
 import time
@@ -86,20 +87,47 @@ TABLE = sa.Table("test_objects", sa.MetaData(), sa.Column("id", sa.String, prima
                  sa.Column("state", sa.String), sa.Column("note", sa.String))
 
 
-def test_an_objects_state_moves_only_from_the_states_allowed(store: db.Store) -> None:
+class _State(enum.StrEnum):
+    WAITING = "waiting"
+    TRAINING = "training"
+    FAILED = "failed"
+    DONE = "done"
+
+
+#: waiting -> training -> done, and failed from either
+_TABLE = {_State.WAITING: frozenset({_State.TRAINING, _State.FAILED}),
+          _State.TRAINING: frozenset({_State.DONE, _State.FAILED}),
+          _State.FAILED: frozenset(), _State.DONE: frozenset()}
+
+
+def test_an_objects_state_moves_only_as_its_table_allows(store: db.Store) -> None:
     with store.begin() as conn:
         TABLE.create(conn)
         conn.execute(TABLE.insert(), {"id": "o1", "state": "waiting"})
     move = functools.partial(kind_repo.transition, table=TABLE, key={"id": "o1"},
-                             kind=KIND, object_id="o1", now=NOW)
+                             transitions=_TABLE, kind=KIND, object_id="o1", now=NOW)
     with store.begin() as conn:
-        assert move(conn, to="training", allowed_from={"waiting"}, message="Round 1 began",
-                    values={"note": "n"})
-        assert not move(conn, to="training", allowed_from={"waiting"}, message="again")
+        assert not move(conn, to=_State.DONE, message="not from waiting")
+        assert move(conn, to=_State.TRAINING, message="Round 1 began", values={"note": "n"})
+        assert not move(conn, to=_State.TRAINING, message="again")
     with store.read() as conn:
         assert conn.execute(sa.select(TABLE.c.state, TABLE.c.note)).one() == ("training", "n")
         total, events = kind_repo.list_events(conn, KIND, "o1")
     assert total == 1 and [e.message for e in events] == ["Round 1 began"]
+
+
+def test_a_compare_and_set_moves_only_from_the_state_read(store: db.Store) -> None:
+    with store.begin() as conn:
+        TABLE.create(conn)
+        conn.execute(TABLE.insert(), {"id": "o1", "state": "training"})
+    move = functools.partial(kind_repo.move, table=TABLE, key={"id": "o1"}, transitions=_TABLE)
+    with store.begin() as conn:
+        # read as waiting, decided on that: the table allows failed from training too,
+        # but the row is no longer what the decision was made on
+        assert not move(conn, to=_State.FAILED, was=_State.WAITING)
+        assert move(conn, to=_State.FAILED, was=_State.TRAINING)
+    with store.read() as conn:
+        assert conn.execute(sa.select(TABLE.c.state)).scalar_one() == "failed"
 
 
 class _Controller:

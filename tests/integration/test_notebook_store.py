@@ -32,20 +32,37 @@ def test_a_notebooks_state_moves_only_from_its_state_and_its_session(
         # A user started a new session meanwhile: a decision about the old one is dropped.
         conn.execute(notebook_repo.T.update().values(session=2))
         assert not notebook_repo.transition(conn, read, to=State.RUNNING,
-                                            allowed_from={State.STARTING}, now=NOW,
+                                            now=NOW,
                                             message="up")
         fresh = notebook_repo.get(conn, project, values["id"])
         assert notebook_repo.transition(conn, fresh, to=State.RUNNING,
-                                        allowed_from={State.STARTING}, now=NOW,
+                                        now=NOW,
                                         message="up", port=1234)
         assert not notebook_repo.transition(conn, fresh, to=State.RUNNING,
-                                            allowed_from={State.STARTING}, now=NOW,
+                                            now=NOW,
                                             message="again")
     with store.read() as conn:
         after = notebook_repo.get(conn, project, values["id"])
         _total, events = kind_repo.list_events(conn, notebooks.KIND, after.id)
     assert (after.state, after.port) == ("running", 1234)
     assert [e.message for e in events] == ["up"]
+
+
+def test_a_session_that_ended_is_not_moved_over_a_users_stop(
+        store: db.Store, project: str) -> None:  # noqa: F811
+    with store.begin() as conn:
+        notebook_repo.insert(conn, values := a_notebook(project, state="running"))
+        read = notebook_repo.get(conn, project, values["id"])
+        # its job ended by itself, as the controller read it; a user stopped it meanwhile
+        conn.execute(notebook_repo.T.update().values(state="stopping"))
+        assert not notebook_repo.transition(conn, read, to=State.STOPPED, now=NOW,
+                                            unchanged=True, message="ended")
+        assert notebook_repo.transition(conn, read, to=State.STOPPED, now=NOW,
+                                        message="Stopped: asked to")
+        assert not notebook_repo.transition(conn, read, to=State.STARTING, now=NOW,
+                                            unchanged=True, message="not from running")
+    with store.read() as conn:
+        assert notebook_repo.get(conn, project, values["id"]).state == "stopped"
 
 
 def test_the_list_filters_pages_and_keeps_to_its_project(

@@ -19,7 +19,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, model_validator
 
-from corral.domain import errors, jobs, specs
+from corral.domain import errors, jobs, machines, specs
 
 #: the job kind whose objects notebooks are (the `owner_kind` of their session jobs)
 KIND = "notebook"
@@ -43,12 +43,27 @@ class State(enum.StrEnum):
     DELETING = "deleting"  #: its session is being stopped, then it is gone
 
 
+_S = State
+#: state -> the states it may move to (drawn in docs/notebooks.md). A running session
+#: queued again (its node lost) is starting again; a deleted notebook's row goes once its
+#: session has ended.
+TRANSITIONS: dict[State, frozenset[State]] = {
+    _S.STARTING: frozenset({_S.RUNNING, _S.STOPPING, _S.STOPPED, _S.FAILED, _S.DELETING}),
+    _S.RUNNING: frozenset({_S.STARTING, _S.STOPPING, _S.STOPPED, _S.FAILED, _S.DELETING}),
+    _S.STOPPING: frozenset({_S.STOPPED, _S.DELETING}),
+    _S.STOPPED: frozenset({_S.STARTING, _S.DELETING}),
+    _S.FAILED: frozenset({_S.STARTING, _S.DELETING}),
+    _S.DELETING: frozenset(),
+}
+#: the state a new notebook is made in
+START = State.STARTING
+
 #: states in which a notebook has (or is getting) a session
 LIVE = frozenset({State.STARTING, State.RUNNING, State.STOPPING, State.DELETING})
 #: states a user may start a notebook from, or stop it from, or change it in
 STARTABLE = frozenset({State.STOPPED, State.FAILED})
-STOPPABLE = frozenset({State.STARTING, State.RUNNING})
-DELETABLE = frozenset(State) - {State.DELETING}
+STOPPABLE = machines.allowed_from(TRANSITIONS, State.STOPPING)
+DELETABLE = machines.allowed_from(TRANSITIONS, State.DELETING)
 
 
 class Status(enum.StrEnum):

@@ -2,21 +2,25 @@
 and guarded state changes on their own tables.
 
 Each kind keeps its objects in tables of its own. Like a job's phase, an object's state
-moves only through `transition`: an UPDATE guarded by the states it may come from, with
-its event, in the caller's transaction, so that a controller and the API acting on the
-same object at once never undo each other.
+moves only through `move` (or `transition`, which adds its event): an UPDATE guarded by
+the states its kind's table (in `domain/`) allows the new one from, in the caller's
+transaction, so that a controller and the API acting on the same object at once never
+undo each other.
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
-from typing import Any
+import enum
+from collections.abc import Mapping
+from typing import Any, TypeVar
 
 import sqlalchemy as sa
 
+from corral.domain import machines
 from corral.store import kind_rows, kind_tables
 
 EVENTS = kind_tables.kind_events
+S = TypeVar("S", bound=enum.Enum)
 
 
 def add_event(conn: sa.Connection, kind: str, object_id: str, now: int, message: str, *,
@@ -52,17 +56,31 @@ def delete_events(conn: sa.Connection, kind: str, object_id: str) -> None:
     conn.execute(EVENTS.delete().where(EVENTS.c.kind == kind, EVENTS.c.object_id == object_id))
 
 
-def transition(conn: sa.Connection, table: sa.Table, key: Mapping[str, Any], *, to: str,
-               allowed_from: Collection[str], kind: str, object_id: str, now: int,
-               message: str, level: str = "Info", state_column: str = "state",
-               values: Mapping[str, Any] | None = None) -> bool:
+def move(conn: sa.Connection, table: sa.Table, key: Mapping[str, Any], *, to: S,
+         transitions: machines.Table[S], was: S | None = None, state_column: str = "state",
+         values: Mapping[str, Any] | None = None) -> bool:
     """Move the row of `table` found by `key` (column -> value) to state `to`, if it is in
-    one of `allowed_from`; with its event. False, and nothing written, otherwise."""
+    a state `transitions` allows `to` from; False, and nothing written, otherwise.
+
+    `was` makes it a compare-and-set: the move holds only while the row is still in `was`,
+    the state the caller read and decided on (and the table must allow `to` from it)."""
+    allowed = machines.allowed_from(transitions, to)
+    if was is not None:
+        allowed &= {was}
     state = table.c[state_column]
     q = (table.update().where(*(table.c[c] == v for c, v in key.items()))
-         .where(state.in_(sorted(allowed_from)))
-         .values({**(values or {}), state_column: to}))
-    if conn.execute(q).rowcount != 1:
+         .where(state.in_(sorted(str(s.value) for s in allowed)))
+         .values({**(values or {}), state_column: to.value}))
+    return bool(conn.execute(q).rowcount == 1)
+
+
+def transition(conn: sa.Connection, table: sa.Table, key: Mapping[str, Any], *, to: S,
+               transitions: machines.Table[S], kind: str, object_id: str, now: int,
+               message: str, level: str = "Info", was: S | None = None,
+               state_column: str = "state", values: Mapping[str, Any] | None = None) -> bool:
+    """`move`, with its event (`kind_events`) when it moved."""
+    if not move(conn, table, key, to=to, transitions=transitions, was=was,
+                state_column=state_column, values=values):
         return False
     add_event(conn, kind, object_id, now, message, level=level)
     return True

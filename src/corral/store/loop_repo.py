@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Collection, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import sqlalchemy as sa
@@ -84,14 +84,13 @@ def update_loop(conn: sa.Connection, loop_id: str, now: int, **values: Any) -> N
     conn.execute(LOOPS.update().where(LOOPS.c.id == loop_id).values(updated_at=now, **values))
 
 
-def move(conn: sa.Connection, loop: kind_rows.Loop, *, to: states.LoopState,
-         allowed_from: Collection[states.LoopState], now: int, event: str,
-         level: str = "Info", **values: Any) -> bool:
-    """Move the loop to `to` if it is in one of `allowed_from`, with its `event` (`values`
-    are more columns to write)."""
+def move(conn: sa.Connection, loop: kind_rows.Loop, *, to: states.LoopState, now: int,
+         event: str, level: str = "Info", **values: Any) -> bool:
+    """Move the loop to `to` if `states.LOOP_TRANSITIONS` allows it from where it is, with
+    its `event` (`values` are more columns to write)."""
     return kind_repo.transition(
-        conn, LOOPS, {"id": loop.id}, to=to.value, allowed_from={s.value for s in allowed_from},
-        kind=KIND, object_id=loop.id, now=now, message=event, level=level,
+        conn, LOOPS, {"id": loop.id}, to=to, transitions=states.LOOP_TRANSITIONS, kind=KIND,
+        object_id=loop.id, now=now, message=event, level=level,
         values={"updated_at": now, **values})
 
 
@@ -130,12 +129,11 @@ def rounds_of(conn: sa.Connection, loop_id: str) -> list[kind_rows.Round]:
 
 
 def move_round(conn: sa.Connection, rnd: kind_rows.Round, *, to: states.RoundState,
-               allowed_from: Collection[states.RoundState], **values: Any) -> bool:
-    """Move a round to `to` if it is in one of `allowed_from` (its loop's event says why)."""
-    q = (ROUNDS.update().where(ROUNDS.c.loop_id == rnd.loop_id, ROUNDS.c.number == rnd.number,
-                               ROUNDS.c.state.in_([s.value for s in allowed_from]))
-         .values(state=to.value, **values))
-    return bool(conn.execute(q).rowcount == 1)
+               **values: Any) -> bool:
+    """Move a round to `to` if `states.ROUND_TRANSITIONS` allows it from where it is (its
+    loop's event says why)."""
+    return kind_repo.move(conn, ROUNDS, {"loop_id": rnd.loop_id, "number": rnd.number},
+                          to=to, transitions=states.ROUND_TRANSITIONS, values=values)
 
 
 def update_round(conn: sa.Connection, loop_id: str, number: int, **values: Any) -> None:
@@ -162,8 +160,7 @@ def get_deploy(conn: sa.Connection, loop_id: str, seq: int) -> kind_rows.Deploy 
 
 
 def move_deploy(conn: sa.Connection, d: kind_rows.Deploy, *, to: states.DeployState,
-                allowed_from: Collection[states.DeployState], **values: Any) -> bool:
-    q = (DEPLOYS.update().where(DEPLOYS.c.loop_id == d.loop_id, DEPLOYS.c.seq == d.seq,
-                                DEPLOYS.c.state.in_([s.value for s in allowed_from]))
-         .values(state=to.value, **values))
-    return bool(conn.execute(q).rowcount == 1)
+                **values: Any) -> bool:
+    """Move a deploy to `to` if `states.DEPLOY_TRANSITIONS` allows it from where it is."""
+    return kind_repo.move(conn, DEPLOYS, {"loop_id": d.loop_id, "seq": d.seq}, to=to,
+                          transitions=states.DEPLOY_TRANSITIONS, values=values)

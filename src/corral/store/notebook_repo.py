@@ -69,15 +69,17 @@ def search(conn: sa.Connection, project_id: str, *, name: str | None = None,
     return int(total), kind_rows.Notebook.all(conn.execute(q))
 
 
-def transition(conn: sa.Connection, nb: kind_rows.Notebook, *, to: notebooks.State,
-               allowed_from: Collection[str], now: int, message: str, level: str = "Info",
+def transition(conn: sa.Connection, nb: kind_rows.Notebook, *, to: notebooks.State, now: int,
+               message: str, level: str = "Info", unchanged: bool = False,
                **values: Any) -> bool:
-    """Move `nb` to state `to` from one of `allowed_from` (and its session must still be
-    the one read: a stale decision is dropped), with its event."""
+    """Move `nb` to state `to` from any state `notebooks.TRANSITIONS` allows it from, with
+    its event; its session must still be the one read (a stale decision is dropped).
+    `unchanged`: a compare-and-set, from the state `nb` was read in only."""
     return kind_repo.transition(
-        conn, T, {"id": nb.id, "session": nb.session}, to=to.value,
-        allowed_from={str(s) for s in allowed_from}, kind=notebooks.KIND, object_id=nb.id,
-        now=now, message=message, level=level, values={**values, "updated_at": now})
+        conn, T, {"id": nb.id, "session": nb.session}, to=to,
+        transitions=notebooks.TRANSITIONS, was=notebooks.State(nb.state) if unchanged else None,
+        kind=notebooks.KIND, object_id=nb.id, now=now, message=message, level=level,
+        values={**values, "updated_at": now})
 
 
 def update(conn: sa.Connection, nb: kind_rows.Notebook, now: int, **values: Any) -> bool:

@@ -14,6 +14,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from corral.domain import errors
+from corral.domain.pipelines import status
 from corral.store import kind_repo, kind_rows, kind_tables
 
 KIND = "pipeline"
@@ -199,12 +200,13 @@ def raise_progress(conn: sa.Connection, pipeline_id: str, number: int, progress:
                  .values(progress=progress))
 
 
-def end_attempt(conn: sa.Connection, pipeline_id: str, number: int, *, to: str, now: int,
+def end_attempt(conn: sa.Connection, pipeline_id: str, number: int, *, to: status.Status,
+                now: int,
                 message: str, level: str = "Info", why: str | None = None) -> bool:
     return kind_repo.transition(
         conn, ATTEMPTS, {"pipeline_id": pipeline_id, "number": number}, to=to,
-        allowed_from={RUNNING}, kind=KIND, object_id=pipeline_id, now=now, message=message,
-        level=level, values={"ended_at": now, "message": why, "progress": 100})
+        transitions=status.ATTEMPT_TRANSITIONS, kind=KIND, object_id=pipeline_id, now=now,
+        message=message, level=level, values={"ended_at": now, "message": why, "progress": 100})
 
 
 # --- runs -----------------------------------------------------------------------------------
@@ -224,14 +226,18 @@ def runs_of(conn: sa.Connection, pipeline_id: str,
     return kind_rows.PipelineRun.all(conn.execute(q.order_by(RUNS.c.attempt)))
 
 
-def move_run(conn: sa.Connection, run: kind_rows.PipelineRun, *, to: str,
-             allowed_from: Collection[str], now: int, message: str, level: str = "Info",
+def move_run(conn: sa.Connection, run: kind_rows.PipelineRun, *, to: status.TaskState,
+             now: int, message: str, level: str = "Info",
              values: Mapping[str, Any] | None = None) -> bool:
-    """Move a run to state `to` if it is in one of `allowed_from`, with its event."""
+    """Move a run to state `to`, with its event, if it is still in the state it was read in
+    (a compare-and-set: the controller decides each step on the runs as it read them, so a
+    step holds only while its run is unchanged) and `status.RUN_TRANSITIONS` allows `to`
+    from there."""
     return kind_repo.transition(
         conn, RUNS, {"pipeline_id": run.pipeline_id, "attempt": run.attempt, "key": run.key},
-        to=to, allowed_from=allowed_from, kind=KIND, object_id=run.pipeline_id, now=now,
-        message=message, level=level, values={**(values or {}), "updated_at": now})
+        to=to, transitions=status.RUN_TRANSITIONS, was=status.TaskState(run.state), kind=KIND,
+        object_id=run.pipeline_id, now=now, message=message, level=level,
+        values={**(values or {}), "updated_at": now})
 
 
 def set_run(conn: sa.Connection, run: kind_rows.PipelineRun, now: int, **values: Any) -> None:

@@ -101,10 +101,9 @@ def move(conn: sa.Connection, t: kind_rows.SearchTrial, to: trials.State, now: i
     """Move the trial to `to` if its state allows; with its event. False otherwise."""
     ended = {"ended_at": now} if to in trials.ENDED else {}
     return kind_repo.transition(
-        conn, T, {"search_id": t.search_id, "number": t.number}, to=to.value,
-        allowed_from={s.value for s in trials.allowed_from(to)}, kind=KIND,
-        object_id=t.search_id, now=now, message=message, level=level,
-        values={**values, **ended, "updated_at": now})
+        conn, T, {"search_id": t.search_id, "number": t.number}, to=to,
+        transitions=trials.TRANSITIONS, kind=KIND, object_id=t.search_id, now=now,
+        message=message, level=level, values={**values, **ended, "updated_at": now})
 
 
 def params(t: kind_rows.SearchTrial) -> dict[str, str]:

@@ -2,12 +2,15 @@
 
 A loop waits for its train trigger, then runs one round at a time through training,
 evaluation and (when the new model wins) deployment, and waits again. Its rows move only
-through guarded transitions (`store/kind_repo.transition`), from the states listed here.
+through guarded transitions (`store/kind_repo.transition`), along the tables here (each
+drawn in docs/incremental-learning.md).
 """
 
 from __future__ import annotations
 
 import enum
+
+from corral.domain import machines
 
 #: the job kind of a loop (the `owner_kind` of its jobs, the `kind` of its events)
 KIND = "incremental_learning"
@@ -21,6 +24,21 @@ class LoopState(enum.StrEnum):
     STOPPED = "Stopped"  #: stopped by a user; `resume` sets it going again
     FAILED = "Failed"  #: maxFailedRounds rounds failed in a row; `resume` sets it going again
 
+
+_L = LoopState
+#: loop state -> the states it may move to. A failed round leaves the loop Waiting (for
+#: its backoff) from wherever the round was, Waiting itself included (a round that could
+#: not start); a by-hand deploy goes from Waiting to Deploying.
+LOOP_TRANSITIONS: dict[LoopState, frozenset[LoopState]] = {
+    _L.WAITING: frozenset({_L.TRAINING, _L.DEPLOYING, _L.WAITING, _L.FAILED, _L.STOPPED}),
+    _L.TRAINING: frozenset({_L.EVALUATING, _L.WAITING, _L.FAILED, _L.STOPPED}),
+    _L.EVALUATING: frozenset({_L.DEPLOYING, _L.WAITING, _L.FAILED, _L.STOPPED}),
+    _L.DEPLOYING: frozenset({_L.WAITING, _L.FAILED, _L.STOPPED}),
+    _L.STOPPED: frozenset({_L.WAITING}),
+    _L.FAILED: frozenset({_L.WAITING}),
+}
+#: the state a new loop is made in
+LOOP_START = LoopState.WAITING
 
 #: states in which the controller moves a loop along
 LIVE = frozenset({LoopState.WAITING, LoopState.TRAINING, LoopState.EVALUATING,
@@ -39,7 +57,20 @@ class RoundState(enum.StrEnum):
     STOPPED = "Stopped"  #: the loop was stopped during the round
 
 
-ROUND_OPEN = frozenset({RoundState.TRAINING, RoundState.EVALUATING, RoundState.DEPLOYING})
+_R = RoundState
+#: round state -> the states it may move to
+ROUND_TRANSITIONS: dict[RoundState, frozenset[RoundState]] = {
+    _R.TRAINING: frozenset({_R.EVALUATING, _R.FAILED, _R.STOPPED}),
+    _R.EVALUATING: frozenset({_R.DEPLOYING, _R.REJECTED, _R.FAILED, _R.STOPPED}),
+    _R.DEPLOYING: frozenset({_R.PROMOTED, _R.FAILED, _R.STOPPED}),
+    _R.PROMOTED: frozenset(),
+    _R.REJECTED: frozenset(),
+    _R.FAILED: frozenset(),
+    _R.STOPPED: frozenset(),
+}
+#: the state a new round is made in
+ROUND_START = RoundState.TRAINING
+ROUND_OPEN = frozenset(ROUND_TRANSITIONS) - machines.ended(ROUND_TRANSITIONS)
 
 
 class DeployState(enum.StrEnum):
@@ -50,4 +81,16 @@ class DeployState(enum.StrEnum):
     SUPERSEDED = "Superseded"  #: a later deploy (or a stop) replaced it before it was loaded
 
 
-DEPLOY_OPEN = frozenset({DeployState.WRITING, DeployState.PENDING})
+_D = DeployState
+#: deploy state -> the states it may move to (with no service to load it, a written model
+#: is Loaded at once)
+DEPLOY_TRANSITIONS: dict[DeployState, frozenset[DeployState]] = {
+    _D.WRITING: frozenset({_D.PENDING, _D.LOADED, _D.FAILED, _D.SUPERSEDED}),
+    _D.PENDING: frozenset({_D.LOADED, _D.FAILED, _D.SUPERSEDED}),
+    _D.LOADED: frozenset(),
+    _D.FAILED: frozenset(),
+    _D.SUPERSEDED: frozenset(),
+}
+#: the state a new deploy is made in
+DEPLOY_START = DeployState.WRITING
+DEPLOY_OPEN = frozenset(DEPLOY_TRANSITIONS) - machines.ended(DEPLOY_TRANSITIONS)

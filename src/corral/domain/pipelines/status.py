@@ -1,5 +1,6 @@
 """A pipeline's task states, its status derived from them, its progress, and the trigger
-rules that decide when a waiting task runs.
+rules that decide when a waiting task runs. Which state may follow which is the two
+tables here (a run's, an attempt's), drawn in docs/pipelines.md.
 
 The pipeline's status is one pure function of its tasks' states, with FATE Flow's
 precedence: while a task runs or may still start the pipeline runs; once none can, a
@@ -11,6 +12,8 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Iterable, Sequence
+
+from corral.domain import machines
 
 
 class TaskState(enum.StrEnum):
@@ -33,13 +36,34 @@ class Status(enum.StrEnum):
     CANCELED = "canceled"  #: the pipeline was stopped (and nothing failed or timed out)
 
 
-ENDED = frozenset(TaskState) - {TaskState.WAITING, TaskState.RUNNING}
+_T = TaskState
+#: a run's state -> the states it may move to. A rerun's runs that keep their outputs are
+#: made in the state their run ended in, and never move.
+RUN_TRANSITIONS: dict[TaskState, frozenset[TaskState]] = {
+    _T.WAITING: frozenset({_T.RUNNING, _T.CACHED, _T.FAILED, _T.CANCELED, _T.SKIPPED,
+                           _T.UPSTREAM_FAILED}),
+    _T.RUNNING: frozenset({_T.SUCCESS, _T.FAILED, _T.TIMEOUT, _T.CANCELED}),
+    **{s: frozenset() for s in (_T.SUCCESS, _T.FAILED, _T.CANCELED, _T.TIMEOUT, _T.SKIPPED,
+                                _T.UPSTREAM_FAILED, _T.CACHED)},
+}
+#: the state a new run is made in
+RUN_START = TaskState.WAITING
+ENDED = machines.ended(RUN_TRANSITIONS)
 #: ended and its outputs may be used
 GOOD = frozenset({TaskState.SUCCESS, TaskState.CACHED})
 #: ended without doing its work, for a reason its downstream tasks must hear of
 FAILED_LIKE = frozenset({TaskState.FAILED, TaskState.TIMEOUT, TaskState.CANCELED,
                          TaskState.UPSTREAM_FAILED})
-ENDED_STATUSES = frozenset(Status) - {Status.RUNNING}
+#: an attempt's state (its status) -> the states it may move to: it runs, then ends once
+ATTEMPT_TRANSITIONS: dict[Status, frozenset[Status]] = {
+    Status.RUNNING: frozenset({Status.SUCCESS, Status.FAILED, Status.TIMEOUT,
+                               Status.CANCELED}),
+    **{s: frozenset() for s in (Status.SUCCESS, Status.FAILED, Status.TIMEOUT,
+                                Status.CANCELED)},
+}
+#: the state a new attempt is made in
+ATTEMPT_START = Status.RUNNING
+ENDED_STATUSES = machines.ended(ATTEMPT_TRANSITIONS)
 
 
 def status(states: Iterable[TaskState]) -> Status:

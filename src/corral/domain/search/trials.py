@@ -44,10 +44,6 @@ LIVE: frozenset[State] = frozenset(TRANSITIONS) - ENDED
 REWARDED: frozenset[State] = frozenset({State.COMPLETED})
 
 
-def allowed_from(target: State) -> frozenset[State]:
-    return frozenset(s for s, nxt in TRANSITIONS.items() if target in nxt)
-
-
 def stop_state(cause: StopCause) -> State:
     """What a trial stopped for `cause` ends as, once its job has ended."""
     return State(cause.value)

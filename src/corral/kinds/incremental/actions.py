@@ -121,15 +121,15 @@ def stop(conn: sa.Connection, loop: kind_rows.Loop, user_name: str, now: int) ->
     pool = common.pool_of(loop)
     rnd = loop_repo.get_round(conn, loop.id, loop.rounds)
     if rnd is not None and rnd.state in states.ROUND_OPEN:
-        loop_repo.move_round(conn, rnd, to=RS.STOPPED, allowed_from=states.ROUND_OPEN,
-                             ended_at=now, message=f"stopped by {user_name or 'a user'}")
+        loop_repo.move_round(conn, rnd, to=RS.STOPPED, ended_at=now,
+                             message=f"stopped by {user_name or 'a user'}")
         pool = samples.give_back(pool, [(a, b) for a, b in json.loads(rnd.train_ranges)])
     for d in loop_repo.deploys_of(conn, loop.id):
         if d.state in states.DEPLOY_OPEN:
-            loop_repo.move_deploy(conn, d, to=DS.SUPERSEDED, allowed_from=states.DEPLOY_OPEN,
-                                  ended_at=now, message="the loop was stopped")
+            loop_repo.move_deploy(conn, d, to=DS.SUPERSEDED, ended_at=now,
+                                  message="the loop was stopped")
     owned.stop(conn, common.owner(loop), now, "Stopped with its incremental-learning job")
-    loop_repo.move(conn, loop, to=LS.STOPPED, allowed_from=states.LIVE, now=now,
+    loop_repo.move(conn, loop, to=LS.STOPPED, now=now,
                    event=f"Stopped by {user_name or 'a user'}", trigger_requested_at=None,
                    **common.pool_values(pool))
 
@@ -139,7 +139,7 @@ def resume(conn: sa.Connection, loop: kind_rows.Loop, user_name: str, now: int) 
     loop = _locked(conn, loop)
     if loop.state not in (LS.STOPPED, LS.FAILED):
         raise _refuse(loop, "be resumed")
-    loop_repo.move(conn, loop, to=LS.WAITING, allowed_from={LS.STOPPED, LS.FAILED}, now=now,
+    loop_repo.move(conn, loop, to=LS.WAITING, now=now,
                    event=f"Resumed by {user_name or 'a user'}", failed_rounds=0,
                    not_before=None, next_check_at=now)
     fresh = _locked(conn, loop)
@@ -213,7 +213,7 @@ def _deploy_by_hand(conn: sa.Connection, loop: kind_rows.Loop, spec: loopspec.Lo
                     model: str, version: int, user_name: str, why: str, now: int) -> None:
     deploys.create(conn, loop, spec, round_number=None, model=model, version=version,
                    moves_alias=True, user_name=user_name, reason=why, now=now)
-    loop_repo.move(conn, loop, to=LS.DEPLOYING, allowed_from={LS.WAITING}, now=now,
+    loop_repo.move(conn, loop, to=LS.DEPLOYING, now=now,
                    event=f"Deploying {model} v{version} ({why})")
 
 

@@ -48,8 +48,8 @@ def create(conn: sa.Connection, loop: kind_rows.Loop, spec: loopspec.LoopSpec, *
     seq = loop.deploys + 1
     for old in loop_repo.deploys_of(conn, loop.id):
         if old.state in states.DEPLOY_OPEN:
-            loop_repo.move_deploy(conn, old, to=DS.SUPERSEDED, allowed_from=states.DEPLOY_OPEN,
-                                  ended_at=now, message=f"replaced by deploy {seq}")
+            loop_repo.move_deploy(conn, old, to=DS.SUPERSEDED, ended_at=now,
+                                  message=f"replaced by deploy {seq}")
     loop_repo.insert_deploy(conn, {
         "loop_id": loop.id, "seq": seq, "round": round_number, "model_name": model,
         "version": version, "token": f"{common.local_time(now)} #{seq}",
@@ -106,8 +106,7 @@ def _write(ctx: common.Ctx, loop: kind_rows.Loop, spec: loopspec.LoopSpec, d: ki
         if started.startswith("!"):
             finish(conn, locked, spec, fresh, DS.FAILED, started[1:], now)
             return True
-        loop_repo.move_deploy(conn, fresh, to=DS.PENDING, allowed_from={DS.WRITING},
-                              written_at=now, service_role=started,
+        loop_repo.move_deploy(conn, fresh, to=DS.PENDING, written_at=now, service_role=started,
                               deadline=now + spec.deploySpec.model.ack_timeout_s * 1000)
     ctx.jobs.wake()
     return True
@@ -243,7 +242,7 @@ def finish(conn: sa.Connection, loop: kind_rows.Loop, spec: loopspec.LoopSpec, d
            state: states.DeployState, message: str, now: int) -> None:
     """End a deploy Loaded or Failed, with what follows for the alias, its round and its
     loop (whose row the caller has locked)."""
-    loop_repo.move_deploy(conn, d, to=state, allowed_from=states.DEPLOY_OPEN, ended_at=now,
+    loop_repo.move_deploy(conn, d, to=state, ended_at=now,
                           message=message)
     what = f"Deploy {d.seq} ({d.model_name} v{d.version})"
     if state == DS.LOADED:
@@ -255,16 +254,15 @@ def finish(conn: sa.Connection, loop: kind_rows.Loop, spec: loopspec.LoopSpec, d
     rnd = loop_repo.get_round(conn, loop.id, d.round) if d.round is not None else None
     if rnd is not None and rnd.state == RS.DEPLOYING and rnd.deploy_seq == d.seq:
         if state == DS.LOADED:
-            loop_repo.move_round(conn, rnd, to=RS.PROMOTED, allowed_from={RS.DEPLOYING},
-                                 ended_at=now)
+            loop_repo.move_round(conn, rnd, to=RS.PROMOTED, ended_at=now)
             alias = spec.deploySpec.model.alias
-            loop_repo.move(conn, loop, to=LS.WAITING, allowed_from={LS.DEPLOYING}, now=now,
+            loop_repo.move(conn, loop, to=LS.WAITING, now=now,
                            failed_rounds=0, event=f"Round {rnd.number} promoted: "
                            f"{d.model_name} v{d.version} serves as '{alias}'")
         else:
             outcomes.fail(conn, loop, spec, rnd, f"its deploy failed: {message}", now)
     elif d.round is None and loop.state == LS.DEPLOYING and d.moves_alias:
-        loop_repo.move(conn, loop, to=LS.WAITING, allowed_from={LS.DEPLOYING}, now=now,
+        loop_repo.move(conn, loop, to=LS.WAITING, now=now,
                        event=f"{what} {'done' if state == DS.LOADED else 'failed'}")
 
 

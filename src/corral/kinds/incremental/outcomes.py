@@ -31,7 +31,7 @@ def backoff_s(spec: loopspec.LoopSpec, failed: int) -> int:
 def fail(conn: sa.Connection, loop: kind_rows.Loop, spec: loopspec.LoopSpec, rnd: kind_rows.Round,
          why: str, now: int, *, give_back: bool = True, **values: Any) -> None:
     """End `rnd` Failed because of `why` (the loop's row is locked by the caller)."""
-    loop_repo.move_round(conn, rnd, to=RS.FAILED, allowed_from=states.ROUND_OPEN, ended_at=now,
+    loop_repo.move_round(conn, rnd, to=RS.FAILED, ended_at=now,
                          message=why)
     pool = common.pool_of(loop)
     if give_back:
@@ -40,13 +40,13 @@ def fail(conn: sa.Connection, loop: kind_rows.Loop, spec: loopspec.LoopSpec, rnd
     values = {**common.pool_values(pool), "failed_rounds": failed, **values}
     text = f"Round {rnd.number} failed: {why}"
     if failed >= spec.maxFailedRounds:
-        loop_repo.move(conn, loop, to=LS.FAILED, allowed_from=states.LIVE, now=now,
+        loop_repo.move(conn, loop, to=LS.FAILED, now=now,
                        level="Error", event=f"{text}. {failed} round(s) failed in a row "
                        f"(maxFailedRounds {spec.maxFailedRounds}): the loop stopped; resume "
                        "it once fixed", message=f"{failed} round(s) failed in a row; the "
                        f"last: {why}", **values)
         return
     wait = backoff_s(spec, failed)
-    loop_repo.move(conn, loop, to=LS.WAITING, allowed_from=states.LIVE, now=now, level="Warning",
+    loop_repo.move(conn, loop, to=LS.WAITING, now=now, level="Warning",
                    event=f"{text}; the next round starts {wait} s from now at the earliest",
                    not_before=now + wait * 1000, **values)

@@ -129,7 +129,7 @@ def _begin(ctx: common.Ctx, conn: sa.Connection, locked: kind_rows.Loop, plan: _
                       now, give_back=False, **started)
         return
     loop_repo.update_round(conn, locked.id, number, train_job_id=job.id)
-    loop_repo.move(conn, locked, to=LS.TRAINING, allowed_from={LS.WAITING}, now=now,
+    loop_repo.move(conn, locked, to=LS.TRAINING, now=now,
                    event=f"Round {number} started ({_why(trigger)}): training {plan.base} "
                          f"on {samples.count(taken)} new sample(s) with job {job.name}",
                    not_before=None, **started, **common.pool_values(rest))
@@ -269,9 +269,9 @@ def _after_train(ctx: common.Ctx, conn: sa.Connection, loop: kind_rows.Loop,
         outcomes.fail(conn, loop, spec, rnd, "its evaluation job could not be submitted: "
                       f"{eval_job}", now)
         return
-    loop_repo.move_round(conn, rnd, to=RS.EVALUATING, allowed_from={RS.TRAINING},
-                         new_version=new.version, eval_job_id=eval_job.id)
-    loop_repo.move(conn, loop, to=LS.EVALUATING, allowed_from={LS.TRAINING}, now=now,
+    loop_repo.move_round(conn, rnd, to=RS.EVALUATING, new_version=new.version,
+                         eval_job_id=eval_job.id)
+    loop_repo.move(conn, loop, to=LS.EVALUATING, now=now,
                    event=f"Round {rnd.number}: {new} trained; evaluating it against "
                          f"{judged} with job {eval_job.name}")
 
@@ -306,15 +306,14 @@ def _after_eval(conn: sa.Connection, loop: kind_rows.Loop, spec: loopspec.LoopSp
         outcomes.fail(conn, loop, spec, rnd, f"its evaluation cannot be judged: {exc}", now)
         return
     if not judged.passed:
-        loop_repo.move_round(conn, rnd, to=RS.REJECTED, allowed_from={RS.EVALUATING},
-                             decision="reject", rule=judged.rule, ended_at=now)
-        loop_repo.move(conn, loop, to=LS.WAITING, allowed_from={LS.EVALUATING}, now=now,
+        loop_repo.move_round(conn, rnd, to=RS.REJECTED, decision="reject", rule=judged.rule,
+                             ended_at=now)
+        loop_repo.move(conn, loop, to=LS.WAITING, now=now,
                        failed_rounds=0, event=f"Round {rnd.number} rejected: "
                                               f"{judged.rule}; the current model stays")
         return
-    loop_repo.move_round(conn, rnd, to=RS.DEPLOYING, allowed_from={RS.EVALUATING},
-                         decision="promote", rule=judged.rule)
-    loop_repo.move(conn, loop, to=LS.DEPLOYING, allowed_from={LS.EVALUATING}, now=now,
+    loop_repo.move_round(conn, rnd, to=RS.DEPLOYING, decision="promote", rule=judged.rule)
+    loop_repo.move(conn, loop, to=LS.DEPLOYING, now=now,
                    event=f"Round {rnd.number}: {spec.model_name} v{rnd.new_version} wins "
                          f"({judged.rule})")
     fresh = loop_repo.get_round(conn, loop.id, rnd.number)

@@ -110,7 +110,7 @@ def start(conn: sa.Connection, nb: kind_rows.Notebook, *, settings: settings_mod
         kind, ms = notebooks.lease_of(lease, duration, **_lease_defaults(settings))
         lease_values = {"lease_type": kind.value, "lease_ms": ms, "lease_updated_at": now}
     moved = notebook_repo.transition(
-        conn, nb, to=State.STARTING, allowed_from=notebooks.STARTABLE, now=now,
+        conn, nb, to=State.STARTING, now=now,
         message=f"Session {nb.session + 1} started by {user_name or 'nobody'}",
         session=nb.session + 1, started_at=now, ready_at=None, stops_at=None,
         stop_requested_at=None, stop_reason=None, port=None, last_request_at=None,
@@ -124,7 +124,7 @@ def stop(conn: sa.Connection, nb: kind_rows.Notebook, *, reason: str, now: int) 
     if nb.state in notebooks.STARTABLE or nb.state == State.STOPPING:
         return
     if nb.state not in notebooks.STOPPABLE or not notebook_repo.transition(
-            conn, nb, to=State.STOPPING, allowed_from=notebooks.STOPPABLE, now=now,
+            conn, nb, to=State.STOPPING, now=now,
             message=f"Stopping: {reason}", stop_requested_at=now, stop_reason=reason):
         raise errors.InvalidState(f"notebook '{nb.id}' is {nb.state}; it cannot stop now")
 
@@ -149,7 +149,7 @@ def delete(conn: sa.Connection, nb: kind_rows.Notebook, *, user_name: str, now: 
     if nb.state == State.DELETING:
         return
     if not notebook_repo.transition(conn, nb, to=State.DELETING,
-                                    allowed_from=notebooks.DELETABLE, now=now,
+                                    now=now,
                                     message=f"Deleted by {user_name or 'nobody'}",
                                     stop_requested_at=now):
         raise errors.InvalidState(f"notebook '{nb.id}' changed meanwhile; try again")

@@ -112,7 +112,7 @@ class Controller:
             timing = nb.lease_type == notebooks.LeaseType.TIMING
             with self.store.begin() as conn:
                 notebook_repo.transition(
-                    conn, nb, to=State.RUNNING, allowed_from={State.STARTING}, now=now,
+                    conn, nb, to=State.RUNNING, now=now,
                     message=f"Session {nb.session} is up: JupyterLab answers (job {job.id})",
                     ready_at=now, stops_at=now + nb.lease_ms if timing else None,
                     last_active_at=now, checked_at=now)
@@ -164,7 +164,7 @@ class Controller:
         if job.phase != jobs.Phase.RUNNING:  # queued again (its node was lost, say)
             with self.store.begin() as conn:
                 moved = notebook_repo.transition(
-                    conn, nb, to=State.STARTING, allowed_from={State.RUNNING}, now=now,
+                    conn, nb, to=State.STARTING, now=now,
                     message=f"Session {nb.session} is queued again: {job.wait_reason or ''}",
                     level="Warning", port=None)
             if moved:  # the server's now: the next JupyterLab could not listen there
@@ -174,7 +174,7 @@ class Controller:
         if reason is not None:
             with self.store.begin() as conn:
                 notebook_repo.transition(
-                    conn, nb, to=State.STOPPING, allowed_from={State.RUNNING}, now=now,
+                    conn, nb, to=State.STOPPING, now=now,
                     message=f"Stopping: {reason}", stop_requested_at=now, stop_reason=reason)
 
     def _lease_ends(self, nb: kind_rows.Notebook, job: rows.Job, now: int) -> str | None:
@@ -202,7 +202,7 @@ class Controller:
         if job is None or owned.ended(job):
             with self.store.begin() as conn:
                 notebook_repo.transition(
-                    conn, nb, to=State.STOPPED, allowed_from={State.STOPPING}, now=now,
+                    conn, nb, to=State.STOPPED, now=now,
                     message=f"Stopped: {nb.stop_reason or 'asked to'}", **_closed())
             self._asked.discard((nb.id, nb.session))
             self._forget_socket(nb)
@@ -255,9 +255,11 @@ class Controller:
             to = State.FAILED
             reason = ((job.failure_message if job is not None else None)
                       or "its session job is gone")
+        # A compare-and-set: a user's stop since it was read (Stopping, which the table
+        # also lets end Stopped) is left to `_stopping`, which ends it for the user's reason.
         with self.store.begin() as conn:
             notebook_repo.transition(
-                conn, nb, to=to, allowed_from={State.STARTING, State.RUNNING}, now=now,
+                conn, nb, to=to, now=now, unchanged=True,
                 message=f"Session {nb.session} ended: {reason}",
                 level="Info" if to is State.STOPPED else "Error", stop_reason=reason,
                 **_closed())
@@ -267,7 +269,7 @@ class Controller:
               stop_job: bool = False) -> None:
         with self.store.begin() as conn:
             moved = notebook_repo.transition(
-                conn, nb, to=State.FAILED, allowed_from={State.STARTING}, now=now,
+                conn, nb, to=State.FAILED, now=now,
                 message=f"Session {nb.session} failed: {reason}", level="Error",
                 stop_reason=reason, **_closed())
             if moved and stop_job:

@@ -144,7 +144,7 @@ class Controller:
                 _event(conn, p, now, f"Model {saved[0]} version {saved[1]} registered from "
                        f"{model.task}.outputs.{model.channel}")
             level = "Info" if outcome == status.Status.SUCCESS else "Warning"
-            pipeline_repo.end_attempt(conn, p.id, attempt.number, to=outcome.value, now=now,
+            pipeline_repo.end_attempt(conn, p.id, attempt.number, to=outcome, now=now,
                                       message=f"Attempt {attempt.number} ended: "
                                               f"{outcome.value}" + (f" ({why})" if why else ""),
                                       level=level, why=why)
@@ -212,7 +212,7 @@ def _end_run(conn: sa.Connection, run: kind_rows.PipelineRun, step: plan.Step, n
     values: dict[str, object] = {"ended_at": now, "message": step.message or None}
     if run.job_id is None:
         values["metrics"] = "{}"  # it never ran: it reported nothing
-    pipeline_repo.move_run(conn, run, to=step.to.value, allowed_from={run.state}, now=now,
+    pipeline_repo.move_run(conn, run, to=step.to, now=now,
                            message=f"{run.key} {step.to.value}{why}", level=level,
                            values=values)
 

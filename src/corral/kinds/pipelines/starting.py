@@ -104,8 +104,8 @@ def carry_out(conn: sa.Connection, platform: common.Platform, p: kind_rows.Pipel
 
 def _move(conn: sa.Connection, run: kind_rows.PipelineRun, to: TaskState, now: int, message: str,
           level: str, values: dict[str, object]) -> None:
-    if not pipeline_repo.move_run(conn, run, to=to.value, allowed_from={TaskState.WAITING},
-                                  now=now, message=message, level=level, values=values):
+    if not pipeline_repo.move_run(conn, run, to=to, now=now, message=message, level=level,
+                                  values=values):
         # Only the controller moves a waiting run, one pass at a time: this is a bug, and
         # the pass's transaction (with the job it may have submitted) must not commit.
         raise RuntimeError(f"run {run.key} of pipeline {run.pipeline_id} is no longer waiting")
