@@ -105,7 +105,9 @@ def _holds_nul(data: Any) -> bool:
              response_model=incremental_views.LoopOut, responses=ERRORS, openapi_extra=BODY)
 async def create_incremental_learning_job(project_id: str, request: Request, ctx: Ctx,
                                           caller: auth.Caller) -> JSONResponse:
-    body = _body(await request.body(), request.headers.get("content-type", ""))
+    # Parsed on a thread, as the rest: a large YAML body takes seconds of pure Python
+    body = await ctx.blocking(_body, await request.body(),
+                              request.headers.get("content-type", ""))
     out = await ctx.blocking(_create, ctx, project_id, body, caller.user_name)
     return JSONResponse(out, status_code=201)
 

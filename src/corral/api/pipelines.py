@@ -48,7 +48,9 @@ class Action(specs.Model):
 async def create_pipeline(project_id: str, request: Request, ctx: Ctx,
                           caller: auth.Caller) -> JSONResponse:
     """Create a pipeline from its body, JSON or YAML (docs/pipelines.md)."""
-    data = _read(await request.body(), request.headers.get("content-type", ""))
+    # Parsed on a thread, as the rest: a large YAML body takes seconds of pure Python
+    data = await ctx.blocking(_read, await request.body(),
+                              request.headers.get("content-type", ""))
     out = await ctx.blocking(_create, ctx, project_id, data, caller.user_name)
     return JSONResponse(out, status_code=201)
 
