@@ -316,8 +316,8 @@ def _bind_notebooks(settings: settings_mod.Settings, asked: int, taken: int) -> 
 
 def _open(settings: settings_mod.Settings, port: int,
           ) -> tuple[Platform, list[socket.socket], str]:
-    """Build the platform, take the ports (the API's, then the notebooks'), say where it
-    listens, and start its threads."""
+    """Build the platform and take the ports (the API's, then the notebooks'); `_start`
+    starts it."""
     platform = build(settings)
     socks: list[socket.socket] = []
     try:
@@ -332,11 +332,15 @@ def _open(settings: settings_mod.Settings, port: int,
             raise errors.CorralError(f"notebooks (notebook_port): {exc.message}") from None
         raise
     platform.context.notebook_port = socks[1].getsockname()[1]
-    url = f"http://{settings.host}:{taken}"
-    _write_server_file(settings, url)
+    return platform, socks, f"http://{settings.host}:{taken}"
+
+
+def _start(platform: Platform, url: str) -> None:
+    """Say where the server listens and start the platform's threads (its lease first).
+    The caller stops it, however this ends."""
+    _write_server_file(platform.settings, url)
     platform.leader.url = url
     platform.start()
-    return platform, socks, url
 
 
 def _uvicorn(platform: Platform) -> uvicorn.Server:
@@ -354,8 +358,10 @@ def serve(settings: settings_mod.Settings) -> None:
     signals = _StopSignals()
     with signals.installed():
         platform, socks, url = _open(settings, settings.port)
+        # From here a signal is a graceful stop: the lease the start takes is given up.
         signals.running = True
         try:
+            _start(platform, url)
             http = _uvicorn(platform)
             signals.serving(http)
             log.info("corral %s serving on %s (state: %s, home: %s)", _version(), url,
@@ -383,9 +389,10 @@ class _StopSignals:
     uvicorn handles both while it serves, but then puts back the handlers it found and
     raises the signal again; with the defaults found, SIGTERM would kill the process before
     the platform stops (its leadership lease kept until it expires, nothing logged). These
-    handlers are the ones it finds. Once the platform runs, a signal only notes that the
-    server is to stop and tells uvicorn so; the platform's stop then runs, and the command
-    exits 0. Before, a signal ends the start-up where it is (exit status 128 + its number);
+    handlers are the ones it finds. From the moment the platform starts (before it takes its
+    lease), a signal only notes that the server is to stop and tells uvicorn so; the
+    platform's stop then runs, and the command exits 0. Before (opening the database,
+    taking the ports), a signal ends the start-up where it is (exit status 128 + its number);
     while the platform stops, it ends the process at once, as it does by default.
     """
 
@@ -454,6 +461,13 @@ class Embedded:
 
 def start_embedded(settings: settings_mod.Settings, port: int = 0) -> Embedded:
     platform, socks, url = _open(settings, port)
+    try:
+        _start(platform, url)
+    except BaseException:
+        platform.stop()
+        for sock in socks:
+            sock.close()
+        raise
     server = _uvicorn(platform)
     thread = threading.Thread(target=server.run, kwargs={"sockets": socks},
                               name="corral-http", daemon=True)

@@ -8,6 +8,8 @@ from __future__ import annotations
 import os
 import pathlib
 import signal
+import subprocess
+import sys
 from collections.abc import Iterator
 
 import pytest
@@ -124,3 +126,30 @@ def given_up(db_url: str, leader: crash.ServerProcess, epoch: int) -> bool:
     if lease.epoch > epoch:
         return True
     return (lease.url, lease.epoch) == (leader.url, epoch) and lease.expires_at <= now
+
+
+def test_a_sigterm_as_the_platform_starts_is_a_graceful_stop_too(
+        tmp_path: pathlib.Path, db_url: str) -> None:
+    # The signal comes the moment the platform has started (taken its lease, started its
+    # threads), before uvicorn serves: the window in which it used to end the process
+    # with the lease kept and nothing logged.
+    script = ("import os, signal\n"
+              "from corral import running\n"
+              "start = running.Platform.start\n"
+              "def start_then_term(self):\n"
+              "    start(self)\n"
+              "    os.kill(os.getpid(), signal.SIGTERM)\n"
+              "running.Platform.start = start_then_term\n" + CLI)
+    env = {**os.environ, "CORRAL_HOME": str(tmp_path / "home"), "CORRAL_PORT": "0",
+           "CORRAL_DATABASE_URL": db_url}
+    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,
+                          text=True, timeout=60)
+
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "corral stopped on SIGTERM" in done.stdout + done.stderr
+    store = db.Store(db_url)
+    try:
+        lease, now = leadership.current(store)
+    finally:
+        store.dispose()
+    assert lease.expires_at <= now, "the server kept its lease"
