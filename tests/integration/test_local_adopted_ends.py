@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator
 import pytest
 
 from corral.executors import base
-from corral.executors.local import claims, processes
+from corral.executors.local import claims, processes, tasks
 from tests import factories
 from tests.integration import local_rig
 
@@ -151,9 +151,10 @@ pathlib.Path(root, "task.pid").write_text(str(task.pid))
 
 
 def test_a_launch_whose_keeper_is_still_starting_it_is_never_started_once_settled(
-        rig: local_rig.Rig) -> None:
+        rig: local_rig.Rig, monkeypatch: pytest.MonkeyPatch) -> None:
     """A restarted server settles a launch whose keeper lives but has not recorded the
     task's pid yet: whatever it decides, the keeper must not start the task after it."""
+    monkeypatch.setattr(tasks, "KEEPER_START_S", 1.0)
     spec = rig.spec("")
     claim = pathlib.Path(claims.control_prefix(spec) + ".claim")
     slow = subprocess.Popen([sys.executable, "-c", SLOW_KEEPER, str(claim), str(rig.root),
@@ -170,6 +171,114 @@ def test_a_launch_whose_keeper_is_still_starting_it_is_never_started_once_settle
     finally:
         (rig.root / "go").touch()
         slow.wait(30)
+
+
+#: a keeper played by hand that has started its task (which exits 0 once ROOT/go exists) but
+#: records its pid only once ROOT/record exists (a loaded machine), then its exit code
+STARTED_KEEPER = """
+import os, pathlib, subprocess, sys, time
+from corral.executors.local import keeper
+claim, root, marker = sys.argv[1:]
+fd = os.open(claim, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND, 0o644)
+os.write(fd, f"L {os.getpid()} {keeper.start_ticks('self')}\\n".encode())
+task = subprocess.Popen(
+    [sys.executable, "-c", "import os, time\\n"
+     f"while not os.path.exists({root!r} + '/go'): time.sleep(0.02)"],
+    env={**os.environ, "CORRAL_LAUNCH_ID": marker}, start_new_session=True)
+pathlib.Path(root, "task.pid").write_text(str(task.pid))
+while not os.path.exists(os.path.join(root, "record")):
+    time.sleep(0.02)
+os.write(fd, f"{task.pid}\\n".encode())
+os.write(fd, f"{task.wait()}\\n".encode())
+"""
+
+
+def test_a_keeper_that_records_the_pid_after_the_first_read_keeps_its_task(
+        rig: local_rig.Rig, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The keeper has started the task and records its pid only after the recovering
+    server's first read of the claim (its half-second wait) ran out: the server waits for
+    it, adopts the task with its keeper, and reads its exit code when it ends."""
+    spec = rig.spec("")
+    claim = pathlib.Path(claims.control_prefix(spec) + ".claim")
+    slow = subprocess.Popen([sys.executable, "-c", STARTED_KEEPER, str(claim),
+                             str(rig.root), spec.launch_id])
+    rig.pid_files.append(rig.root / "task.pid")
+    read = claims.read
+    reads = []
+
+    def read_then_record(path: str, *, until_code: bool = False) -> claims.Claim:
+        found = read(path, until_code=until_code)
+        reads.append(found)
+        (rig.root / "record").touch()
+        return found
+
+    try:
+        factories.wait_for((rig.root / "task.pid").exists, what="the task to start")
+        monkeypatch.setattr(claims, "read", read_then_record)
+
+        status = rig.executor().recover(spec)
+        monkeypatch.undo()
+
+        assert reads[0].pid is None  # the window was hit: the first read had no pid
+        assert status.state is base.State.RUNNING and status.handle is not None
+        assert status.handle.pid == int((rig.root / "task.pid").read_text())
+        (rig.root / "go").touch()
+        end = local_rig.wait_status(rig.executors[0], status.handle)
+        assert (end.state, end.exit_code) == (base.State.EXITED, 0)
+    finally:
+        (rig.root / "go").touch()
+        (rig.root / "record").touch()
+        slow.wait(30)
+
+
+#: a keeper played by hand that has forked its task, which has not exec'd yet (so it
+#: carries no launch marker), and never records its pid
+FORKED_KEEPER = """
+import os, pathlib, sys, time
+from corral.executors.local import keeper
+claim, root = sys.argv[1:]
+fd = os.open(claim, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND, 0o644)
+os.write(fd, f"L {os.getpid()} {keeper.start_ticks('self')}\\n".encode())
+child = os.fork()
+if child == 0:
+    while True:
+        time.sleep(1)
+pathlib.Path(root, "task.pid").write_text(str(child))
+while True:
+    time.sleep(1)
+"""
+
+
+def test_a_keeper_stopped_while_starting_takes_its_forked_task_with_it(
+        rig: local_rig.Rig, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(tasks, "KEEPER_START_S", 0.5)
+    spec = rig.spec("")
+    claim = pathlib.Path(claims.control_prefix(spec) + ".claim")
+    stuck = subprocess.Popen([sys.executable, "-c", FORKED_KEEPER, str(claim),
+                              str(rig.root)])
+    rig.pid_files.append(rig.root / "task.pid")
+    try:
+        factories.wait_for((rig.root / "task.pid").exists, what="the keeper to fork")
+        child = int((rig.root / "task.pid").read_text())
+
+        status = rig.executor().recover(spec)
+
+        assert status.state is base.State.LOST
+        assert "whether it ran is unknown" in status.message
+        assert exit_status(stuck) == -signal.SIGKILL
+        assert gone_within_seconds(child), "the task its keeper forked still runs"
+    finally:
+        stuck.kill()
+        stuck.wait(30)
+
+
+def gone_within_seconds(pid: int) -> bool:
+    """Whether the process is gone (or a zombie), seconds on at most."""
+    try:
+        factories.wait_for(lambda: not factories.alive(pid), 5, f"{pid} to die")
+    except AssertionError:
+        return False
+    return True
 
 
 def exit_status(proc: subprocess.Popen[bytes]) -> int | None:

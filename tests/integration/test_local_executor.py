@@ -496,7 +496,9 @@ def dead_launcher_claim(spec: base.LaunchSpec) -> None:
     pathlib.Path(claims.control_prefix(spec) + ".claim").write_text(f"L {gone.pid} 1\n")
 
 
-def test_recover_adopts_a_task_its_dead_launcher_did_not_record(rig: local_rig.Rig) -> None:
+def test_recover_stops_a_task_its_dead_launcher_did_not_record(rig: local_rig.Rig) -> None:
+    """A task whose keeper died before recording its pid has no one to record its end:
+    adopted, it would run to its end and be lost all the same. It is stopped now."""
     spec = rig.spec("")
     dead_launcher_claim(spec)
     task = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"],
@@ -511,8 +513,9 @@ def test_recover_adopts_a_task_its_dead_launcher_did_not_record(rig: local_rig.R
 
     status = rig.executor().recover(spec)
 
-    assert status.state is base.State.RUNNING
-    assert status.handle is not None and status.handle.pid == task.pid
+    assert status.state is base.State.LOST
+    assert "whether it ran is unknown" in status.message
+    assert task.wait(5) == -signal.SIGKILL
 
 
 def test_recover_calls_lost_a_launch_its_dead_launcher_may_have_run(rig: local_rig.Rig) -> None:

@@ -51,15 +51,6 @@ def owned(pid: int, prefix: str, launch_id: str) -> bool:
         return False
 
 
-def find_marked(launch_id: str) -> int | None:
-    """The leader of the process group of a task carrying the launch's marker, if any."""
-    for pid in marked(launch_id):
-        with contextlib.suppress(OSError):
-            if os.getpgid(pid) == pid:
-                return pid
-    return None
-
-
 def marked(launch_id: str) -> list[int]:
     """Every process carrying the launch's marker in its environment."""
     marker = _marker(launch_id)
@@ -88,6 +79,28 @@ def kill_group(handle: base.Handle, sig: signal.Signals) -> None:
         return
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(handle.pid, sig)
+
+
+def stopped(pid: int) -> bool:
+    """Whether the process is stopped by a signal, or gone."""
+    try:
+        return keeper.stat_fields(pid)[0] in (b"T", b"t", b"Z", b"X")
+    except (FileNotFoundError, ProcessLookupError):
+        return True
+
+
+def children(pid: int) -> list[int]:
+    """The children of a (single-threaded) process, zombies included."""
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children") as fh:
+            return [int(x) for x in fh.read().split()]
+    except FileNotFoundError:  # gone, or a kernel without CONFIG_PROC_CHILDREN
+        parent, found = str(pid).encode(), []
+        for entry in os.scandir("/proc"):
+            with contextlib.suppress(OSError, IndexError):
+                if entry.name.isdigit() and keeper.stat_fields(entry.name)[1] == parent:
+                    found.append(int(entry.name))
+        return found
 
 
 def kill_marked(launch_id: str) -> None:

@@ -36,6 +36,11 @@ log = logging.getLogger(__name__)
 LAUNCH_TIMEOUT_S = 30.0
 #: a task's log is kept within this many MB unless told otherwise (task_log_max_mb)
 LOG_MAX_MB = 100
+#: how long recovery waits for a live keeper to record its task's pid (or that it could not
+#: start it) before it stops that keeper: it takes milliseconds, but a loaded machine or a
+#: slow disk under the log stretches it, and a keeper stopped after it has started the task
+#: takes the task's end with it (no one records its exit code)
+KEEPER_START_S = 10.0
 
 
 class _Launcher:
@@ -262,6 +267,8 @@ class LocalExecutor:
         except OSError as exc:  # its folder is a link, or a folder a task made
             return self._unknown(spec, f"its control folder cannot be used ({exc})")
         claim = claims.read(prefix + ".claim")
+        if claim.pid is None and claim.launcher_alive():
+            claim = _await_start(prefix + ".claim")
         if claim.refused:
             return self._unknown(spec, "its claim file was replaced (by a link, or a "
                                        "file corral did not write)")
@@ -269,27 +276,33 @@ class LocalExecutor:
             # An empty claim: its writer died before it could start the task.
             _drop(claim.group(spec.launch_id))
             return base.Status(base.State.NOT_STARTED)
-        if claim.pid is None and claim.launcher_alive():
-            # Its keeper lives but has not recorded the task's pid: it may yet start the
-            # task, after anything decided here. Killed, it never will; what it wrote
-            # before it died is read after.
-            claim = _stop_keeper(claim, prefix + ".claim")
+        if claim.pid is None:
+            return self._unrecorded(spec, claim)
         pid = claim.pid
-        if pid is None:
-            # Its keeper died between claiming the launch and recording the task's pid:
-            # the task may run (it carries its launch id) or may have run already.
-            pid = processes.find_marked(spec.launch_id)
-            if pid is None:
-                _drop(claim.group(spec.launch_id))
-                return base.Status(base.State.LOST, message=(
-                    "its launcher was killed while starting it, so whether it ran is "
-                    "unknown"))
         start = processes.start_ticks(pid)
         owned = start is not None and processes.owned(pid, prefix, spec.launch_id)
         handle = base.Handle(node=spec.node, task=spec.task, pid=pid,
                              start_time=start if owned and start else 0.0,
                              control_dir=spec.control_dir, launch_id=spec.launch_id)
         return self.adopt(handle)
+
+    def _unrecorded(self, spec: base.LaunchSpec, claim: claims.Claim) -> base.Status:
+        """A launch whose keeper claimed it but recorded no pid: it died while starting the
+        task, or lives and did not record it within KEEPER_START_S. The task may run, or
+        have run, and nobody would record its end: adopted, it would hold its cores until
+        it ended and then be lost all the same (its capped log's pipe with no reader). So
+        its keeper is stopped, what it may have started goes (its children, what carries
+        the launch's marker, its cgroup), and it is lost."""
+        alive = claim.launcher_alive()
+        if alive:
+            _stop_keeper(claim)
+        processes.kill_marked(spec.launch_id)
+        # Read again: a cgroup the keeper named after the first read.
+        group = claims.read(claims.control_prefix(spec) + ".claim").group(spec.launch_id)
+        _drop(group or claim.group(spec.launch_id))
+        why = (f"its keeper had not started it {KEEPER_START_S:g} s on and was stopped"
+               if alive else "its launcher was killed while starting it")
+        return base.Status(base.State.LOST, message=f"{why}, so whether it ran is unknown")
 
     def _unknown(self, spec: base.LaunchSpec, why: str) -> base.Status:
         """A launch whose control files a task tampered with: whether it ran cannot be
@@ -388,17 +401,48 @@ def _drop(group: cgroups.Group | None) -> None:
         group.remove()
 
 
-def _stop_keeper(claim: claims.Claim, path: str) -> claims.Claim:
-    """SIGKILL the live keeper that wrote `claim`, and read the claim once it is gone."""
+def _await_start(path: str) -> claims.Claim:
+    """The claim of a launch whose keeper lives but had not recorded the task's pid, once
+    it has (or that it could not start it), or has died, or KEEPER_START_S have passed."""
+    deadline = time.monotonic() + KEEPER_START_S
+    claim = claims.read(path)  # (each read waits up to half a second for a live writer)
+    while (claim.pid is None and not claim.settled and claim.launcher_alive()
+           and time.monotonic() < deadline):
+        claim = claims.read(path)
+    if claim.pid is None and not claim.settled and not claim.launcher_alive():
+        claim = claims.read(path)  # its last word: read after it was seen gone
+    return claim
+
+
+def _stop_keeper(claim: claims.Claim) -> None:
+    """SIGKILL the live keeper that wrote `claim`, and the children it forked: a task forked
+    but not yet exec'd carries no marker, and outlives its keeper. The keeper is stopped
+    first, so that it forks no more and reaps none (a child's pid is not reused before it
+    is killed)."""
     assert claim.launcher is not None
     keeper, ticks = claim.launcher
-    if processes.start_ticks(keeper) == ticks:
+    try:
+        pidfd = os.pidfd_open(keeper)
+    except OSError:  # gone already
+        return
+    try:
+        if processes.start_ticks(keeper) != ticks:
+            return
         with contextlib.suppress(OSError):
-            os.kill(keeper, signal.SIGKILL)
+            signal.pidfd_send_signal(pidfd, signal.SIGSTOP)
+        deadline = time.monotonic() + 5.0
+        while not processes.stopped(keeper) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        for child in processes.children(keeper):
+            with contextlib.suppress(OSError):
+                os.kill(child, signal.SIGKILL)
+        with contextlib.suppress(OSError):
+            signal.pidfd_send_signal(pidfd, signal.SIGKILL)
+    finally:
+        os.close(pidfd)
     deadline = time.monotonic() + 5.0
     while claim.launcher_alive() and time.monotonic() < deadline:
         time.sleep(0.01)
-    return claims.read(path)
 
 
 def _launch_failed(spec: base.LaunchSpec, exc: OSError) -> errors.LaunchError:
