@@ -204,3 +204,32 @@ def test_migration_0007_leaves_existing_jobs_unowned_and_goes_back_down(db_url: 
             assert "owner_kind" not in columns
             assert conn.execute(sa.text("SELECT count(*) FROM jobs")).scalar_one() == 1
         db.upgrade(engine)
+
+
+def test_an_object_s_database_error_is_said_once_without_its_statement(
+        store: db.Store) -> None:
+    # The statement and parameters of a database error differ at every pass (ids, times)
+    # and are no user's to read: the event says the error's kind and first line, once.
+    def work(n: int) -> bool:
+        raise sa.exc.IntegrityError("INSERT INTO secret_table VALUES (?)", (n,),
+                                    Exception("UNIQUE constraint failed: t.x"))
+
+    for n in range(3):
+        assert loop.isolated(store, KIND, "o1", NOW + n, lambda n=n: work(n)) is False
+
+    with store.read() as conn:
+        total, events = kind_repo.list_events(conn, KIND, "o1")
+    assert total == 1
+    assert "UNIQUE constraint failed: t.x" in events[0].message
+    assert "secret_table" not in events[0].message and "SQL" not in events[0].message
+
+
+def test_a_connection_lost_mid_pass_stops_the_whole_pass(store: db.Store) -> None:
+    def work() -> bool:
+        raise sa.exc.DBAPIError("SELECT 1", (), Exception("server closed the connection"),
+                                connection_invalidated=True)
+
+    with pytest.raises(sa.exc.DBAPIError):
+        loop.isolated(store, KIND, "o2", NOW, work)
+    with store.read() as conn:
+        assert kind_repo.list_events(conn, KIND, "o2")[0] == 0

@@ -47,20 +47,37 @@ def isolated(store: db.Store, kind: str, object_id: str, now: int,
     the whole pass instead: no other object could do better."""
     try:
         return work()
-    except (leadership.LostLease, sa.exc.OperationalError):
+    except (leadership.LostLease, sa.exc.OperationalError, sa.exc.InterfaceError):
         raise
+    except sa.exc.DBAPIError as exc:
+        if exc.connection_invalidated:
+            raise
+        return _failed(store, kind, object_id, now, exc)
     except Exception as exc:
-        log.exception("%s %s: its pass failed", kind, object_id)
-        text = " ".join(f"{type(exc).__name__}: {exc}".split())[:ERROR_TEXT]
-        try:
-            with store.begin() as conn:
-                kind_repo.add_event_unless_last(
-                    conn, kind, object_id, now, level="Error",
-                    message=f"The controller's pass failed ({text}); it is tried again at "
-                            "every pass (the server log has the details)")
-        except Exception:
-            log.exception("%s %s: its failure could not be recorded", kind, object_id)
-        return False
+        return _failed(store, kind, object_id, now, exc)
+
+
+def _failed(store: db.Store, kind: str, object_id: str, now: int, exc: Exception) -> bool:
+    log.exception("%s %s: its pass failed", kind, object_id)
+    text = _said(exc)
+    try:
+        with store.begin() as conn:
+            kind_repo.add_event_unless_last(
+                conn, kind, object_id, now, level="Error",
+                message=f"The controller's pass failed ({text}); it is tried again at "
+                        "every pass (the server log has the details)")
+    except Exception:
+        log.exception("%s %s: its failure could not be recorded", kind, object_id)
+    return False
+
+
+def _said(exc: Exception) -> str:
+    """What an object's users are told of an error: its kind and its first line. A
+    database error's own text holds its statement and parameters (ids, times), which
+    differ from pass to pass (so the event would repeat) and are not the users' to see."""
+    cause = exc.orig if isinstance(exc, sa.exc.StatementError) and exc.orig else exc
+    first = (str(cause).strip().splitlines() or [""])[0]
+    return " ".join(f"{type(cause).__name__}: {first}".split())[:ERROR_TEXT]
 
 
 class Loop:
