@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import pathlib
 import tempfile
 from collections.abc import Iterator
@@ -53,5 +54,44 @@ def test_a_task_whose_exit_code_came_just_before_its_node_was_seen_gone_exited(
         status = test_ray_executor.ended(ex, handle)
 
         assert (status.state, status.exit_code) == (base.State.EXITED, 3)
+    finally:
+        ex.close()
+
+
+def test_a_task_whose_last_files_cannot_be_copied_back_is_lost_with_its_node(
+        tmp_path: pathlib.Path, fake: fakeray.Cluster, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Its exit code came, then its node left before its last files were copied back: the
+    job must not end well without them (it runs again), and its log says why."""
+    gate = tmp_path / "gate"
+    out = tmp_path / "out"
+    spec = dataclasses.replace(test_ray_executor.spec_for(
+        tmp_path / "home", "l2", argv=("/bin/sh", "-c", f"while [ ! -e {gate} ]; do "
+                                       "sleep 0.05; done; exit 0")), output_dirs=(str(out),))
+    ex = cluster.RayExecutor("127.0.0.1:1")
+    try:
+        handle = ex.launch(spec)
+        assert ex.poll(handle).state is base.State.RUNNING
+        [agent] = fake.actors.values()
+        [wait] = fake.answers("wait")
+
+        def node_gone(*_args: Any) -> Any:
+            raise RuntimeError("the actor died unexpectedly: its node left")
+
+        # Its node is leaving: its agent can no longer be asked for the task's files, and
+        # answers the wait (exit code 0) before Ray stops listing the node.
+        monkeypatch.setattr(agent.obj, "listing", node_gone)
+        gate.touch()
+        factories.wait_for(wait.fut.done, what="the agent's answer")
+        listed = fake.nodes
+        monkeypatch.setattr(ray, "nodes", lambda: [
+            n for n in listed() if n["NodeID"] != NODE_A])
+
+        status = test_ray_executor.ended(ex, handle)
+
+        assert status.state is base.State.NODE_LOST
+        assert "last files" in status.message
+        log = pathlib.Path(spec.log_path).read_text()
+        assert "its last files could not be copied back: its node left" in log
     finally:
         ex.close()

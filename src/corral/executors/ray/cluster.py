@@ -290,6 +290,9 @@ class RayExecutor:
             return task.result
         if not self._copier.done(task):  # its last files first, then its end
             return base.Status(base.State.RUNNING, handle=handle)
+        if task.files_left:
+            task.result = self._files_left(task, int(code))
+            return task.result
         tasks.pull(self._ray, task)
         task.result = base.Status(base.State.EXITED, exit_code=int(code), handle=handle)
         return task.result
@@ -323,6 +326,22 @@ class RayExecutor:
         if not handle.node_id or not self._nodes.alive(handle.node_id, force=True):
             return self._node_lost(handle)
         return base.Status(base.State.LOST, handle=handle, message=why)
+
+    def _files_left(self, task: tasks.Task, code: int) -> base.Status:
+        """An ended task whose last files could not be copied back: its agent, and the
+        node's scratch folder with them, cannot be reached. Counted as exited, its job
+        would end well without what it wrote after the last copy (often its final
+        checkpoint, its last metrics) and might register a model of it: it is lost with
+        its node instead, and runs again."""
+        handle = task.handle
+        with contextlib.suppress(OSError):
+            files.append_server_file(task.log_path, (
+                f"corral: the task ended (exit code {code}) but its last files could not "
+                f"be copied back: its node left ({task.files_left}); it runs again\n"
+            ).encode())
+        return base.Status(base.State.NODE_LOST, handle=handle, message=(
+            f"Ray node {handle.node_id or handle.node} left the cluster before the task's "
+            "last files were copied back"))
 
     def _node_lost(self, handle: base.Handle) -> base.Status:
         return base.Status(base.State.NODE_LOST, handle=handle,

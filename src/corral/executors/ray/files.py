@@ -43,6 +43,9 @@ log = logging.getLogger(__name__)
 CHUNK = 1 << 20
 #: seconds between copies of running tasks' files
 INTERVAL = 2.0
+#: how many times an ended task's last files are asked for from an agent Ray calls
+#: unavailable for a moment, INTERVAL apart
+LAST_TRIES = 3
 
 
 @dataclasses.dataclass
@@ -98,18 +101,38 @@ class Copier:
     def _last(self, task: Any) -> None:
         ray = self._ray
         try:
-            ray.get(task.wait_ref, timeout=10)  # it ended by itself, not with its node
+            try:
+                ray.get(task.wait_ref, timeout=10)  # it ended by itself, not with its node
+            except (ray.exceptions.RayError, AttributeError):
+                return  # the agent is gone: what is said about the task says why
             if task.outputs is not None:
-                sync(ray, task.actor, task.launch_id, task.outputs)
-        except (ray.exceptions.RayError, AttributeError):
-            pass  # the agent is gone: what is said about the task says why
-        except (OSError, ValueError) as exc:
-            with contextlib.suppress(OSError):
-                append_server_file(task.log_path, (
-                    f"corral: could not copy the task's files back: {exc}\n").encode())
+                self._sync_last(task)
         finally:
             task.collected = True
             self._wake()
+
+    def _sync_last(self, task: Any) -> None:
+        """Copy an ended task's last files back. When its agent cannot be asked for them
+        (its node left), `task.files_left` says why: the task must not count as having
+        ended well without them."""
+        ray, out = self._ray, task.outputs
+        for attempt in range(1, LAST_TRIES + 1):
+            try:
+                sync(ray, task.actor, task.launch_id, out)
+                return
+            except (ray.exceptions.RayError, AttributeError) as exc:
+                hiccup = isinstance(exc, ray.exceptions.ActorUnavailableError)
+                if hiccup and attempt < LAST_TRIES:  # ask again
+                    self._stop.wait(INTERVAL)
+                    continue
+                if out.dirs or out.metrics:
+                    task.files_left = _first_line(exc)
+                return
+            except (OSError, ValueError) as exc:
+                with contextlib.suppress(OSError):
+                    append_server_file(task.log_path, (
+                        f"corral: could not copy the task's files back: {exc}\n").encode())
+                return
 
     def _loop(self) -> None:
         while not self._stop.wait(INTERVAL):
@@ -124,6 +147,11 @@ class Copier:
                     pass  # the agent is busy or gone: the next pass, or the end, will tell
                 except (OSError, ValueError) as exc:
                     log.warning("copying the files of %s back failed: %s", t.launch_id, exc)
+
+
+def _first_line(exc: BaseException) -> str:
+    lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
+    return lines[0] if lines else type(exc).__name__
 
 
 def record(spec: base.LaunchSpec, **more: Any) -> Outputs:

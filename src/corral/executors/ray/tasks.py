@@ -41,6 +41,8 @@ class Task:
     outputs: files.Outputs | None = None  #: where its files are copied to
     collecting: bool = False  #: its last files are being copied
     collected: bool = False  #: ... and have been
+    #: why its last files could not be copied back ("": they were, or it had none)
+    files_left: str = ""
     log_refused: bool = False  #: its log could not be written without following a link
     lock: threading.Lock = dataclasses.field(default_factory=threading.Lock)
 
