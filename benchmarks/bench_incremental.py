@@ -35,8 +35,7 @@ import urllib.request
 from collections.abc import Iterator
 from typing import Any
 
-from corral.cli import credentials
-from corral.sdk import client, incremental
+from corral.sdk import client, credentials, incremental
 
 #: Sedna, as its controller's code has it: for scale, not measured here
 SEDNA_QUOTED = {"loop_s": 10.0, "dataset_poll_s": 60.0}

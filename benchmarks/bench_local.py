@@ -34,7 +34,7 @@ from typing import Any
 import psutil
 import sqlalchemy as sa
 
-from corral.cli import credentials
+from corral.sdk import credentials
 
 TRIVIAL = [sys.executable, "-c", "print(1)"]
 FLAVOR = "corral.cpu.1u"

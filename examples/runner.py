@@ -28,7 +28,7 @@ from typing import TextIO, TypeVar
 import click
 
 from corral import server, settings
-from corral.cli import main
+from corral.cli import main, state
 from corral.sdk import client
 
 T = TypeVar("T")
@@ -40,13 +40,13 @@ class Session:
         self.home = home
         self.work = home.with_name(home.name + "-work")
         self.work.mkdir(parents=True, exist_ok=True)
-        self.api: client.Client = main.State(self.settings).connect()
+        self.api: client.Client = state.State(self.settings).connect()
 
     def corral(self, *args: str) -> int:
         """Run `corral ARGS...`; its exit status."""
         click.echo(f"\n$ corral {shlex.join(args)}")
         try:
-            main.cli.main(list(args), prog_name="corral", obj=main.State(self.settings),
+            main.cli.main(list(args), prog_name="corral", obj=state.State(self.settings),
                           standalone_mode=False)
         except click.ClickException as exc:
             exc.show()

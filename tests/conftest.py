@@ -19,7 +19,7 @@ import sqlalchemy as sa
 
 from corral import server
 from corral import settings as settings_mod
-from corral.cli import credentials
+from corral.sdk import credentials
 from corral.store import db
 
 PG_ADMIN_URL = os.environ.get("CORRAL_TEST_PG", "postgresql+psycopg://postgres@127.0.0.1:5432/test")

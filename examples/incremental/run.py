@@ -31,8 +31,8 @@ import stream  # noqa: E402  (beside this file)
 
 from corral import server  # noqa: E402
 from corral import settings as settings_mod  # noqa: E402
-from corral.cli import credentials, il, jobfile, render  # noqa: E402
-from corral.sdk import client, incremental  # noqa: E402
+from corral.cli import il, jobfile, render  # noqa: E402
+from corral.sdk import client, credentials, incremental  # noqa: E402
 
 #: (angle, samples, seed) of each batch the stream brings
 BATCHES = [(60.0, 250, 2), (60.0, 250, 3), (120.0, 1000, 4)]

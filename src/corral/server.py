@@ -32,13 +32,13 @@ import uvicorn
 from corral import running
 from corral import settings as settings_mod
 from corral.api import app, deps
-from corral.cli import credentials
 from corral.domain import errors, specs
 from corral.executors import base, routing
 from corral.executors.local import machine, tasks
 from corral.kinds import incremental, loop, notebooks, owned, pipelines, search
 from corral.scheduler import catalog as catalog_mod
 from corral.scheduler import launching, leadership, reconciler
+from corral.sdk import credentials
 from corral.services import accounts, secretbox, submit, sync
 from corral.storage import objects, paths
 from corral.store import db, identity_repo
@@ -51,7 +51,6 @@ class AlreadyRunning(errors.CorralError):
     """Another corral server already uses this CORRAL_HOME or database."""
 
     error_code = "ModelArts.0409"
-    http_status = 409
 
     def __init__(self, message: str | None = None, url: str | None = None) -> None:
         super().__init__(message)

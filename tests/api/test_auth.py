@@ -22,7 +22,7 @@ from huaweicloudsdkcore.auth.credentials import BasicCredentials
 from huaweicloudsdkcore.sdk_request import SdkRequest
 from huaweicloudsdkcore.signer.signer import Signer
 
-from corral.cli import credentials
+from corral.sdk import credentials
 from tests import conftest, factories
 
 BAD_CREDENTIAL = (401, "ModelArts.2784")

@@ -15,7 +15,7 @@ import yaml
 from click import testing
 
 from corral import settings as settings_mod
-from corral.cli import main
+from corral.cli import main, state
 from tests import conftest, factories
 
 pytestmark = pytest.mark.slow
@@ -33,7 +33,7 @@ def corral(url: Any, *args: str, home: pathlib.Path | None = None) -> testing.Re
         url, home = url.url, home or url.settings.home
     settings = settings_mod.Settings(**({"home": home} if home else {}))
     argv = (["--url", url] if url else []) + list(args)
-    return testing.CliRunner().invoke(main.cli, argv, obj=main.State(settings))
+    return testing.CliRunner().invoke(main.cli, argv, obj=state.State(settings))
 
 
 def write_job(folder: pathlib.Path, name: str, epochs: int = 20, **resource: Any) -> pathlib.Path:

@@ -12,7 +12,7 @@ import pathlib
 import httpx
 import pytest
 
-from corral.cli import credentials
+from corral.sdk import credentials
 from tests import conftest
 from tests.api.test_cli import assert_one_error_line, corral
 

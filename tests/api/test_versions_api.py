@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from corral import settings as settings_mod
-from corral.cli import main
+from corral.cli import main, state
 from tests import conftest, factories
 
 EXAMPLE = pathlib.Path(__file__).parents[2] / "examples" / "mlp"
@@ -45,7 +45,7 @@ def run_cli(live: conftest.Live, *args: str) -> Any:
 
     settings = settings_mod.Settings(home=live.settings.home)  # where the login is
     result = testing.CliRunner().invoke(main.cli, ["--url", live.url, *args],
-                                        obj=main.State(settings))
+                                        obj=state.State(settings))
     assert result.exit_code == 0, result.output
     return result
 

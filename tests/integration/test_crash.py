@@ -24,7 +24,7 @@ import psutil
 import pytest
 import sqlalchemy as sa
 
-from corral.cli import credentials
+from corral.sdk import credentials
 from corral.store import db
 from tests import conftest, factories
 

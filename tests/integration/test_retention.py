@@ -9,7 +9,7 @@ from typing import Any
 
 from click import testing
 
-from corral.cli import main
+from corral.cli import main, state
 from corral.scheduler import catalog as catalog_mod
 from corral.services import retention
 from corral.storage import runs
@@ -111,12 +111,13 @@ def test_gc_shows_then_applies_and_the_scheduler_purges(tmp_path: pathlib.Path) 
             conn.execute(schema.jobs.update().where(schema.jobs.c.id == job_id)
                          .values(end_time=int(time.time() * 1000) - 2 * DAY))
         runner = testing.CliRunner()
-        state = main.State(live.settings)
-        dry = runner.invoke(main.cli, ["--url", live.url, "gc", "--dry-run"], obj=state)
+        obj = state.State(live.settings)
+        dry = runner.invoke(main.cli, ["--url", live.url, "gc", "--dry-run"], obj=obj)
         assert dry.exit_code == 0, dry.output
         assert "records would remove: 1" in dry.output and job_id in dry.output
         assert live.http.get(live.path(f"/training-jobs/{job_id}")).status_code == 200
-        done = runner.invoke(main.cli, ["--url", live.url, "gc"], obj=main.State(live.settings))
+        done = runner.invoke(main.cli, ["--url", live.url, "gc"],
+                             obj=state.State(live.settings))
         assert done.exit_code == 0 and "records removed: 1" in done.output
         factories.wait_for(
             lambda: live.http.get(live.path(f"/training-jobs/{job_id}")).status_code == 404,

@@ -21,7 +21,7 @@ import rich.console
 from click import testing
 
 from corral import settings as settings_mod
-from corral.cli import demo, il, jobfile, lookup, main, render
+from corral.cli import demo, il, jobfile, lookup, main, render, state
 from corral.domain import resources
 from corral.sdk import client
 
@@ -198,8 +198,8 @@ def fake() -> FakeCorral:
 def invoke(fake: FakeCorral, tmp_path: pathlib.Path) -> Any:
     def run(*args: str) -> testing.Result:
         api = client.Client("http://corral.test", "p1", transport=httpx.MockTransport(fake))
-        state = main.State(settings_mod.load(home=tmp_path), api=api)
-        return testing.CliRunner().invoke(main.cli, list(args), obj=state)
+        obj = state.State(settings_mod.load(home=tmp_path), api=api)
+        return testing.CliRunner().invoke(main.cli, list(args), obj=obj)
 
     return run
 
@@ -408,9 +408,9 @@ def test_an_unreachable_server_is_one_red_line(tmp_path: pathlib.Path) -> None:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         url = f"http://127.0.0.1:{sock.getsockname()[1]}"
-    state = main.State(settings_mod.load(home=tmp_path))
+    obj = state.State(settings_mod.load(home=tmp_path))
 
-    result = testing.CliRunner().invoke(main.cli, ["--url", url, "jobs"], obj=state)
+    result = testing.CliRunner().invoke(main.cli, ["--url", url, "jobs"], obj=obj)
 
     assert_one_error_line(result, f"cannot reach corral at {url}: is `corral server` running?")
 

@@ -253,13 +253,6 @@ class AuthMiddleware:
         await self.app(scope, replay, send)
 
 
-class _TooLarge(errors.CorralError):
-    """The request body is too large."""
-
-    error_code = "ModelArts.0413"
-    http_status = 413
-
-
 async def _read_body(receive: Receive) -> tuple[bytes, Receive]:
     """The whole body (the signature covers it), and a `receive` that hands it on."""
     chunks: list[bytes] = []
@@ -271,7 +264,7 @@ async def _read_body(receive: Receive) -> tuple[bytes, Receive]:
         chunk = message.get("body", b"")
         size += len(chunk)
         if size > MAX_BODY:
-            raise _TooLarge(f"the request body is larger than {MAX_BODY} bytes")
+            raise error_bodies.TooLarge(f"the request body is larger than {MAX_BODY} bytes")
         chunks.append(chunk)
         if not message.get("more_body", False):
             break

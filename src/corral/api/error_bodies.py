@@ -1,4 +1,8 @@
-"""The one place errors become HTTP answers, all in the ModelArts error body."""
+"""The one place errors become HTTP answers, all in the ModelArts error body.
+
+The HTTP status of an error is the API's business, not the layer that raised it: `STATUS`
+gives it by error class, and an error not listed has its nearest listed ancestor's.
+"""
 
 from __future__ import annotations
 
@@ -10,9 +14,49 @@ from fastapi.responses import JSONResponse
 from starlette import routing
 from starlette.exceptions import HTTPException
 
-from corral.domain import errors, specs
+from corral.domain import errors, identity, specs
+from corral.scheduler import leadership
 
 log = logging.getLogger(__name__)
+
+
+class TooLarge(errors.CorralError):
+    """The request body is too large."""
+
+    error_code = "ModelArts.0413"
+
+
+class NotReady(errors.CorralError):
+    """The notebook's JupyterLab is not running."""
+
+    error_code = "ModelArts.6404"
+
+
+#: error class -> the HTTP status it answers with (docs/api.md lists them)
+STATUS: dict[type[errors.CorralError], int] = {
+    errors.CorralError: 500,
+    errors.BadParameter: 400,
+    errors.BadJSON: 400,
+    errors.NotFound: 404,
+    errors.ProjectNotFound: 404,
+    errors.DuplicateName: 400,  # a training job's name: ModelArts answers 400
+    # Conflict, as the reference's status codes have it for a resource that exists
+    # already
+    identity.DuplicateName: 409,
+    errors.BadFlavor: 400,
+    errors.InvalidState: 409,
+    errors.LaunchError: 500,
+    errors.BadCredential: 401,
+    errors.Forbidden: 403,
+    leadership.LostLease: 503,
+    TooLarge: 413,
+    NotReady: 503,
+}
+
+
+def status_of(exc: errors.CorralError) -> int:
+    """The HTTP status of `exc`: its class's in `STATUS`, or its nearest ancestor's."""
+    return next(STATUS[c] for c in type(exc).__mro__ if c in STATUS)
 
 
 def body(code: str, msg: str, status: int,
@@ -23,7 +67,7 @@ def body(code: str, msg: str, status: int,
 
 def of(exc: errors.CorralError) -> JSONResponse:
     """The answer to a CorralError: its code, message and HTTP status."""
-    return body(exc.error_code, exc.message, exc.http_status)
+    return body(exc.error_code, exc.message, status_of(exc))
 
 
 #: the methods a 405's Allow header may name

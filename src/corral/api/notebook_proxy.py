@@ -66,13 +66,6 @@ TIMEOUT = httpx.Timeout(300.0, connect=5.0)
 SESSIONS = 256
 
 
-class NotReady(errors.CorralError):
-    """The notebook's JupyterLab is not running."""
-
-    error_code = "ModelArts.6404"
-    http_status = 503
-
-
 class Proxy:
     def __init__(self, app: ASGIApp, context: deps.Context) -> None:
         self.app = app
@@ -131,7 +124,7 @@ class Proxy:
         if nb.state != notebook_rules.State.RUNNING:
             status = notebook_rules.status(nb.state, session=nb.session,
                                            ready=nb.ready_at is not None)
-            raise NotReady(f"notebook '{nb.id}' is {status.value}")
+            raise error_bodies.NotReady(f"notebook '{nb.id}' is {status.value}")
         if scope["type"] == "http" and scope["method"] not in SAFE:
             await self._touch(nb.id)
         forwarded = {**scope, "headers": _headers_for_jupyter(headers)}
@@ -149,7 +142,7 @@ class Proxy:
             # Stopping or stopped since its record was read (up to CACHE_S ago): read it
             # afresh next time, and answer as for a notebook that is not running.
             self._cache.pop(nb.id, None)
-            raise NotReady(f"notebook '{nb.id}' did not answer: {exc}") from None
+            raise error_bodies.NotReady(f"notebook '{nb.id}' did not answer: {exc}") from None
         await response(scope, receive, send)
 
     async def _by_credential(self, scope: Scope, nb: kind_rows.Notebook) -> None:

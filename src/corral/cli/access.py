@@ -12,11 +12,11 @@ from typing import TYPE_CHECKING, Any
 import click
 import rich.table
 
-from corral.cli import credentials, render
-from corral.sdk import client
+from corral.cli import render
+from corral.sdk import client, credentials
 
 if TYPE_CHECKING:
-    from corral.cli.main import State
+    from corral.cli.state import State
 
 ROLES = click.Choice(["viewer", "member", "admin"])
 

@@ -10,7 +10,7 @@ import rich.table
 from corral.cli import render
 
 if TYPE_CHECKING:
-    from corral.cli.main import State
+    from corral.cli.state import State
 
 
 @click.command(short_help="List the resource flavors jobs can ask for.")

@@ -11,7 +11,7 @@ from corral.cli import render
 from corral.sdk import incremental
 
 if TYPE_CHECKING:
-    from corral.cli.main import State
+    from corral.cli.state import State
 
 
 @click.group(short_help="Datasets: index files of samples, one a line.")

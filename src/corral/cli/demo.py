@@ -23,9 +23,9 @@ import rich.text
 
 import corral
 from corral import settings as settings_mod
-from corral.cli import credentials, jobfile, render
+from corral.cli import jobfile, render
 from corral.domain import errors, jobs
-from corral.sdk import client
+from corral.sdk import client, credentials
 
 #: the resource metrics the server samples, and how a value of each is shown
 _UNITS: dict[str, Callable[[float], str]] = {

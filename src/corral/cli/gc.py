@@ -9,7 +9,7 @@ import click
 from corral.cli import render
 
 if TYPE_CHECKING:
-    from corral.cli.main import State
+    from corral.cli.state import State
 
 
 @click.command(short_help="Remove ended jobs' logs and records as retention says.")

@@ -19,7 +19,7 @@ from corral.domain import specs
 from corral.sdk import incremental
 
 if TYPE_CHECKING:
-    from corral.cli.main import State
+    from corral.cli.state import State
 
 TEMPLATES = (("trainSpec",), ("evalSpec",), ("deploySpec",))
 

@@ -18,7 +18,7 @@ from corral.domain import jobs
 from corral.sdk import client
 
 if TYPE_CHECKING:
-    from corral.cli.main import State
+    from corral.cli.state import State
 
 PHASES = [p.value for p in jobs.Phase]
 #: the phase after which `logs -f` exits with 0

@@ -3,32 +3,29 @@
 Everything except `corral server` and `corral demo` talks to a running server over HTTP
 through `corral.sdk.client`, found at the `url` setting (`CORRAL_URL`, `--url`) or else at
 the server of the current `corral login`. The commands live in modules by noun (`jobs`,
-`catalog`, `scheduling`, `access`, `models`, `serve`); each gets the `State` below as
-click's context object. A usage error exits with 2 (click's own); any other expected
-failure (an error answer, an unreachable server, a bad job file) prints one red line and
-exits with 1; a traceback means a bug. docs/cli.md is the reference.
+`catalog`, `scheduling`, `access`, `models`, `serve`); each gets a `state.State` as
+click's context object, and none imports this module, which imports them all. A usage
+error exits with 2 (click's own); any other expected failure (an error answer, an
+unreachable server, a bad job file) prints one red line and exits with 1; a traceback
+means a bug. docs/cli.md is the reference.
 """
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
 import click
 import pydantic
-import rich.console
 
 import corral
 from corral import settings as settings_mod
 from corral.cli import (
     access,
     catalog,
-    credentials,
     datasets,
     gc,
     il,
     jobs,
-    lookup,
     models,
     notebooks,
     pipelines,
@@ -36,42 +33,9 @@ from corral.cli import (
     scheduling,
     search,
     serve,
+    state,
 )
 from corral.sdk import client
-
-
-@dataclasses.dataclass
-class State:
-    """What every command gets: the settings, and a client made on first use."""
-
-    settings: settings_mod.Settings
-    api: client.Client | None = None
-    out: rich.console.Console = dataclasses.field(default_factory=render.console)
-
-    def connect(self) -> client.Client:
-        """A client for the server, with the credential of the current login if any."""
-        if self.api is None:
-            login = self.login()
-            if login is None:
-                self.api = client.Client(self.settings.url)
-            else:
-                self.api = client.Client(self.url(login), login.project_id, token=login.token,
-                                         access_key=login.access_key,
-                                         secret_key=login.secret_key)
-        return self.api
-
-    def login(self) -> credentials.Login | None:
-        return credentials.read(self.settings.credentials_file)
-
-    def url(self, login: credentials.Login | None) -> str:
-        """--url or CORRAL_URL when given, else the login's server, else the default."""
-        if "url" in self.settings.model_fields_set or login is None or not login.url:
-            return self.settings.url
-        return login.url
-
-    def job_id(self, ref: str, *, family: bool = False) -> str:
-        """The id of the job that `ref` (an id or a name) stands for; see `lookup`."""
-        return lookup.job_id(self.connect(), ref, family=family)
 
 
 class _Group(click.Group):
@@ -95,12 +59,12 @@ def cli(ctx: click.Context, url: str | None) -> None:
     """
     if ctx.obj is None:
         # `main()` normally builds the settings; this serves callers that invoke `cli` directly.
-        ctx.obj = State(settings_mod.load())
-    state = ctx.find_object(State)
-    assert state is not None
+        ctx.obj = state.State(settings_mod.load())
+    obj = ctx.find_object(state.State)
+    assert obj is not None
     if url:
-        state.settings = state.settings.model_copy(update={"url": url})
-        state.api = None
+        obj.settings = obj.settings.model_copy(update={"url": url})
+        obj.api = None
 
 
 for _module in (serve, jobs, catalog, scheduling, access, models, gc, datasets, il, pipelines,
@@ -115,7 +79,7 @@ def main() -> None:
     except (OSError, ValueError) as exc:  # pydantic's ValidationError is a ValueError
         render.Failure(f"bad corral settings: {_settings_problem(exc)}").show()
         raise SystemExit(1) from None
-    cli.main(prog_name="corral", obj=State(settings))
+    cli.main(prog_name="corral", obj=state.State(settings))
 
 
 def _settings_problem(exc: Exception) -> str:

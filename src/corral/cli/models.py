@@ -17,7 +17,7 @@ import rich.table
 from corral.cli import render
 
 if TYPE_CHECKING:
-    from corral.cli.main import State
+    from corral.cli.state import State
 
 
 def _fmt(value: Any) -> str:

@@ -16,7 +16,7 @@ from corral.domain import errors, notebooks
 from corral.sdk import notebooks as notebook_api
 
 if TYPE_CHECKING:
-    from corral.cli.main import State
+    from corral.cli.state import State
 
 
 def _api(state: State) -> notebook_api.Notebooks:

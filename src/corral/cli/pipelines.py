@@ -22,7 +22,7 @@ from corral.domain.pipelines import spec, status
 from corral.sdk import client
 
 if TYPE_CHECKING:
-    from corral.cli.main import State
+    from corral.cli.state import State
 
 STATES = [s.value for s in status.Status]
 _STYLE = {"success": "green", "cached": "green", "running": "cyan", "waiting": "dim",

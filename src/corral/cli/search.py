@@ -17,7 +17,7 @@ from corral.sdk import client
 from corral.sdk import search as search_api
 
 if TYPE_CHECKING:
-    from corral.cli.main import State
+    from corral.cli.state import State
 
 _STYLE = {"completed": "green", "running": "cyan", "stopping": "yellow", "failed": "red",
           "pruned": "dim", "early_stopped": "dim", "stopped": "yellow"}

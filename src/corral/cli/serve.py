@@ -11,7 +11,7 @@ from corral.cli import demo, render
 from corral.domain import errors
 
 if TYPE_CHECKING:
-    from corral.cli.main import State
+    from corral.cli.state import State
 
 
 @click.command(name="server", short_help="Run the corral server in the foreground.")

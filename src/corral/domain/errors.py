@@ -1,7 +1,8 @@
 """The one error hierarchy of corral.
 
 Every layer raises these; only the API turns them into HTTP answers, in one handler, with
-the ModelArts error body. A subclass's docstring is its default message.
+the ModelArts error body and the HTTP status its table (`api/error_bodies.STATUS`) gives
+the class. A subclass's docstring is its default message; its `error_code` is ModelArts'.
 """
 
 from __future__ import annotations
@@ -11,7 +12,6 @@ class CorralError(Exception):
     """Internal error."""
 
     error_code = "ModelArts.0500"
-    http_status = 500
 
     def __init__(self, message: str | None = None) -> None:
         self.message = message or (self.__doc__ or "").strip()
@@ -22,42 +22,36 @@ class BadParameter(CorralError):
     """Invalid parameter."""
 
     error_code = "ModelArts.2788"
-    http_status = 400
 
 
 class BadJSON(CorralError):
     """The request body is not valid JSON."""
 
     error_code = "ModelArts.2787"
-    http_status = 400
 
 
 class NotFound(CorralError):
     """The training job does not exist."""
 
     error_code = "ModelArts.2775"
-    http_status = 404
 
 
 class ProjectNotFound(CorralError):
     """The project does not exist."""
 
     error_code = "ModelArts.2786"
-    http_status = 404
 
 
 class DuplicateName(CorralError):
     """A training job with this name already exists."""
 
     error_code = "ModelArts.2751"
-    http_status = 400
 
 
 class BadFlavor(CorralError):
     """The resource flavor does not exist."""
 
     error_code = "ModelArts.2763"
-    http_status = 400
 
 
 class NeverFits(BadFlavor):
@@ -72,25 +66,21 @@ class InvalidState(CorralError):
     """The training job is not in a state that allows this operation."""
 
     error_code = "ModelArts.2796"
-    http_status = 409
 
 
 class LaunchError(CorralError):
     """A task could not be started."""
 
     error_code = "ModelArts.2800"
-    http_status = 500
 
 
 class BadCredential(CorralError):
     """The request carries no valid credential."""
 
     error_code = "ModelArts.2784"
-    http_status = 401
 
 
 class Forbidden(CorralError):
     """The caller's role does not allow this operation."""
 
     error_code = "ModelArts.0403"
-    http_status = 403

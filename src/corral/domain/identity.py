@@ -97,7 +97,3 @@ def check_name(what: str, name: str) -> str:
 
 class DuplicateName(errors.DuplicateName):
     """A project or a user with this name already exists."""
-
-    # Conflict, as the reference's status codes have it for a resource that exists
-    # already (a training job's name keeps the 400 that ModelArts answers)
-    http_status = 409

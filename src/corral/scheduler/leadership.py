@@ -31,7 +31,6 @@ class LostLease(errors.CorralError):
     """This server no longer holds the lease: its scheduler's writes are refused."""
 
     error_code = "ModelArts.0503"
-    http_status = 503
 
 
 @dataclasses.dataclass(frozen=True)

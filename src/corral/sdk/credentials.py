@@ -1,8 +1,12 @@
-"""The local login file, `$CORRAL_HOME/credentials.json` (mode 0600), that the CLI uses.
+"""The local login file, `$CORRAL_HOME/credentials.json` (mode 0600), that clients use.
 
 The first start of a server writes the platform admin's credential there, so the CLI on
 the same machine works with no step of its own; `corral login` replaces it. It holds a
 bearer token and/or an access key pair, the project they are for and the server's URL.
+
+The file is the clients' (the CLI reads it, a script with the SDK may), so its format
+lives with the client, which imports nothing of the server: the server writes it once as
+a client would, and depends on the client's format rather than the CLI on the server.
 """
 
 from __future__ import annotations
