@@ -1,0 +1,34 @@
+"""The sizes docs/development.md promises of the code: modules under 600 lines, functions
+at most 80 (Alembic migrations' table-creating `upgrade` functions aside)."""
+
+from __future__ import annotations
+
+import ast
+import pathlib
+
+SRC = pathlib.Path(__file__).resolve().parents[2] / "src" / "corral"
+MODULE_LINES = 600
+FUNCTION_LINES = 80
+
+
+def _modules() -> list[pathlib.Path]:
+    return sorted(SRC.rglob("*.py"))
+
+
+def test_every_module_is_under_600_lines() -> None:
+    long = {str(p.relative_to(SRC)): n for p in _modules()
+            if (n := len(p.read_text().splitlines())) >= MODULE_LINES}
+    assert long == {}
+
+
+def test_no_function_is_over_80_lines() -> None:
+    long = {}
+    for path in _modules():
+        if "migrations" in path.parts:
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                size = (node.end_lineno or node.lineno) - node.lineno + 1
+                if size > FUNCTION_LINES:
+                    long[f"{path.relative_to(SRC)}:{node.lineno} {node.name}"] = size
+    assert long == {}
