@@ -51,3 +51,33 @@ it("is hidden where the server has no notebooks", async () => {
   renderAt(<Notebooks />, "/p/p1/notebooks", "/p/:pid/notebooks");
   expect(await screen.findByText("This server has no notebooks.")).toBeInTheDocument();
 });
+
+it("makes a notebook only once the flavors and images it offers have arrived", async () => {
+  setToken("crl_x");
+  const bodies: unknown[] = [];
+  let release = () => {};
+  const flavorsArrive = new Promise<void>((resolve) => (release = resolve));
+  vi.stubGlobal("fetch", vi.fn(async (url: string, init?: RequestInit) => {
+    if (url.startsWith("/corral/whoami")) return json(ME);
+    if (url.startsWith("/v1/p1/notebooks/flavors")) {
+      await flavorsArrive;
+      return json({ data: [{ id: "corral.cpu.1u", name: "CPU 1 core" }] });
+    }
+    if (url.startsWith("/v2/p1/training-job-engines")) return json({ items: [{ engine_id: "py", engine_name: "Python", engine_version: "3" }] });
+    if (url.startsWith("/v1/p1/notebooks") && init?.method === "POST") {
+      bodies.push(JSON.parse(String(init.body)));
+      return json({ id: "n9", name: "scratch", status: "CREATING" });
+    }
+    return json({ current: 0, pages: 1, size: 0, total: 0, data: [] });
+  }));
+  renderAt(<Notebooks />, "/p/p1/notebooks", "/p/:pid/notebooks");
+  fireEvent.click(await screen.findByRole("button", { name: "New notebook" }));
+  fireEvent.change(screen.getByLabelText("notebook name"), { target: { value: "scratch" } });
+  const create = screen.getByRole("button", { name: "Create" });
+  expect(create).toBeDisabled(); // (a click now sent no flavor: "Flavor: Field required")
+  release();
+  await waitFor(() => expect(create).toBeEnabled());
+  fireEvent.click(create);
+  await waitFor(() => expect(bodies).toHaveLength(1));
+  expect(bodies[0]).toMatchObject({ name: "scratch", flavor: "corral.cpu.1u", image_id: "py" });
+});

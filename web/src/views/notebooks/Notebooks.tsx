@@ -208,7 +208,8 @@ function CreateNotebook({ pid }: { pid: string }) {
           <input aria-label="hours" type="number" min="0.25" step="0.25" value={hours} onChange={(e) => setHours(e.target.value)} size={4} /> h
         </label>
         <div className="actions">
-          <button type="submit" disabled={create.isPending}>
+          {/* what the flavor and image lists say is only known once they have arrived */}
+          <button type="submit" disabled={create.isPending || !flavors.data || !engines.data}>
             Create
           </button>
           <button type="button" className="link" onClick={() => setOpen(false)}>
