@@ -229,3 +229,27 @@ def test_delete_removes_the_pipeline_its_jobs_and_its_outputs(
     assert _deleted(h, job_id)
     # The name is free again.
     assert h.create(pl.pipeline("busy", pl.task("a", code)))
+
+
+def test_a_pipeline_is_deleted_only_once_its_jobs_last_files_are_in(
+        h: pl.Harness, code: pathlib.Path, tmp_path: pathlib.Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # The storage component finishes with an ended job after it ended (its last upload,
+    # its metrics): removing the outputs before left what it wrote next behind. Here it
+    # is held back until the deletion has been asked.
+    from corral.store import version_repo
+
+    unfinished_ended = version_repo.unfinished_ended
+    monkeypatch.setattr(version_repo, "unfinished_ended", lambda conn, limit=50: [])
+    pid = h.create(pl.pipeline("late", pl.task("a", code, fail_unless=str(tmp_path / "no"),
+                                                outputs=("out_a",))))
+    assert h.run(pid).state == "failed"
+    job_id = h.runs(pid)["a"].job_id or ""
+
+    assert actions.delete(h.store, h.platform.settings, h.project_id, pid, h.now()) is None
+    h.step()
+    assert pl.count(h, kind_tables.pipelines) == 1, "deleted before its job was done with"
+
+    monkeypatch.setattr(version_repo, "unfinished_ended", unfinished_ended)
+    h.drive(lambda: pl.count(h, kind_tables.pipelines) == 0)
+    assert _deleted(h, job_id)

@@ -181,14 +181,18 @@ def clean(store: db.Store, settings: settings_mod.Settings, project_id: str,
 
 def delete(store: db.Store, settings: settings_mod.Settings, project_id: str,
            pipeline_id: str, now: int) -> cleaning.Done | None:
-    """Delete a pipeline: at once when it has ended (what was removed), else stopped
-    first and finished by the controller once its jobs have ended (None)."""
+    """Delete a pipeline: at once when it has ended and the storage component is done with
+    its jobs (what was removed), else stopped first if it runs and finished by the
+    controller once its jobs are done with (None)."""
     with store.begin() as conn:
         p = pipeline_repo.get(conn, project_id, pipeline_id)
-        if pipeline_repo.attempt(conn, p.id, p.attempt).state == status.Status.RUNNING:
+        running = pipeline_repo.attempt(conn, p.id, p.attempt).state == status.Status.RUNNING
+        if running or not common.jobs_finished(conn, p.id):
             pipeline_repo.mark_deleted(conn, p.id, now)
-            pipeline_repo.request_stop(conn, p.id, p.attempt, now)
-            kind_repo.add_event(conn, common.KIND, p.id, now, "Delete requested: stopping")
+            if running:
+                pipeline_repo.request_stop(conn, p.id, p.attempt, now)
+            kind_repo.add_event(conn, common.KIND, p.id, now, "Delete requested: " + (
+                "stopping" if running else "waiting for its jobs' last files"))
             return None
         p, todo, policy = _cleanup(conn, settings, project_id, pipeline_id, now)
         pipeline_repo.mark_deleted(conn, p.id, now)
@@ -206,6 +210,9 @@ def _cleanup(conn: sa.Connection, settings: settings_mod.Settings, project_id: s
     p = pipeline_repo.get(conn, project_id, pipeline_id)
     if not pipeline_repo.hold_ended(conn, p.id, p.attempt, now):
         raise errors.InvalidState(f"pipeline '{p.name}' is running: stop it, or let it end")
+    if not common.jobs_finished(conn, p.id):
+        raise errors.InvalidState(f"pipeline '{p.name}' has just ended: its jobs' last files "
+                                  "are still being saved; try again in a few seconds")
     todo = cleaning.plan(p, common.shape_of(p), pipeline_repo.runs_of(conn, p.id),
                          pipeline_repo.borrowers(conn, p.id))
     pipeline_repo.mark_outputs_removed(conn, p.id, todo.runs, now)

@@ -15,7 +15,7 @@ from corral import settings as settings_mod
 from corral.domain.pipelines import shape, spec, status
 from corral.kinds import owned
 from corral.storage import objects, paths
-from corral.store import db, identity_repo, kind_rows, pipeline_repo
+from corral.store import db, identity_repo, job_repo, kind_rows, pipeline_repo
 
 KIND = pipeline_repo.KIND
 
@@ -74,6 +74,14 @@ def policy(conn: sa.Connection, settings: settings_mod.Settings,
     return paths.policy_for(settings, project_id=project_id,
                             project_name=identity_repo.find_project(conn, project_id).name,
                             is_default=project_id == identity_repo.default_project(conn))
+
+
+def jobs_finished(conn: sa.Connection, pipeline_id: str) -> bool:
+    """Whether the storage component has finished with every job of the pipeline: until
+    then a job's last files may still be written (a stopped job's too), and removing its
+    outputs before would leave them behind."""
+    return all(j.finalized_at is not None
+               for j in job_repo.owned_jobs(conn, KIND, pipeline_id).values())
 
 
 def source(run: kind_rows.PipelineRun) -> str:

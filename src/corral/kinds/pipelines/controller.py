@@ -155,6 +155,8 @@ class Controller:
         rows gone (removing again after a crash half way is harmless)."""
         checked = common.shape_of(p)
         with self.platform.store.read() as conn:
+            if not common.jobs_finished(conn, p.id):
+                return  # a job's last files may still come: the next pass
             runs = pipeline_repo.runs_of(conn, p.id)
             todo = cleaning.plan(p, checked, runs, pipeline_repo.borrowers(conn, p.id))
             policy = common.policy(conn, self.platform.settings, p.project_id)
