@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import os
 import pathlib
+import pwd
 import signal
+import socket
 import stat
 import subprocess
 import sys
@@ -14,7 +16,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from corral.kinds.notebooks import sockets
+from corral.kinds.notebooks import jupyter, session, sockets
+from tests import factories
 
 #: listens on the unix socket argv[1], then waits
 LISTEN = """
@@ -88,3 +91,72 @@ def test_a_link_or_a_file_at_its_name_is_not_taken(folder: pathlib.Path,
     assert not sockets.claim(folder / "c-1.sock")
     assert stat.S_IMODE(target.stat().st_mode) == 0o644  # nothing done through the link
     assert sockets.listener(folder / "b-1.sock") is None
+
+
+def test_jupyterlab_listens_only_once_the_server_has_taken_its_socket(
+        folder: pathlib.Path, tmp_path: pathlib.Path) -> None:
+    """The session's own command line, with a real JupyterLab: its socket refuses every
+    connection (nothing listens, its mode is 0) until the server has made it its own; no
+    job of the task user can slip in between JupyterLab's listen() and the server's claim."""
+    sock = folder / "lab-1.sock"
+    argv = session.lab_argv(sys.executable, sock, "/notebooks/n1/", str(tmp_path))
+    lab = subprocess.Popen(argv, cwd=tmp_path, start_new_session=True,
+                           env={**os.environ, "JUPYTER_RUNTIME_DIR": str(tmp_path)},
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        factories.wait_for(sock.exists, 120, "JupyterLab to bind its socket")
+        assert stat.S_IMODE(sock.stat().st_mode) == 0
+        with socket.socket(socket.AF_UNIX) as probe, pytest.raises(ConnectionRefusedError):
+            probe.connect(str(sock))  # what a job would try first
+
+        assert sockets.claim(sock)
+
+        pid = sockets.listener(sock, wait=30)
+        assert pid is not None and sockets.descends(pid, lab.pid, _ticks(lab.pid))
+        assert jupyter.answers(jupyter.Where(sock=str(sock), base_url="/notebooks/n1/"))
+    finally:
+        os.killpg(lab.pid, signal.SIGKILL)
+        lab.wait()
+
+
+#: what a job of the task user tries on a session's socket before the server has taken it:
+#: give it the mode JupyterLab waits for, then connect
+SLIP_IN = """
+import os, socket, sys
+os.chmod(sys.argv[1], 0o600)
+with socket.socket(socket.AF_UNIX) as s:
+    try:
+        s.connect(sys.argv[1])
+        print("connected")
+    except OSError as exc:
+        print(type(exc).__name__)
+"""
+
+
+def test_a_job_of_the_task_user_cannot_make_jupyterlab_listen_before_the_server_takes_it(
+        folder: pathlib.Path, tmp_path: pathlib.Path) -> None:
+    """With run_as, JupyterLab and every job run as the task user, the server as another:
+    a job that makes the socket's mode 0600 itself, before the server has taken it, does
+    not make JupyterLab listen; only the server's owning it does. (The roles' users are
+    swapped here: the task user is this test's, the server's another, so that JupyterLab
+    runs from this Python, which other users may not be able to run.)"""
+    server = pwd.getpwnam("nobody")
+    sock = folder / "lab-2.sock"
+    argv = session.lab_argv(sys.executable, sock, "/notebooks/n2/", str(tmp_path),
+                            server_uid=server.pw_uid)
+    lab = subprocess.Popen(argv, cwd=tmp_path, start_new_session=True,
+                           env={**os.environ, "JUPYTER_RUNTIME_DIR": str(tmp_path)},
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        factories.wait_for(sock.exists, 120, "JupyterLab to bind its socket")
+        job = subprocess.run([sys.executable, "-c", SLIP_IN, str(sock)], capture_output=True,
+                             text=True, timeout=60)
+        assert job.stdout.strip() == "ConnectionRefusedError", job.stderr
+
+        os.chown(sock, server.pw_uid, server.pw_gid)  # the server's claim, as that user
+
+        pid = sockets.listener(sock, wait=30)
+        assert pid is not None and sockets.descends(pid, lab.pid, _ticks(lab.pid))
+    finally:
+        os.killpg(lab.pid, signal.SIGKILL)
+        lab.wait()

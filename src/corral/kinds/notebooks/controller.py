@@ -135,7 +135,7 @@ class Controller:
         handle = self._handle(job)
         if handle is None or not sockets.claim(sock):
             return False
-        pid = sockets.listener(sock)
+        pid = sockets.listener(sock, wait=sockets.LISTEN_WAIT)  # it listens once taken
         if pid is None:
             return False
         if sockets.descends(pid, handle.pid, handle.start_time):

@@ -1,7 +1,8 @@
 """A notebook's session: the training job that runs its JupyterLab, and the folders it uses.
 
-The job runs `python -m jupyterlab` from the notebook's engine, listening on a unix socket
-whose path the server chose (`sockets.py`: `$CORRAL_HOME/jupyter/`), under the base URL
+The job runs JupyterLab from the notebook's engine (through `labstart.py`), listening on a
+unix socket whose path the server chose (`sockets.py`: `$CORRAL_HOME/jupyter/`), from the
+moment the server has taken it as its own, under the base URL
 `/notebooks/<id>/` that the server's proxy forwards, in the notebook's workspace.
 JupyterLab has no token and no password: nobody but the server can connect to that socket
 once the server has taken it, and the server's proxy is where users are authenticated.
@@ -11,6 +12,7 @@ go into the session's `runtime/` folder, the task user's; the server reads none 
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib.util
 import os
@@ -21,7 +23,7 @@ import shutil
 
 from corral import settings as settings_mod
 from corral.domain import errors, notebooks, specs
-from corral.kinds.notebooks import sockets
+from corral.kinds.notebooks import labstart, sockets
 from corral.scheduler import catalog as catalog_mod
 from corral.storage import nofollow
 from corral.store import kind_rows
@@ -118,16 +120,7 @@ def job_body(settings: settings_mod.Settings, cat: catalog_mod.Catalog,
     with the priority of interactive work."""
     engine = cat.engine(specs.Engine(engine_id=nb.image_id))
     folder = session_dir(settings, nb)
-    argv = [engine.python, "-m", "jupyterlab", "--no-browser",
-            f"--ServerApp.sock={socket_path(settings, nb)}", "--ServerApp.sock_mode=0600",
-            # No token, no password, no XSRF check of its own: only the server reaches
-            # the socket, and its proxy authenticates users and checks where a request
-            # comes from (api/notebook_proxy.py). So no credential of JupyterLab's is in
-            # its pages, in a file, or anywhere a browser or a job could take it from.
-            "--IdentityProvider.token=", "--ServerApp.password_required=False",
-            "--ServerApp.disable_check_xsrf=True",
-            f"--ServerApp.base_url={base_url(nb.id)}", f"--ServerApp.root_dir={nb.workspace}",
-            "--ServerApp.allow_root=True"]
+    argv = lab_argv(engine.python, socket_path(settings, nb), base_url(nb.id), nb.workspace)
     env = {"JUPYTER_RUNTIME_DIR": str(folder / "runtime")}
     return specs.JobCreate.model_validate({
         "kind": "job",
@@ -142,6 +135,29 @@ def job_body(settings: settings_mod.Settings, cat: catalog_mod.Catalog,
                  # scheduler's hang detection.
                  "fault_tolerance": {"hang_timeout": 0}},
     })
+
+
+def lab_argv(python: str, sock: pathlib.Path, url: str, workspace: str, *,
+             server_uid: int | None = None) -> list[str]:
+    """JupyterLab's command line: listening on `sock` only once the server (this process's
+    user unless told) has taken it (labstart.py), under the base URL `url`, in
+    `workspace`."""
+    uid = os.geteuid() if server_uid is None else server_uid
+    return [python, "-c", _labstart(), str(uid), "--no-browser",
+            f"--ServerApp.sock={sock}", "--ServerApp.sock_mode=0600",
+            # No token, no password, no XSRF check of its own: only the server reaches
+            # the socket, and its proxy authenticates users and checks where a request
+            # comes from (api/notebook_proxy.py). So no credential of JupyterLab's is in
+            # its pages, in a file, or anywhere a browser or a job could take it from.
+            "--IdentityProvider.token=", "--ServerApp.password_required=False",
+            "--ServerApp.disable_check_xsrf=True",
+            f"--ServerApp.base_url={url}", f"--ServerApp.root_dir={workspace}",
+            "--ServerApp.allow_root=True"]
+
+
+@functools.cache
+def _labstart() -> str:
+    return pathlib.Path(labstart.__file__).read_text()
 
 
 def workspace_for(project_home: pathlib.Path, notebook_id: str,

@@ -9,9 +9,10 @@ there:
   `$CORRAL_HOME/jupyter/<notebook's hash>-<session>.sock`. That folder is the server's, mode 1733:
   the task user may make a socket in it, but neither list it nor rename or remove what is
   not the task user's (the sticky bit).
-- Once the socket is there, the server makes it its own, mode 0600 (`claim`): from then on
-  no other user can connect to it, remove it or put something else at its name; JupyterLab
-  keeps listening on it.
+- JupyterLab binds it with mode 0 and listens only once the server has made it its own,
+  mode 0600 (`claim`; `labstart.py`): until then nobody can connect (nothing listens), and
+  from then on no other user can connect to it, remove it or put something else at its
+  name.
 - Then it asks the kernel who listens at the other end (`SO_PEERCRED`: the process that
   called listen()), and takes the socket only when that is the session's own task or a
   process it started (`listener`, `descends`). A socket a job made there first is
@@ -28,6 +29,7 @@ import pathlib
 import socket
 import stat
 import struct
+import time
 
 #: the folder's mode: the task user may add a socket, not list or remove others' entries
 FOLDER_MODE = 0o1733
@@ -35,6 +37,9 @@ FOLDER_MODE = 0o1733
 MAX_PATH = 107
 #: seconds a connection to ask who listens may take
 TIMEOUT = 3.0
+#: seconds a session's JupyterLab is given to listen once its socket was taken: it waits
+#: for that, looking every few milliseconds (labstart.py)
+LISTEN_WAIT = 1.0
 
 
 def prepare(folder: pathlib.Path) -> None:
@@ -81,18 +86,24 @@ def claim(path: pathlib.Path) -> bool:
         os.close(folder)
 
 
-def listener(path: pathlib.Path) -> int | None:
+def listener(path: pathlib.Path, *, wait: float = 0.0) -> int | None:
     """The pid of the process that listens on the socket at `path` (as it was when it
-    called listen()), or None when none answers there."""
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
-        sock.settimeout(TIMEOUT)
-        try:
-            sock.connect(str(path))
-        except OSError:
-            return None
-        creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
-    pid, _uid, _gid = struct.unpack("3i", creds)
-    return pid or None
+    called listen()), or None when none answers there (within `wait` seconds)."""
+    deadline = time.monotonic() + wait
+    while True:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+            sock.settimeout(TIMEOUT)
+            try:
+                sock.connect(str(path))
+            except OSError:
+                if time.monotonic() >= deadline:
+                    return None
+                time.sleep(0.01)
+                continue
+            creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED,
+                                    struct.calcsize("3i"))
+        pid, _uid, _gid = struct.unpack("3i", creds)
+        return pid or None
 
 
 def descends(pid: int, task_pid: int, task_ticks: float) -> bool:
