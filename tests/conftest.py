@@ -220,3 +220,14 @@ def live_server(tmp_path: Any) -> Iterator[Live]:
     live = start_live(tmp_path / "home")
     yield live
     stop_live(live)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Under pytest-xdist (`-n 2 --dist loadgroup`, pyproject.toml), a test file runs on one
+    worker, so its module-scoped servers and browsers start once; and the files that start
+    a Ray cluster share one worker, so two clusters never start at once (on two cores a
+    second one's nodes time out starting). Runs before xdist's own hook reads the groups."""
+    for item in items:
+        group = "ray" if item.get_closest_marker("ray") else item.nodeid.split("::")[0]
+        item.add_marker(pytest.mark.xdist_group(group))
