@@ -272,6 +272,28 @@ def test_a_keeper_stopped_while_starting_takes_its_forked_task_with_it(
         stuck.wait(30)
 
 
+def test_a_launch_given_up_for_no_answer_stops_the_keeper_that_claimed_it(
+        rig: local_rig.Rig) -> None:
+    """The launcher did not answer in time, but the launch's keeper had claimed it: the
+    launch fails, and that keeper must not go on to start a task no one watches."""
+    spec = rig.spec("")
+    claim = pathlib.Path(claims.control_prefix(spec) + ".claim")
+    slow = subprocess.Popen([sys.executable, "-c", SLOW_KEEPER, str(claim), str(rig.root),
+                             spec.launch_id])
+    rig.pid_files.append(rig.root / "task.pid")
+    try:
+        factories.wait_for(lambda: claim.exists() and claim.read_text().startswith("L "),
+                           what="the keeper to claim the launch")
+
+        failed = tasks._launch_failed(spec, OSError("the launcher did not answer"))
+
+        assert "did not answer" in str(failed)
+        assert exit_status(slow) == -signal.SIGKILL, "its keeper may still start it"
+    finally:
+        (rig.root / "go").touch()
+        slow.wait(30)
+
+
 def gone_within_seconds(pid: int) -> bool:
     """Whether the process is gone (or a zombie), seconds on at most."""
     try:

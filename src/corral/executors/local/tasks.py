@@ -453,6 +453,11 @@ def _launch_failed(spec: base.LaunchSpec, exc: OSError) -> errors.LaunchError:
     except OSError:
         never = False
     if not never:
+        # Its keeper, if it lives, would go on starting (or keeping) a task no one watches.
+        path = claims.control_prefix(spec) + ".claim"
+        claim = claims.read(path)
+        if claim.launcher_alive():
+            _stop_keeper(claim)
         processes.kill_marked(spec.launch_id)
-        _drop(claims.read(claims.control_prefix(spec) + ".claim").group(spec.launch_id))
+        _drop(claims.read(path).group(spec.launch_id))
     return errors.LaunchError(f"cannot start {spec.task}: {exc}")
