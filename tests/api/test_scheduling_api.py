@@ -177,6 +177,9 @@ def test_the_queue_never_shows_a_project_another_projects_job_ids(live: conftest
         (None, other), (mine, live.project_id)]
     assert theirs not in json.dumps(seen) and "their-secret" not in json.dumps(seen)
     assert theirs not in json.dumps(job)
+    # The CLI names the other project where the user may know it, never by its id.
+    table = corral(live, "queue").stdout
+    assert "theirs" in table and other[:8] not in table
     theirs_seen = bob.http.get(live.path("/training-queue", other)).json()
     assert [(j["id"], j["reason"]) for j in theirs_seen["pools"][0]["jobs"]][1] == (
         None, "waiting behind higher priority")

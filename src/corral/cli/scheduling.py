@@ -19,10 +19,12 @@ if TYPE_CHECKING:
 def queue(state: State, pool_id: str | None, as_json: bool) -> None:
     """Show the jobs waiting in each pool, in the order they will start, with why each
     waits. Jobs of other projects show only their project, size and reason."""
-    found = state.connect().queue(pool_id)
+    api = state.connect()
+    found = api.queue(pool_id)
     if as_json:
         render.print_json(found)
         return
+    names = _project_names(api.whoami(), api.pools())
     for pool in found.get("pools", []):
         jobs = pool.get("jobs", [])
         state.out.print(f"[bold]pool {render.esc(str(pool.get('pool_id')))}[/]: "
@@ -33,11 +35,22 @@ def queue(state: State, pool_id: str | None, as_json: bool) -> None:
                              "REASON")
         for j in jobs:
             table.add_row(str(j.get("position")), j.get("id") or "-",
-                          render.esc(j.get("name") or "(other project)"),
-                          str(j.get("project_id", ""))[:8], render.cell(j.get("priority")),
+                          render.esc(j.get("name") or "-"),
+                          render.esc(names.get(str(j.get("project_id")), "another project")),
+                          render.cell(j.get("priority")),
                           render.cell(j.get("flavor_id")), render.cell(j.get("node_count")),
                           render.cell(j.get("wait_code")), render.esc(j.get("reason") or ""))
         state.out.print(table)
+
+
+def _project_names(me: dict[str, Any], pools: dict[str, Any]) -> dict[str, str]:
+    """The names of the projects the user may know: theirs, and those the pools name (each
+    project that uses a pool or has a quota there is named to every member); a job of any
+    other is "another project", never an id."""
+    names = {p["project_id"]: p["name"] for pool in pools.get("pools", [])
+             for p in pool.get("projects", []) if p.get("name")}
+    names.update({p["project_id"]: p["name"] for p in me.get("projects", [])})
+    return names
 
 
 @click.command(short_help="Show each pool's capacity, use and quotas.")
