@@ -7,9 +7,14 @@ checks what they would see: the output, the exit status, the files the job wrote
 from __future__ import annotations
 
 import json
+import os
 import pathlib
+import signal
+import subprocess
+import sys
 from typing import Any
 
+import psutil
 import pytest
 import yaml
 from click import testing
@@ -206,6 +211,38 @@ def test_the_demo_runs_on_its_own_server(tmp_path: pathlib.Path) -> None:
     assert (pathlib.Path(summary["registered"]["location"]) / "model.npz").is_file()
     assert summary["reported"]["val_accuracy"] == pytest.approx(
         summary["training"]["val_accuracy"], abs=1e-4)
+
+
+def test_sigterm_stops_the_demo_its_job_and_its_server(tmp_path: pathlib.Path) -> None:
+    home = tmp_path / "home"
+    demo = subprocess.Popen(
+        [sys.executable, "-c", "from corral.cli.main import main; main()", "demo",
+         "--epochs", "1000000"], env={**os.environ, "CORRAL_HOME": str(home)},
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert demo.stdout is not None
+        for line in demo.stdout:
+            if "submitted" in line:
+                break
+        factories.wait_for(lambda: _under(home / "runs"), 30, "the demo job to run")
+
+        demo.send_signal(signal.SIGTERM)
+        _, err = demo.communicate(timeout=60)
+        assert demo.returncode == 1, err
+        assert "interrupted: stopped the demo job" in err
+        factories.wait_for(lambda: not _under(home / "runs"), 30, "the job's processes to end")
+    finally:
+        demo.kill()
+        conftest.kill_under(home)
+
+
+def _under(runs: pathlib.Path) -> list[int]:
+    """Processes running in `runs` (a job's)."""
+    found = []
+    for proc in psutil.process_iter(["cwd"]):
+        if (proc.info["cwd"] or "").startswith(str(runs)):
+            found.append(proc.pid)
+    return found
 
 
 def test_the_demo_uses_the_server_already_running_for_its_home(live_server: Any) -> None:

@@ -13,6 +13,8 @@ import contextlib
 import datetime
 import pathlib
 import re
+import signal
+import threading
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -52,7 +54,8 @@ def run(
     out_dir = settings.home / "demo" / name / "output"
     body = _demo_body(jobfile.load_job_file(job_file), name, out_dir, epochs)
     say = _quiet if as_json else out.print
-    with _demo_server(settings, say) as url, _client(settings, url) as api:
+    with _term_as_interrupt(), _demo_server(settings, say) as url, \
+            _client(settings, url) as api:
         job = api.create_job(body)
         job_id = job["metadata"]["id"]
         say(f"submitted [bold]{name}[/] ({job_id}); output goes to {render.esc(str(out_dir))}")
@@ -98,6 +101,24 @@ def _demo_body(
         params = [p for p in body["algorithm"].get("parameters", []) if p["name"] != "epochs"]
         body["algorithm"]["parameters"] = [*params, {"name": "epochs", "value": str(epochs)}]
     return body
+
+
+@contextlib.contextmanager
+def _term_as_interrupt() -> Iterator[None]:
+    """SIGTERM (a terminal closed, a process manager) stops the demo as Ctrl-C does: its
+    job is stopped and its server with it, instead of the process dying with both left."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(_signum: int, _frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    before = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, before)
 
 
 @contextlib.contextmanager
