@@ -77,9 +77,9 @@ class Harness:
                                    confine=self.confine, now=self.now)
 
     def append(self, name: str, lines: list[str]) -> int:
-        with self.store.begin() as conn:
+        with self.store.read() as conn:
             ds = dataset_repo.get(conn, self.project_id, name)
-            return datasets.append(conn, ds, lines, self.stores, self.confine, self.now)
+        return datasets.append(self.store, ds.id, lines, self.stores, self.confine, self.now)
 
     def model(self, name: str, files: dict[str, str] | None = None) -> int:
         """A model version made by a completed job that wrote `files`."""

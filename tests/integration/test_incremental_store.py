@@ -4,6 +4,8 @@ their counts, a model alias's history."""
 from __future__ import annotations
 
 import pathlib
+import threading
+import time
 
 import pytest
 import sqlalchemy as sa
@@ -113,3 +115,86 @@ def test_a_dataset_in_use_cannot_be_deleted(w: h.Harness) -> None:
         ds = dataset_repo.get(conn, w.project_id, "stream")
         with pytest.raises(errors.InvalidState):
             dataset_repo.delete(conn, ds.id)
+
+
+class Killed(BaseException):
+    """The server killed at that point (nothing after it runs)."""
+
+
+def test_a_server_killed_between_an_appends_file_and_its_count_loses_no_sample(
+        w: h.Harness, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The samples are written to the file first and counted in a transaction after; a
+    server killed between the two leaves the count behind the file, and the next look at
+    the dataset counts the file again."""
+    from corral.services import datasets
+
+    w.dataset("stream", ["a"])
+
+    def killed(*_a: object, **_k: object) -> None:
+        raise Killed
+
+    with monkeypatch.context() as m:
+        m.setattr(dataset_repo, "set_count", killed)
+        with pytest.raises(Killed):
+            w.append("stream", ["b", "c"])
+    assert (w.root / "stream.txt").read_text().split() == ["a", "b", "c"]
+    with w.store.read() as conn:
+        ds = dataset_repo.get(conn, w.project_id, "stream")
+    snap = datasets.changed(ds, w.stores, w.confine)
+    assert snap is not None
+    with w.store.begin() as conn:
+        assert datasets.count_if_changed(conn, ds, snap, w.now) == 3
+    assert w.append("stream", ["d"]) == 4
+
+
+def test_a_slow_append_on_postgresql_answers_its_samples_once(
+        pg_url: str, tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """PostgreSQL ends a write transaction that waits for its server longer than the
+    server's `dead_after`: an append whose file took longer than that, written inside the
+    transaction, was ended after its samples had landed, answered an error, and a client
+    sending it again added them twice. The file is written outside any write transaction:
+    the slow append answers its samples, in the file once, counted."""
+    from corral.storage import indexfiles
+
+    store = db.Store(pg_url, dead_after=1.0)
+    store.migrate()
+    try:
+        w = h.make(store, tmp_path)
+        w.dataset("stream", ["a"])
+        written = indexfiles.append
+
+        def slow(*args: object) -> None:
+            written(*args)  # type: ignore[arg-type]
+            time.sleep(2.5)  # object storage far away: longer than dead_after
+
+        monkeypatch.setattr(indexfiles, "append", slow)
+        assert w.append("stream", ["b"]) == 2
+        assert (w.root / "stream.txt").read_text().split() == ["a", "b"]
+        with store.read() as conn:
+            assert dataset_repo.get(conn, w.project_id, "stream").number_of_samples == 2
+    finally:
+        store.dispose()
+
+
+def test_appends_to_one_dataset_take_turns_and_a_late_one_is_refused(
+        store: db.Store) -> None:
+    """Appends take turns without holding the dataset's row (on PostgreSQL an advisory
+    lock of a transaction that locks no row): one that waited too long is refused."""
+    refused: list[errors.CorralError] = []
+
+    def late() -> None:
+        try:
+            with store.turn("dataset x", 0.2):
+                pass
+        except errors.InvalidState as exc:
+            refused.append(exc)
+
+    with store.turn("dataset x", 1.0):
+        other = threading.Thread(target=late)
+        other.start()
+        other.join(30)
+        with store.turn("dataset y", 1.0):  # another key is free
+            pass
+    assert len(refused) == 1 and "busy" in refused[0].message
+    with store.turn("dataset x", 0.2):  # free again once the first is done
+        pass

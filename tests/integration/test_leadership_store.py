@@ -180,6 +180,41 @@ def test_a_takeover_waits_for_the_row_no_longer_than_a_leader_acts_on_a_renewal(
         store.dispose()
 
 
+def test_a_write_of_a_frozen_server_holds_the_leaders_writes_back_no_longer_than_it_may_wait(
+        pg_url: str) -> None:
+    """PostgreSQL: any server's write transaction (an API call's on a follower, say) that
+    locks a row and then waits for its server, frozen, is ended by the database once it has
+    waited `dead_after`: the leader's writes to that row go on (they waited for it for as
+    long as the follower stayed frozen, holding the lease row, so no one scheduled)."""
+    store = db.Store(pg_url)
+    store.migrate()
+    other = db.Store(pg_url, dead_after=1.0)
+    a = leadership.Leader(store, "a", None, TIMES)
+    wrote: list[str] = []
+
+    def write() -> None:
+        with store.fenced(a.guard(1)).begin() as conn:
+            conn.execute(sa.text("UPDATE leadership SET url = 'a was here'"))
+        wrote.append("a")
+
+    leader = threading.Thread(target=write)
+    try:
+        assert a.step()
+        with pytest.raises(sa.exc.DBAPIError), other.begin() as conn:
+            conn.execute(sa.text("UPDATE leadership SET url = 'frozen follower'"))
+            pid = backend(conn)  # ... and the follower stops here, inside its transaction
+            leader.start()
+            leader.join(30)
+            assert wrote == ["a"] and not in_transaction(store, pid)
+            conn.execute(sa.text("SELECT 1"))  # woken, it finds its transaction gone
+        lease, _ = leadership.current(store)
+        assert lease.url == "a was here"
+    finally:
+        leader.join(30)
+        store.dispose()
+        other.dispose()
+
+
 def test_a_servers_connections_give_a_silent_database_up_after_hold_ms(
         tmp_path: pathlib.Path, pg_url: str) -> None:
     """PostgreSQL: a server's connections carry TCP keepalives and tcp_user_timeout derived

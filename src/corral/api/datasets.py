@@ -134,10 +134,10 @@ def append_samples(project_id: str, dataset: str, body: SamplesIn, ctx: Ctx) -> 
     """Append lines to the dataset's index file; each is a sample."""
     lines = datasets.check_lines(body.samples)
     confine = _confine(ctx, project_id)
-    with ctx.store.begin() as conn:
+    with ctx.store.read() as conn:
         identity_repo.require_project(conn, project_id)
         found = dataset_repo.get(conn, project_id, dataset)
-        number = datasets.append(conn, found, lines, ctx.stores, confine, ctx.now())
+    number = datasets.append(ctx.store, found.id, lines, ctx.stores, confine, ctx.now())
     ctx.wake_kinds()
     return {"appended": len(lines), "number_of_samples": number}
 

@@ -9,6 +9,7 @@ roots); s3:// ones in a store the project has.
 
 from __future__ import annotations
 
+import logging
 import os
 import pathlib
 from collections.abc import Callable, Sequence
@@ -17,13 +18,16 @@ import sqlalchemy as sa
 
 from corral.domain import errors, specs
 from corral.storage import indexfiles, objects, wholefiles
-from corral.store import dataset_repo, kind_rows
+from corral.store import dataset_repo, db, kind_rows
 
+log = logging.getLogger(__name__)
 #: (path, what it is) -> the resolved path, or BadParameter (paths.confine with a policy)
 Confine = Callable[[str, str], pathlib.Path]
 #: samples one append may add
 MAX_APPEND = 100_000
 MAX_LINE = 64 * 1024
+#: seconds an append waits for the one before it on the same dataset
+APPEND_WAIT_S = 30.0
 
 
 def where(dataset: kind_rows.Dataset, stores: objects.Stores | None, confine: Confine
@@ -134,28 +138,43 @@ def check_lines(lines: Sequence[str]) -> list[str]:
     return out
 
 
-def append(conn: sa.Connection, dataset: kind_rows.Dataset, lines: Sequence[str],
+def append(store: db.Store, dataset_id: str, lines: Sequence[str],
            stores: objects.Stores | None, confine: Confine, now: int) -> int:
     """Append samples to the dataset's file and count them; returns the new number.
 
-    The dataset's row is locked first, so that appends through corral take turns. A file
-    changed by other means meanwhile is counted again from scratch.
+    Appends through corral take turns (`Store.turn`, which holds no row), and the file is
+    written outside any write transaction: a write transaction is ended by the database
+    once it has waited for its server a while (store/db.py), and one ended after the
+    samples had landed would answer an error for samples that are there, which a retry
+    would add twice. The count is recorded in a short transaction after the file is
+    written; a server stopped between the two leaves the file's stamp unlike the one
+    counted, and the next look at the dataset counts the file again, so nothing is lost.
+    A file changed by other means meanwhile is counted again from scratch.
     """
-    locked = dataset_repo.by_id(conn, dataset.id, lock=True)
-    if locked is None:
-        raise dataset_repo.DatasetNotFound(f"dataset '{dataset.name}' does not exist")
-    found = where(locked, stores, confine)
-    try:
-        before = indexfiles.stamp(found)
-        indexfiles.append(found, check_lines(lines))
-        after = indexfiles.stamp(found)
-    except OSError as exc:
-        raise errors.BadParameter(f"dataset '{locked.name}' cannot be appended to: "
-                                  f"{exc.strerror or exc}") from None
-    # Counted again from the file when it was changed by other means too, and for a csv
-    # file (whose first line, perhaps this append's, is its header).
-    if before != locked.stamp or locked.format == "csv":
-        return count_if_changed(conn, locked, _read(found), now)
-    number = locked.number_of_samples + len(lines)
-    dataset_repo.set_count(conn, locked.id, number=number, stamp=after, now=now)
-    return number
+    with store.turn(f"dataset {dataset_id}", APPEND_WAIT_S):
+        with store.read() as conn:
+            found = dataset_repo.by_id(conn, dataset_id)
+        if found is None:
+            raise dataset_repo.DatasetNotFound(f"dataset '{dataset_id}' does not exist")
+        at = where(found, stores, confine)
+        try:
+            before = indexfiles.stamp(at)
+            indexfiles.append(at, check_lines(lines))
+            after = indexfiles.stamp(at)
+        except OSError as exc:
+            raise errors.BadParameter(f"dataset '{found.name}' cannot be appended to: "
+                                      f"{exc.strerror or exc}") from None
+        # Counted again from the file when it was changed by other means too, and for a
+        # csv file (whose first line, perhaps this append's, is its header).
+        snap = _read(at) if before != found.stamp or found.format == "csv" else None
+        number = len(snap.samples) if snap is not None else found.number_of_samples + len(lines)
+        try:
+            with store.begin() as conn:
+                dataset_repo.set_count(conn, found.id, number=number,
+                                       stamp=snap.stamp if snap is not None else after, now=now)
+        except sa.exc.DBAPIError as exc:
+            # The samples are in: an error would have them sent again. The stamp left as
+            # it was has the file counted again at the next look.
+            log.warning("dataset %s: %d sample(s) appended, count not recorded: %s",
+                        found.name, len(lines), str(exc).splitlines()[0])
+        return number

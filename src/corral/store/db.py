@@ -17,7 +17,10 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy import event
 
+from corral.domain import errors
+
 MIGRATIONS = pathlib.Path(__file__).parent / "migrations"
+_IDLE_LIMIT = sa.text("SELECT set_config('idle_in_transaction_session_timeout', :hold, true)")
 #: the execution option that makes a SQLite transaction BEGIN IMMEDIATE (see _sqlite_setup)
 WRITE = "corral_write"
 
@@ -33,6 +36,8 @@ class Store:
         self.url = url
         self.engine = make_engine(url, echo=echo, pooled=pooled, dead_after=dead_after)
         self.is_sqlite = self.engine.dialect.name == "sqlite"
+        #: milliseconds a write transaction may wait for this server (PostgreSQL: `begin`)
+        self.hold_ms = None if dead_after is None or self.is_sqlite else round(dead_after * 1000)
         # SQLite lets one writer in at a time and makes the others poll with sleeps of up
         # to 100 ms; queueing this process's writers on a lock hands the database over the
         # moment it is free. (One server per database is enforced by server.py.)
@@ -40,6 +45,8 @@ class Store:
             threading.RLock() if self.is_sqlite else contextlib.nullcontext())
         #: run first in every write transaction (a leader's fencing guard: `fenced`)
         self._guard: Callable[[sa.Connection], None] | None = None
+        self._turns: dict[str, threading.Lock] = {}
+        self._turns_lock = threading.Lock()
 
     def fenced(self, guard: Callable[[sa.Connection], None]) -> Store:
         """The same database, whose write transactions each run `guard` first: it raises
@@ -50,13 +57,60 @@ class Store:
 
     @contextlib.contextmanager
     def begin(self) -> Iterator[sa.Connection]:
-        """A write transaction, committed when the block ends without an error."""
+        """A write transaction, committed when the block ends without an error.
+
+        On PostgreSQL (with `dead_after`) the database ends it once it has waited
+        `hold_ms` for this server between statements (idle_in_transaction_session_timeout,
+        for this transaction alone: set_config is_local, which holds behind PgBouncer): a
+        server frozen or cut off inside it would otherwise keep its row locks, and every
+        writer of those rows (the leader's scheduling, holding the lease row) waiting, for
+        as long as it stays frozen. So no write transaction does slow work (files, object
+        storage, processes) between its statements: see `turn`. (The fencing guard sets
+        the same limit in its own statement.)
+        """
         with self._write_lock, self.engine.connect() as conn:
             conn.execution_options(**{WRITE: True})
             with conn.begin():
                 if self._guard is not None:
                     self._guard(conn)
+                elif self.hold_ms is not None:
+                    conn.execute(_IDLE_LIMIT, {"hold": str(self.hold_ms)})
                 yield conn
+
+    @contextlib.contextmanager
+    def turn(self, key: str, wait_s: float) -> Iterator[None]:
+        """Holds `key` against every other holder of it, in any server of the database,
+        for slow work done outside write transactions (an append to a dataset's file):
+        waits at most `wait_s` for it, else raises InvalidState.
+
+        PostgreSQL: a transaction-scoped advisory lock, in a transaction of its own that
+        locks no row and so holds no writer back but the next holder of `key`; it has no
+        idle limit, since the work it covers may take long (a server frozen while holding
+        it keeps only other holders of `key` waiting, each for at most `wait_s`). SQLite
+        (one server per database): a lock of this process.
+        """
+        if self.is_sqlite:
+            with self._turns_lock:
+                lock = self._turns.setdefault(key, threading.Lock())
+            if not lock.acquire(timeout=wait_s):
+                raise errors.InvalidState(f"{key}: busy with another request; try again")
+            try:
+                yield
+            finally:
+                lock.release()
+            return
+        with self.engine.connect() as conn, conn.begin():
+            conn.execute(sa.text("SELECT set_config('lock_timeout', :wait, true)"),
+                         {"wait": str(max(1, round(wait_s * 1000)))})
+            try:
+                conn.execute(sa.text("SELECT pg_advisory_xact_lock(hashtextextended(:key, 0))"),
+                             {"key": key})
+            except sa.exc.OperationalError as exc:
+                if getattr(exc.orig, "sqlstate", None) != "55P03":  # lock_not_available
+                    raise
+                raise errors.InvalidState(f"{key}: busy with another request; try again"
+                                          ) from None
+            yield
 
     @contextlib.contextmanager
     def read(self) -> Iterator[sa.Connection]:

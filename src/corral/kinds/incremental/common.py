@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import pathlib
 import time
 from typing import Any
 
@@ -39,6 +40,14 @@ def owner(loop: kind_rows.Loop) -> owned.Owner:
 
 def confine(ctx: Ctx, conn: sa.Connection, loop: kind_rows.Loop) -> datasets.Confine:
     return functools.partial(ctx.jobs.confine, conn, loop.project_id)
+
+
+def confine_alone(ctx: Ctx, loop: kind_rows.Loop) -> datasets.Confine:
+    """`confine` reading the project's roots in a transaction of its own."""
+    def confined(path: str, what: str) -> pathlib.Path:
+        with ctx.store.read() as conn:
+            return ctx.jobs.confine(conn, loop.project_id, path, what)
+    return confined
 
 
 def pool_of(loop: kind_rows.Loop) -> samples.Pool:

@@ -50,16 +50,22 @@ def ingest(ctx: common.Ctx, loop: kind_rows.Loop, spec: loopspec.LoopSpec, now: 
     taken = end or len(data)  # (a line longer than MAX_READ is skipped)
     lines = [line for line in data[:end].decode("utf-8", "replace").splitlines()
              if line.strip() and len(line) <= datasets.MAX_LINE]
+    with ctx.store.read() as conn:
+        seen = loop_repo.loop_by_id(conn, loop.id)
+        if (seen is None or seen.hard_examples_read != loop.hard_examples_read
+                or seen.state not in states.LIVE):
+            return False
+        dataset = dataset_repo.by_id(conn, seen.dataset_id)
+        assert dataset is not None
+    # The file is written outside the loop's transaction (services.datasets.append says
+    # why), the offset recorded after it.
+    total = (datasets.append(ctx.store, dataset.id, lines, ctx.stores,
+                             common.confine_alone(ctx, seen), now) if lines else 0)
     with ctx.store.begin() as conn:
         locked = loop_repo.loop_by_id(conn, loop.id, lock=True)
-        if (locked is None or locked.hard_examples_read != loop.hard_examples_read
-                or locked.state not in states.LIVE):
+        if locked is None or locked.hard_examples_read != loop.hard_examples_read:
             return False
-        dataset = dataset_repo.by_id(conn, locked.dataset_id)
-        assert dataset is not None
         if lines:
-            total = datasets.append(conn, dataset, lines, ctx.stores,
-                                    common.confine(ctx, conn, locked), now)
             loop_repo.add_event(conn, locked.id, now, f"{len(lines)} hard example(s) from "
                                 f"the service added to dataset {dataset.name} ({total} "
                                 "samples)")
