@@ -36,8 +36,11 @@ FLAVOR = "corral.cpu.1u"
 
 @pytest.fixture(scope="module")
 def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[conftest.Live]:
-    server = conftest.start_live(tmp_path_factory.mktemp("notebooks") / "home",
-                                 notebook_check_interval=0.2)
+    # A home whose sockets' paths are longer than a unix socket's address holds (108
+    # bytes): notebooks work under any CORRAL_HOME.
+    home = tmp_path_factory.mktemp("notebooks-in-a-home-with-a-long-path" + "-x" * 20) / "home"
+    assert len(str(home / "jupyter" / ("0" * 16 + "-1.sock"))) > 108
+    server = conftest.start_live(home, notebook_check_interval=0.2)
     yield server
     conftest.stop_live(server)
 

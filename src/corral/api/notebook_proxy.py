@@ -49,7 +49,7 @@ from starlette.websockets import WebSocket
 from corral.api import auth, deps, error_bodies, notebooks
 from corral.domain import errors, identity
 from corral.domain import notebooks as notebook_rules
-from corral.kinds.notebooks import actions, session
+from corral.kinds.notebooks import actions, session, sockets
 from corral.store import kind_rows, notebook_repo
 
 log = logging.getLogger(__name__)
@@ -128,7 +128,7 @@ class Proxy:
         if scope["type"] == "http" and scope["method"] not in SAFE:
             await self._touch(nb.id)
         forwarded = {**scope, "headers": _headers_for_jupyter(headers)}
-        sock = str(session.socket_path(self.ctx.settings, nb))
+        sock = sockets.address(session.socket_path(self.ctx.settings, nb))
         target = f"localhost{scope['path']}"
         if scope["type"] == "websocket":
             await self._proxies(sock).ws.send_request_to_target(

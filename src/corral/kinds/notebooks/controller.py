@@ -39,7 +39,7 @@ def where(settings: settings_mod.Settings, nb: kind_rows.Notebook) -> jupyter.Wh
     """Where the notebook's session listens, once it has answered."""
     if nb.ready_at is None:
         return None
-    return jupyter.Where(sock=str(session.socket_path(settings, nb)),
+    return jupyter.Where(sock=sockets.address(session.socket_path(settings, nb)),
                          base_url=session.base_url(nb.id))
 
 
@@ -108,7 +108,7 @@ class Controller:
         if listening is None:  # something else listens there: the session failed
             return
         if listening and jupyter.answers(
-                jupyter.Where(sock=str(sock), base_url=session.base_url(nb.id))):
+                jupyter.Where(sock=sockets.address(sock), base_url=session.base_url(nb.id))):
             timing = nb.lease_type == notebooks.LeaseType.TIMING
             with self.store.begin() as conn:
                 notebook_repo.transition(

@@ -44,10 +44,14 @@ def main() -> None:
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         sock.setblocking(False)
         old = os.umask(0o777)  # (a socket's mode is 0777 less the umask)
+        # A path longer than a socket's address holds (108 bytes) is reached through a
+        # descriptor of its folder, as the server connects to it.
+        folder = os.open(os.path.dirname(file) or ".", os.O_PATH | os.O_DIRECTORY)
         try:
-            sock.bind(file)
+            sock.bind(f"/proc/self/fd/{folder}/{os.path.basename(file)}")
         finally:
             os.umask(old)
+            os.close(folder)
         _await_server(file, int(server_uid))
         sock.listen(backlog)
         return sock

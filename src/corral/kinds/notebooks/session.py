@@ -66,8 +66,8 @@ def sockets_dir(settings: settings_mod.Settings) -> pathlib.Path:
 
 
 def socket_path(settings: settings_mod.Settings, nb: kind_rows.Notebook) -> pathlib.Path:
-    """Where the session's JupyterLab listens: a path the server chose, short enough for
-    a unix socket's address (108 bytes) below most CORRAL_HOMEs."""
+    """Where the session's JupyterLab listens: a path the server chose (a longer one than a
+    unix socket's address holds is reached through its folder: `sockets.address`)."""
     return sockets_dir(settings) / f"{_short(nb.id)}-{nb.session}.sock"
 
 
@@ -85,11 +85,6 @@ def prepare(settings: settings_mod.Settings, nb: kind_rows.Notebook,
     """Make the workspace (where missing, the task user's: `owner`, None: the server's), a
     fresh folder for the session (the server's, with a `runtime/` folder of the task
     user's) and the sockets' folder; the session's folder."""
-    where = socket_path(settings, nb)
-    if len(os.fsencode(where)) > sockets.MAX_PATH:
-        raise errors.CorralError(
-            f"the path of its JupyterLab's socket, {where}, is longer than a unix socket's "
-            f"address may be ({sockets.MAX_PATH} bytes): use a shorter CORRAL_HOME")
     nofollow.make_dirs(nb.workspace, owner)
     nofollow.make_dirs(state_dir(settings, nb.id))
     folder = session_dir(settings, nb)

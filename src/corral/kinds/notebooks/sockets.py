@@ -29,6 +29,7 @@ import pathlib
 import socket
 import stat
 import struct
+import threading
 import time
 
 #: the folder's mode: the task user may add a socket, not list or remove others' entries
@@ -86,6 +87,33 @@ def claim(path: pathlib.Path) -> bool:
         os.close(folder)
 
 
+def address(path: pathlib.Path) -> str:
+    """What to connect to for the socket at `path`: the path itself where it fits a unix
+    socket's address (MAX_PATH), else the same entry reached through a descriptor of its
+    folder (`/proc/self/fd/N/name`), so that no CORRAL_HOME is too long for notebooks."""
+    if len(os.fsencode(path)) <= MAX_PATH:
+        return str(path)
+    return f"/proc/self/fd/{_folder_fd(path.parent)}/{path.name}"
+
+
+_folders: dict[pathlib.Path, int] = {}
+_folders_lock = threading.Lock()
+
+
+def _folder_fd(folder: pathlib.Path) -> int:
+    """A descriptor of `folder`, held for the process's life (connections made later, by a
+    pool, use it), opened anew when the folder was made anew (the old one is not closed:
+    an address already handed out must never name another file that took its number)."""
+    with _folders_lock:
+        fd = _folders.get(folder)
+        if fd is not None:
+            held, now = os.fstat(fd), os.stat(folder, follow_symlinks=False)
+            if (held.st_dev, held.st_ino) == (now.st_dev, now.st_ino):
+                return fd
+        fd = _folders[folder] = os.open(folder, os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW)
+        return fd
+
+
 def listener(path: pathlib.Path, *, wait: float = 0.0) -> int | None:
     """The pid of the process that listens on the socket at `path` (as it was when it
     called listen()), or None when none answers there (within `wait` seconds)."""
@@ -94,7 +122,7 @@ def listener(path: pathlib.Path, *, wait: float = 0.0) -> int | None:
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
             sock.settimeout(TIMEOUT)
             try:
-                sock.connect(str(path))
+                sock.connect(address(path))
             except OSError:
                 if time.monotonic() >= deadline:
                     return None
