@@ -22,6 +22,7 @@ from corral import settings as settings_mod
 from corral.cli import (
     access,
     catalog,
+    compare,
     datasets,
     gc,
     il,
@@ -68,7 +69,7 @@ def cli(ctx: click.Context, url: str | None) -> None:
 
 
 for _module in (serve, jobs, catalog, scheduling, access, models, gc, datasets, il, pipelines,
-                notebooks, search):
+                notebooks, search, compare):
     for _command in _module.COMMANDS:
         cli.add_command(_command)
 
