@@ -98,7 +98,11 @@ class Platform:
     def _lead_once(self) -> None:
         self.leader.step()
         epoch = self.leader.epoch()
-        if self.term_threads and self.fence.epoch != epoch:
+        # A term's threads stop at the first write their guard refuses; the lease may
+        # since have been renewed in the same epoch (a renewal held back, past this
+        # server's own term, by a transaction waiting on a row): the term begins again.
+        if self.term_threads and (self.fence.epoch != epoch
+                                  or not all(t.is_alive() for t in self.term_threads)):
             self._end_term()
         if epoch is not None and not self.term_threads and not self.stop_event.is_set():
             self._begin_term(epoch)
