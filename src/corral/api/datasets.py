@@ -92,13 +92,16 @@ def _confine(ctx: deps.Context, project_id: str) -> datasets.Confine:
 @router.post("/datasets", status_code=201, response_model=DatasetOut, responses=ERRORS)
 def create_dataset(project_id: str, body: DatasetCreate, ctx: Ctx,
                    caller: auth.Caller) -> JSONResponse:
-    confine = _confine(ctx, project_id)
+    with ctx.store.read() as conn:
+        identity_repo.require_project(conn, project_id)
+    # The file is read before the transaction: it may be remote, and slow.
+    new = datasets.examine(project_id=project_id, name=body.name, url=body.url,
+                           fmt=body.format, stores=ctx.stores,
+                           confine=_confine(ctx, project_id))
     with ctx.store.begin() as conn:
         identity_repo.require_project(conn, project_id)
-        dataset_id = datasets.create(
-            conn, project_id=project_id, user_name=caller.user_name, name=body.name,
-            url=body.url, fmt=body.format, description=body.description, stores=ctx.stores,
-            confine=confine, now=ctx.now())
+        dataset_id = datasets.insert(conn, new, user_name=caller.user_name,
+                                     description=body.description, now=ctx.now())
         found = dataset_repo.by_id(conn, dataset_id)
     assert found is not None
     return JSONResponse(view(found), status_code=201)

@@ -9,6 +9,7 @@ roots); s3:// ones in a store the project has.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import pathlib
@@ -53,7 +54,27 @@ def create(conn: sa.Connection, *, project_id: str, user_name: str, name: str, u
            fmt: str | None, description: str, stores: objects.Stores | None,
            confine: Confine, now: int) -> str:
     """Make a dataset of the index file at `url` (which must exist: an empty file is a
-    dataset of no samples yet) and count its samples; returns its id."""
+    dataset of no samples yet) and count its samples; returns its id. (`examine`, then
+    `insert`: a caller whose file may be slow to read examines it before its transaction.)"""
+    return insert(conn, examine(project_id=project_id, name=name, url=url, fmt=fmt,
+                                stores=stores, confine=confine),
+                  user_name=user_name, description=description, now=now)
+
+
+@dataclasses.dataclass(frozen=True)
+class Examined:
+    """An index file found fit to be a dataset, and its samples as read."""
+
+    project_id: str
+    name: str
+    url: str
+    format: str
+    snap: indexfiles.Snapshot
+
+
+def examine(*, project_id: str, name: str, url: str, fmt: str | None,
+            stores: objects.Stores | None, confine: Confine) -> Examined:
+    """Check a dataset to be made and read its file (no transaction: it may be remote)."""
     if not specs.NAME_RE.match(name):
         raise errors.BadParameter("dataset names are 1-64 letters, digits, '_' or '-'")
     fmt = indexfiles.format_of(url, fmt)
@@ -77,11 +98,17 @@ def create(conn: sa.Connection, *, project_id: str, user_name: str, name: str, u
         url = str(path)
     found = indexfiles.Where(url=url, format=fmt, local=None if objects.is_remote(url)
                              else pathlib.Path(url), stores=stores, project_id=project_id)
-    snap = _read(found)
+    return Examined(project_id=project_id, name=name, url=url, format=fmt, snap=_read(found))
+
+
+def insert(conn: sa.Connection, new: Examined, *, user_name: str, description: str,
+           now: int) -> str:
+    """The dataset's row, counted as examined; returns its id."""
     return dataset_repo.insert(conn, {
-        "project_id": project_id, "name": name, "description": description, "url": url,
-        "format": fmt, "number_of_samples": len(snap.samples), "stamp": snap.stamp,
-        "checked_at": now, "user_name": user_name, "created_at": now, "updated_at": now})
+        "project_id": new.project_id, "name": new.name, "description": description,
+        "url": new.url, "format": new.format, "number_of_samples": len(new.snap.samples),
+        "stamp": new.snap.stamp, "checked_at": now, "user_name": user_name,
+        "created_at": now, "updated_at": now})
 
 
 def _read(found: indexfiles.Where) -> indexfiles.Snapshot:
