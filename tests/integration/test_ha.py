@@ -266,6 +266,33 @@ def test_a_server_told_of_a_pooler_prepares_no_statement_on_the_database(
             platform.stop()
 
 
+def test_a_term_whose_scheduler_stopped_at_a_refused_write_begins_again_in_the_same_epoch(
+        tmp_path: pathlib.Path, pg_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A pass's write refused by the guard (the server's own term ran out while a renewal
+    waited for a row) stops the term's threads; the next renewal, in the same epoch, begins
+    the term again (before, the server went on renewing with no scheduler)."""
+    platform = server.build(make_settings(tmp_path / "home", database_url=pg_url,
+                                          server_name="here"))
+    platform.start()
+    try:
+        first = platform.reconciler
+
+        def refused() -> bool:
+            raise leadership.LostLease("epoch 1 is over: this server no longer leads")
+
+        monkeypatch.setattr(first, "tick", refused)
+        platform.wake_event.set()
+        [thread] = [t for t in platform.term_threads if t.name == "corral-reconciler"]
+        thread.join(30)
+        assert not thread.is_alive()
+        platform._lead_once()  # renewed in epoch 1
+        assert platform.fence.epoch == 1
+        assert platform.term_threads and all(t.is_alive() for t in platform.term_threads)
+        assert platform.reconciler is not first
+    finally:
+        platform.stop()
+
+
 def test_a_server_that_lost_its_lease_stops_scheduling_and_leads_again_afresh(
         tmp_path: pathlib.Path, pg_url: str) -> None:
     platform = server.build(make_settings(tmp_path / "home", database_url=pg_url,
