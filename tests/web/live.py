@@ -20,7 +20,7 @@ from typing import Any
 import httpx
 import sqlalchemy as sa
 
-from corral.cli import credentials
+from corral.sdk import credentials
 from corral.storage import runs
 from corral.store import db, schema
 from tests import conftest, factories
