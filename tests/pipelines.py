@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import pathlib
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -183,7 +184,12 @@ def start(home: pathlib.Path, db_url: str, **overrides: Any) -> Harness:
     settings = conftest.make_settings(home, database_url=db_url, cpus=4,
                                       storage_interval=0.1, **overrides)
     platform = server.build(settings)
-    platform.kinds.run_forever = lambda _stop: None  # type: ignore[method-assign]
+    # (It waits for the term's end as the real one does: a term thread that ended early is
+    # taken for one stopped by a refused write, and the term begins again.)
+    def idle(stop: threading.Event) -> None:
+        stop.wait()
+
+    platform.kinds.run_forever = idle  # type: ignore[method-assign]
     platform.start()
     [ctrl] = [c for c in platform.kinds.controllers if isinstance(c, controller.Controller)]
     return Harness(platform=platform, controller=ctrl,
