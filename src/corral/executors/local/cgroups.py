@@ -232,14 +232,23 @@ class Group:
             _write(path, value)
 
     def join(self) -> None:
-        """Move the calling process in: what it forks meanwhile starts in the cgroup."""
+        """Move the calling thread in: what it forks meanwhile starts in the cgroup."""
         for d in self.dirs:
-            _write(f"{d}/cgroup.procs", "0")
+            _write(f"{d}/{self._mover}", "0")
 
     def leave(self) -> None:
-        """Move the calling process back to the cgroup that holds the tasks' folder."""
+        """Move the calling thread back to the cgroup that holds the tasks' folder."""
         for d in self.dirs:
-            _write(f"{os.path.dirname(os.path.dirname(d))}/cgroup.procs", "0")
+            _write(f"{os.path.dirname(os.path.dirname(d))}/{self._mover}", "0")
+
+    @property
+    def _mover(self) -> str:
+        # A child starts in the cgroups of the thread that forks it. On v1, moving that one
+        # thread (`tasks`) takes no lock on every process's forks and exits, which moving a
+        # whole process (`cgroup.procs`) does, and whose taking waits for an RCU grace
+        # period, milliseconds on an idle machine, at each launch. A v2 domain cgroup moves
+        # whole processes only.
+        return "tasks" if self.version == 1 else "cgroup.procs"
 
     def file(self, name: str) -> str | None:
         """A control file of the cgroup, in whichever of its folders has it."""
