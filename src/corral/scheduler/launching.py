@@ -19,7 +19,7 @@ import socket
 from collections.abc import Callable, Mapping, Sequence
 
 from corral import settings as settings_mod
-from corral.domain import errors, faultspec, metrics, resources, specs
+from corral.domain import distributed, errors, faultspec, metrics, resources, specs
 from corral.executors import base
 from corral.scheduler import catalog as catalog_mod
 from corral.storage import nofollow, objects, runs
@@ -155,11 +155,14 @@ def task_env(
     env.update(alg.environments)
     env.update({
         "CORRAL_JOB_ID": job_id, "CORRAL_TASK_ID": task, "CORRAL_ATTEMPT": str(attempt),
-        "WORLD_SIZE": str(world), "RANK": str(rank), "LOCAL_RANK": str(rank),
-        "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(master_port),
+        "MASTER_PORT": str(master_port),
         "CUDA_VISIBLE_DEVICES": ",".join(str(i) for i in gpu_ids),
         "PYTHONUNBUFFERED": "1",
     })
+    # Every task on this machine; an executor that runs them elsewhere puts its nodes'
+    # addresses instead (the Ray one: executors/ray/payload.py).
+    env.update(distributed.rank_env(rank=rank, world=world, gpus=len(gpu_ids)))
+    env.update(distributed.address_env([distributed.LOOPBACK] * world, distributed.LOOPBACK))
     env.update({var: ",".join(str(i) for i in ids) for var, ids in (devices or {}).items()})
     return env
 

@@ -105,16 +105,17 @@ class RayExecutor:
         node_id = self._nodes.id_of(spec.node)
         if node_id is None:  # it left between placement and launch: place the job again
             return self._lost_before_start(spec)
-        master = self._nodes.ip(node_id)
-        if len(spec.gang) > 1:
-            master = self._nodes.ip(self._nodes.id_of(spec.gang[0]) or node_id)
+        here = self._nodes.ip(node_id)
+        # Each rank's node's address (rank 0's is MASTER_ADDR); one that left meanwhile
+        # counts as this one's: the gang is placed again once its task is found lost.
+        hosts = [self._nodes.ip(self._nodes.id_of(n) or node_id) for n in spec.gang] or [here]
         seeds = self._seeded(spec)
         shipped = None if self._shared_fs else inputs.of(spec, seeds)
         group = ""
         try:
             group, pg = self._groups.reserve(spec, node_id)
             agent = self._agents.on(node_id)
-            request = {**payload.of(spec, master, shipped), "group": pg, "group_name": group,
+            request = {**payload.of(spec, hosts, here, shipped), "group": pg, "group_name": group,
                        "run_as": self._run_as}
             if self._shared_fs:  # the node reads what the channels hold where they are
                 request["seed_dirs"] = [(i, spec.output_dirs[i]) for i in seeds]

@@ -10,22 +10,24 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
-from corral.domain import metrics
+from corral.domain import distributed, metrics
 from corral.executors import base
 from corral.executors.ray import actor, inputs
 
 
-def of(spec: base.LaunchSpec, master_addr: str,
+def of(spec: base.LaunchSpec, hosts: Sequence[str], here: str,
        shipped: inputs.Inputs | None = None) -> dict[str, Any]:
-    """The launch's payload; `shipped`: the inputs shipped to its node, if any."""
+    """The launch's payload; `hosts`: the address of each rank's node (rank 0's is
+    MASTER_ADDR), `here`: this task's node's; `shipped`: the inputs shipped to its node,
+    if any."""
     portable = _placeholders(spec, shipped)
     argv = [portable(a) for a in spec.argv]
     if not spec.shell and argv and argv[0] == sys.executable:
         argv[0] = actor.NODE_PYTHON  # the server's own Python: the node's instead
-    env = {**spec.env, "MASTER_ADDR": master_addr}
+    env = {**spec.env, **distributed.address_env(hosts, here)}
     return {"launch_id": spec.launch_id, "task": spec.task, "argv": argv, "shell": spec.shell,
             "cwd": portable(spec.cwd), "env": {k: portable(v) for k, v in env.items()},
             "outputs": [actor.OUTPUT % i for i in range(len(spec.output_dirs))],
