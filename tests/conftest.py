@@ -231,3 +231,18 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         group = "ray" if item.get_closest_marker("ray") else item.nodeid.split("::")[0]
         item.add_marker(pytest.mark.xdist_group(group))
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """A test marked `torch` needs PyTorch (the test extra installs it): without it, it
+    fails under CI=true, as PostgreSQL's tests do, and is skipped, saying why, elsewhere."""
+    if item.get_closest_marker("torch") is None:
+        return
+    import importlib.util
+
+    if importlib.util.find_spec("torch") is not None:
+        return
+    if os.environ.get("CI") == "true":
+        pytest.fail("PyTorch is not installed and CI=true: pip install -e '.[test]'",
+                    pytrace=False)
+    pytest.skip("PyTorch is not installed: pip install -e '.[test]'")
