@@ -103,6 +103,23 @@ def test_folders_are_made_without_following_a_link_and_the_last_one_given(
     assert not (tree / "other" / "a" / "b" / "elsewhere").exists()
 
 
+@pytest.mark.parametrize("planted", ["logs", "metrics", "ctl"])
+def test_an_attempts_folders_are_made_beneath_it_but_not_through_a_planted_link(
+        tmp_path: pathlib.Path, planted: str) -> None:
+    paths = runs.RunPaths(tmp_path / "runs", "job-1")
+    me = (os.getuid(), os.getgid())
+    paths.make_attempt_dirs(1, me)
+    att = paths.attempt_dir(1)
+    assert sorted(p.name for p in att.iterdir()) == ["ctl", "logs", "metrics"]
+    assert (att.stat().st_uid, (att / "metrics").stat().st_uid) == (me[0], me[0])
+    (tmp_path / "elsewhere").mkdir()
+    (att / planted).rmdir()
+    (att / planted).symlink_to(tmp_path / "elsewhere")
+    with pytest.raises(nofollow.Refused, match=planted):
+        paths.make_attempt_dirs(1, me)
+    assert (att / planted).is_symlink()
+
+
 def test_a_manifest_or_a_log_made_a_link_is_not_read(tmp_path: pathlib.Path) -> None:
     paths = runs.RunPaths(tmp_path / "runs", "job-1")
     paths.make_attempt_dirs(1)

@@ -118,10 +118,10 @@ def open_dir(path: str | os.PathLike[str], *, make: bool = False) -> int:
     return _open_dir(path, make=make)[0]
 
 
-def open_sub(dir_fd: int, name: str, *, shown: object = None) -> int:
+def open_sub(dir_fd: int, name: str, *, shown: object = None, make: bool = False) -> int:
     """A descriptor of folder `name` of folder `dir_fd` (one to list, change or make things
-    in), not through a link."""
-    return _step(dir_fd, name, _OPEN, False, str(shown or name))[0]
+    in), not through a link; made first when missing with `make`."""
+    return _step(dir_fd, name, _OPEN, make, str(shown or name))[0]
 
 
 def make_dirs(path: str | os.PathLike[str], owner: tuple[int, int] | None = None) -> None:

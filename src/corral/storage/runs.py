@@ -69,15 +69,19 @@ class RunPaths:
         `owner` (the user tasks run as), the attempt's directory and `metrics/` are theirs
         (tasks append their metrics there)."""
         att = self.attempt_dir(attempt)
-        for sub in ("logs", "metrics", "ctl"):
-            nofollow.make_dirs(att / sub)
-        if owner is not None:
-            for mine in (att, att / "metrics"):
-                fd = nofollow.open_dir(mine)
+        fd = nofollow.open_dir(att, make=True)  # one walk from the root, not one per folder
+        try:
+            for sub in ("logs", "metrics", "ctl"):
+                sub_fd = nofollow.open_sub(fd, sub, shown=att / sub, make=True)
                 try:
-                    os.fchown(fd, *owner)
+                    if owner is not None and sub == "metrics":
+                        os.fchown(sub_fd, *owner)
                 finally:
-                    os.close(fd)
+                    os.close(sub_fd)
+            if owner is not None:
+                os.fchown(fd, *owner)
+        finally:
+            os.close(fd)
 
 
 def local_path(url: str, what: str) -> pathlib.Path:
