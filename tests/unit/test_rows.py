@@ -74,3 +74,16 @@ def test_a_column_that_may_be_null_is_typed_so(cls: type) -> None:
 def test_a_row_class_of_a_table_and_one_column_has_exactly_those(cls: type) -> None:
     base, extra = WHOLE_TABLES_AND_ONE[cls]
     assert set(_fields(cls)) == set(WHOLE_TABLES[base].columns.keys()) | {extra}
+
+
+def test_rows_are_built_by_column_name_whatever_the_columns_order() -> None:
+    engine = sa.create_engine("sqlite://")
+    t = schema.project_usage
+    t.create(engine)
+    with engine.begin() as conn:
+        conn.execute(t.insert(), [{"project_id": "p", "pool_id": "default", "share": 0.5,
+                                   "updated_at": 7}])
+        in_order = rows.Usage.all(conn.execute(sa.select(t)))
+        reversed_ = rows.Usage.all(conn.execute(sa.select(*reversed(list(t.columns)))))
+    assert in_order == reversed_ == [rows.Usage(project_id="p", pool_id="default",
+                                                share=0.5, updated_at=7)]

@@ -10,6 +10,7 @@ names; times are milliseconds since the epoch; phases and states are the stored 
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Mapping
 from typing import Any, Self
 
@@ -29,8 +30,16 @@ class FromRow:
     @classmethod
     def all(cls, result: sa.Result[Any]) -> list[Self]:
         # The names once, not a mapping per row: a reconciler pass reads tens of thousands.
-        names = list(result.keys())
+        names = tuple(result.keys())
+        make: Any = cls
+        if names == _field_names(make)[:len(names)]:  # the columns in the fields' order
+            return [make(*r) for r in result]
         return [cls(**dict(zip(names, r, strict=True))) for r in result]
+
+
+@functools.cache
+def _field_names(cls: Any) -> tuple[str, ...]:
+    return tuple(f.name for f in dataclasses.fields(cls))
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
