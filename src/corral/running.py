@@ -148,11 +148,15 @@ class Platform:
         """A sample every `metrics_interval` (stretched where sampling costs more than
         `pacing.SHARE` of a core)."""
         interval = wait = self.settings.metrics_interval
+        nodes_due = 0.0  # the nodes' own use: every sampling.NODE_INTERVAL_S at most
         while not self.term_stop.wait(wait):
             cpu = time.thread_time()
+            nodes = time.monotonic() >= nodes_due
+            if nodes:
+                nodes_due = time.monotonic() + max(interval, sampling.NODE_INTERVAL_S)
             try:
                 sampling.sample_once(self.fenced, self.executor, self.catalog,
-                                     self.reconciler.now())
+                                     self.reconciler.now(), nodes=nodes)
                 wait = pacing.wait_after(interval, time.thread_time() - cpu)
             except leadership.LostLease:
                 return

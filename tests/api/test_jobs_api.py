@@ -1118,6 +1118,36 @@ def test_info(live: conftest.Live) -> None:
     assert leader["url"] == live.url and leader["epoch"] >= 1 and leader["since"] > 0
 
 
+def test_node_usage_over_time(live: conftest.Live) -> None:
+    """The Nodes page's charts: this machine's own use, sampled by the scheduling server
+    from its start (whether or not anything runs), every sampling.NODE_INTERVAL_S."""
+
+    def local() -> dict[str, Any] | None:
+        r = live.http.get("/corral/node-usage", params={"minutes": 5})
+        assert r.status_code == 200, r.text
+        [node] = r.json()["nodes"]
+        return node if node["times"] else None
+
+    node = factories.wait_for(local, timeout=20, what="a sample of this machine")
+    info = live.http.get("/corral/info").json()["nodes"][0]
+    assert (node["name"], node["cpu"], node["memory_mb"]) == (
+        info["name"], info["cpu"], info["memory_mb"])
+    n = len(node["times"])
+    assert len(node["cpu_percent"]) == len(node["mem_mb"]) == n
+    assert all(0 <= c <= 100 for c in node["cpu_percent"])
+    assert all(m > 0 for m in node["mem_mb"])
+    if node["gpus"]:
+        assert node["gpu_util"] is not None and len(node["gpu_mem_mb"]) == n
+    else:
+        assert node["gpu_util"] is None and node["gpu_memory_mb"] == 0
+
+    for bad in ({"minutes": 0}, {"minutes": 1441}, {"points": 5}):
+        r = live.http.get("/corral/node-usage", params=bad)
+        assert r.status_code == 400, r.text
+        assert r.json()["error_code"] and r.json()["error_msg"]
+    assert conftest.http_client(live.url).get("/corral/node-usage").status_code == 401
+
+
 # --- /openapi.json -----------------------------------------------------------------------
 
 DOCUMENTED = {
@@ -1132,6 +1162,7 @@ DOCUMENTED = {
     "/v2/{project_id}/training-job-flavors": {"get"},
     "/v2/{project_id}/training-job-engines": {"get"},
     "/corral/info": {"get"},
+    "/corral/node-usage": {"get"},
 }
 ERROR_REF = "#/components/schemas/ErrorBody"
 

@@ -554,3 +554,23 @@ def test_a_standby_that_takes_over_adopts_the_dead_leader_s_ray_task(
         assert len(done["status"]["running_records"]) == 1  # adopted, not started again
         assert len(crash.started(p.shared)["on-ray"]) == 1
         assert len(crash.finished(p.shared)["on-ray"]) == 1
+
+
+def test_the_nodes_page_sees_each_ray_nodes_own_use(live: Live, cluster: RayCluster) -> None:
+    """Each node's use over time, as its agent reads it on the node (machine-wide: the
+    nodes of this test cluster share one machine), for every node alive, whether or not a
+    task of ours ran there."""
+    names = {n["name"] for n in live.http.get("/corral/info").json()["nodes"]}
+    assert len(names) == 3  # the head, the CPU node and the "GPU" node
+
+    def sampled() -> dict[str, Any] | None:
+        r = live.http.get("/corral/node-usage", params={"minutes": 5})
+        assert r.status_code == 200, r.text
+        nodes = {n["name"]: n for n in r.json()["nodes"]}
+        return nodes if all(nodes[name]["times"] for name in names) else None
+
+    nodes = factories.wait_for(sampled, timeout=60, what="a sample of each Ray node")
+    for node in nodes.values():
+        assert all(0 <= c <= 100 for c in node["cpu_percent"])
+        assert all(m > 0 for m in node["mem_mb"])
+        assert node["gpu_util"] is None  # Ray's GPU here is a number, with no NVML behind it

@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Query
 
 import corral
 from corral.api import auth, deps, jobs, schemas, views
 from corral.api.deps import Ctx
+from corral.domain import downsample
 from corral.scheduler import leadership
-from corral.store import identity_repo
+from corral.store import identity_repo, node_repo, rows
 
 router = APIRouter(tags=["catalog"])
 
@@ -56,6 +57,34 @@ def info(ctx: Ctx, caller: auth.Caller) -> dict[str, Any]:
                   for n in ctx.catalog.nodes],
         "server": ctx.server_id, "leader": _leader(ctx),
     }
+
+
+@router.get("/corral/node-usage", response_model=schemas.NodeUsagesOut, responses=jobs.ERRORS)
+def node_usage(ctx: Ctx, _caller: auth.Caller,
+               minutes: Annotated[int, Query(ge=1, le=1440)] = 60,
+               points: views.Points = 300) -> dict[str, Any]:
+    """corral: each node's use over the last `minutes`, machine-wide (whoever uses it),
+    sampled every `metrics_interval` by the scheduling server (the Nodes page)."""
+    with ctx.store.read() as conn:
+        found = node_repo.since(conn, ctx.now() - minutes * 60_000)
+    by_node: dict[str, list[rows.NodeSample]] = {}
+    for r in found:
+        by_node.setdefault(r.node, []).append(r)
+    return {"minutes": minutes,
+            "nodes": [_usage(n, by_node.get(n.name, []), points) for n in ctx.catalog.nodes]}
+
+
+def _usage(node: Any, samples: list[rows.NodeSample], points: int | None) -> dict[str, Any]:
+    with_gpu = bool(samples) and all(s.gpu_util is not None for s in samples)
+    series = [[s.cpu_percent for s in samples], [s.mem_mb for s in samples]]
+    if with_gpu:
+        series += [[s.gpu_util or 0.0 for s in samples], [s.gpu_mem_mb or 0.0 for s in samples]]
+    times, values = downsample.means([s.time for s in samples], series, points or 300)
+    return {"name": node.name, "cpu": node.cpu, "memory_mb": node.memory_mb,
+            "gpus": len(node.gpus), "gpu_memory_mb": sum(g.memory_mb for g in node.gpus),
+            "times": times, "cpu_percent": values[0], "mem_mb": values[1],
+            "gpu_util": values[2] if with_gpu else None,
+            "gpu_mem_mb": values[3] if with_gpu else None}
 
 
 def _leader(ctx: deps.Context) -> dict[str, Any] | None:

@@ -251,6 +251,25 @@ class NodeOut(Out):
     accelerators: dict[str, int] = Field(default_factory=dict)
 
 
+class NodeUsageOut(Out):
+    name: str
+    cpu: int = Field(description="its cores, as corral counts them")
+    memory_mb: int
+    gpus: int
+    gpu_memory_mb: int = Field(description="its GPUs' memory together")
+    times: list[int] = Field(description="when each sample was taken (ms since the epoch)")
+    cpu_percent: list[float] = Field(description="of the whole node, by anyone")
+    mem_mb: list[float] = Field(description="memory in use (total less available)")
+    gpu_util: list[float] | None = Field(
+        default=None, description="mean over its GPUs, percent; null: no GPU figures")
+    gpu_mem_mb: list[float] | None = None
+
+
+class NodeUsagesOut(Out):
+    minutes: int
+    nodes: list[NodeUsageOut]
+
+
 class LeaderOut(Out):
     server: str = Field(description="the server that schedules: its name, pid and start")
     name: str = Field(description="its `server_name`")

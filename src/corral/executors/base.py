@@ -112,6 +112,17 @@ class Sample:
     gpu_mem_mb: float = 0.0
 
 
+@dataclasses.dataclass(frozen=True)
+class NodeUsage:
+    """What a node uses now, whoever uses it: corral's tasks and everything else."""
+
+    node: str
+    cpu_percent: float  #: of the whole node: 100 means every core busy
+    mem_mb: float  #: memory in use (total less available)
+    gpu_util: float | None = None  #: percent, mean over its GPUs; None: it has none
+    gpu_mem_mb: float | None = None  #: GPU memory in use, its GPUs together
+
+
 class Executor(Protocol):
     def nodes(self) -> list[resources.Node]:
         """The nodes this executor can run tasks on, with their capacity."""
@@ -179,6 +190,15 @@ class Contains(Protocol):
 
     def containment(self) -> str:
         """How tasks are contained here, in a line."""
+        ...
+
+
+@runtime_checkable
+class ReportsNodes(Protocol):
+    """An executor that can tell what its nodes use, machine-wide (the Nodes page)."""
+
+    def node_usage(self) -> list[NodeUsage]:
+        """Each node's use now; a node it cannot read now is left out."""
         ...
 
 

@@ -63,3 +63,20 @@ def usage(pids: Sequence[int], gpu_ids: Sequence[int]) -> tuple[float, float]:
                 if p.pid in wanted and p.usedGpuMemory:
                     mem += p.usedGpuMemory / 2**20
     return util / len(gpu_ids), mem
+
+
+def node_usage() -> tuple[float, float] | None:
+    """(mean utilisation % of this machine's GPUs, GPU memory MiB in use on them, by
+    anyone), or None without GPUs."""
+    nvml = _load()
+    if nvml is None:
+        return None
+    util = mem = 0.0
+    count = 0
+    with contextlib.suppress(Exception):
+        for i in range(nvml.nvmlDeviceGetCount()):
+            h = nvml.nvmlDeviceGetHandleByIndex(i)
+            util += nvml.nvmlDeviceGetUtilizationRates(h).gpu
+            mem += nvml.nvmlDeviceGetMemoryInfo(h).used / 2**20
+            count += 1
+    return (util / count, mem) if count else None

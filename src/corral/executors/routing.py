@@ -105,6 +105,17 @@ class Routed:
         member = self._member_of(handle)
         return member.sample(handle) if member is not None else None
 
+    def node_usage(self) -> list[base.NodeUsage]:
+        """Each member's nodes that report their use (a node seen through two members,
+        through the first only)."""
+        out = []
+        for key, member in self._members.items():
+            if isinstance(member, base.ReportsNodes):
+                got = member.node_usage()  # off the lock: a Ray member may take seconds
+                with self._lock:
+                    out += [u for u in got if self._home.get(u.node) == key]
+        return out
+
     def clean_up(self, handle: base.Handle) -> None:
         member = self._member_of(handle)
         if member is not None:

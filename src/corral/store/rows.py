@@ -251,6 +251,19 @@ class TaskMetric(FromRow):
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
+class NodeSample(FromRow):
+    """A node's use at one time, machine-wide (the `node_samples` table)."""
+
+    id: int
+    node: str
+    time: int
+    cpu_percent: float
+    mem_mb: float
+    gpu_util: float | None
+    gpu_mem_mb: float | None
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
 class RunningTask(FromRow):
     """A running task with what its job was given (what resource sampling needs)."""
 

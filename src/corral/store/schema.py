@@ -192,6 +192,21 @@ task_metrics = sa.Table(
 sa.Index("ix_task_metrics_job_task", task_metrics.c.job_id, task_metrics.c.task,
          task_metrics.c.time)
 
+#: each node's use, machine-wide, sampled with the tasks (the Nodes page's charts); kept
+#: for `NODE_SAMPLES_KEEP_MS` (job_repo)
+node_samples = sa.Table(
+    "node_samples", metadata,
+    sa.Column("id", sa.BigInteger().with_variant(sa.Integer, "sqlite"), primary_key=True,
+              autoincrement=True),
+    sa.Column("node", sa.String(128), nullable=False),
+    sa.Column("time", sa.BigInteger, nullable=False),
+    sa.Column("cpu_percent", sa.Float, nullable=False),
+    sa.Column("mem_mb", sa.Float, nullable=False),
+    sa.Column("gpu_util", sa.Float),
+    sa.Column("gpu_mem_mb", sa.Float),
+)
+sa.Index("ix_node_samples_time", node_samples.c.time)
+
 users = sa.Table(
     "users", metadata,
     sa.Column("id", sa.String(32), primary_key=True),

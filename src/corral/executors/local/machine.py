@@ -15,7 +15,7 @@ import platform
 import psutil
 
 from corral.domain import resources
-from corral.executors import gpus
+from corral.executors import base, gpus
 
 #: where the cgroup file system is mounted
 CGROUP_ROOT = "/sys/fs/cgroup"
@@ -35,6 +35,16 @@ def detect_node(*, cpus: int | None = None, memory_gb: int | None = None,
         psutil.virtual_memory().total // 2**20)
     return resources.Node(name="local", cpu=n_cpu, memory_mb=int(mem_mb),
                           gpus=tuple(gpus.detect()), arch=platform.machine() or "x86_64")
+
+
+def usage(name: str) -> base.NodeUsage:
+    """What this machine uses now, whoever uses it. CPU is over the time since the last
+    call (the first call's is 0)."""
+    mem = psutil.virtual_memory()
+    gpu = gpus.node_usage()
+    return base.NodeUsage(node=name, cpu_percent=psutil.cpu_percent(interval=None),
+                          mem_mb=(mem.total - mem.available) / 2**20,
+                          gpu_util=gpu[0] if gpu else None, gpu_mem_mb=gpu[1] if gpu else None)
 
 
 def cpu_limit(cgroup_root: str = CGROUP_ROOT) -> int | None:

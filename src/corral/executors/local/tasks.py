@@ -29,7 +29,7 @@ from typing import Any
 
 from corral.domain import errors, resources
 from corral.executors import base
-from corral.executors.local import cgroups, claims, launcher, processes, usage, watcher
+from corral.executors.local import cgroups, claims, launcher, machine, processes, usage, watcher
 
 log = logging.getLogger(__name__)
 #: how long a launch request may take before the launcher is given up on
@@ -155,6 +155,9 @@ class LocalExecutor:
 
     def nodes(self) -> list[resources.Node]:
         return [self._node]
+
+    def node_usage(self) -> list[base.NodeUsage]:
+        return [machine.usage(self._node.name)]
 
     def containment(self) -> str:
         return self._containment

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from corral.executors.ray import actor
+from corral.executors.ray import actor, nodeuse
 
 #: part of the agents' names: a server that speaks to agents differently starts new ones
 #: (tasks already running keep the agent their handle names)
@@ -29,7 +29,9 @@ class Agents:
         from ray import cloudpickle
 
         cloudpickle.register_pickle_by_value(actor)
+        cloudpickle.register_pickle_by_value(nodeuse)
         self._ray = ray
+        self._read_use = ray.remote(nodeuse.read)
         self._ns = namespace
         self._cls = ray.remote(actor.NodeAgent)
         self._started: dict[str, Any] = {}  #: node id -> its agent's actor handle
@@ -47,6 +49,16 @@ class Agents:
                 scheduling_strategy=ss.NodeAffinitySchedulingStrategy(node_id, soft=False),
             ).remote()
         return agent
+
+    def read_use(self, node_id: str) -> Any:
+        """A reading of the node's own use, taken there (nodeuse.read): its object ref. A
+        task of no CPU, not the agent: a node that never ran a task of ours has none."""
+        from ray.util import scheduling_strategies as ss
+
+        return self._read_use.options(
+            num_cpus=0, max_retries=0,
+            scheduling_strategy=ss.NodeAffinitySchedulingStrategy(node_id, soft=False),
+        ).remote()
 
     def named(self, name: str) -> Any | None:
         """The agent of that name, None when there is none (its node never ran a task of

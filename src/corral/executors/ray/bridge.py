@@ -51,7 +51,7 @@ RETRY_EVERY = 2.0
 RETRY_MAX = 30.0
 #: what the child may be asked (the executor protocol, and forgetting an uncertain launch)
 METHODS = frozenset({"nodes", "launch", "poll", "cancel", "adopt", "recover", "sample",
-                     "clean_up", "release", "forget"})
+                     "node_usage", "clean_up", "release", "forget"})
 
 
 class Unreachable(errors.CorralError):
@@ -155,6 +155,17 @@ class RayBridge:
             return sample
         except _Down:
             return None
+
+    def node_usage(self) -> list[base.NodeUsage]:
+        """Each node's use, as its agent reads it (none while the cluster is unreachable)."""
+        child = self._live()
+        if child is None:
+            return []
+        try:
+            usage: list[base.NodeUsage] = child.call("node_usage")
+            return usage
+        except _Down:
+            return []
 
     def clean_up(self, handle: base.Handle) -> None:
         self._tell("clean_up", handle, defer=True)

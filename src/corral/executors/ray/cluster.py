@@ -226,6 +226,28 @@ class RayExecutor:
             return None
         return base.Sample(cpu_percent=got[0], rss_mb=got[1])
 
+    def node_usage(self) -> list[base.NodeUsage]:
+        """Each alive node's use, read there by a task of no CPU; a node that does not
+        answer within 5 s is left out."""
+        ids = self._nodes.ids()
+        try:
+            calls = [self._agents.read_use(i) for i in ids]
+            ready = set(self._ray.wait(calls, num_returns=len(calls), timeout=5)[0]
+                        if calls else ())
+        except self._ray.exceptions.RayError:
+            return []
+        out = []
+        for node_id, call in zip(ids, calls, strict=True):
+            if call not in ready:
+                continue
+            try:
+                cpu, mem, gpu_util, gpu_mem = self._ray.get(call, timeout=1)
+            except self._ray.exceptions.RayError:
+                continue
+            out.append(base.NodeUsage(node=nodes.node_name(node_id), cpu_percent=cpu,
+                                      mem_mb=mem, gpu_util=gpu_util, gpu_mem_mb=gpu_mem))
+        return out
+
     def clean_up(self, handle: base.Handle) -> None:
         self.cancel(handle, force=True)
 
