@@ -207,6 +207,13 @@ def test_nodes_keys_and_administration(console: Console) -> None:
     console.shot("jobs")
     page = console.project("nodes")
     expect(page.get_by_test_id("nodes-default").locator("tbody tr")).to_have_count(1)
+    # The node's own use over time: a chart uPlot drew (its canvas), sampled from the start.
+    node = srv.ok("GET", "/corral/info")["nodes"][0]["name"]
+    usage = page.get_by_test_id(f"usage-{node}")
+    expect(usage.get_by_test_id(f"chart-CPU and memory {node}").locator("canvas")).to_have_count(1)
+    expect(usage).to_contain_text("CPU % of")
+    page.get_by_test_id("usage-span").select_option("15")
+    expect(usage.locator("canvas")).to_have_count(1)
     console.shot("nodes")
     page = console.project("access")
     page.get_by_role("button", name="New token").click()

@@ -322,6 +322,21 @@ export interface Info {
   leader?: Leader | null;
 }
 
+/** GET /corral/node-usage: each node's own use over time, machine-wide */
+export interface NodeUsage {
+  name: string;
+  cpu: number;
+  memory_mb: number;
+  gpus: number;
+  gpu_memory_mb: number;
+  times: number[];
+  cpu_percent: number[];
+  mem_mb: number[];
+  /** null: no GPU figures for this node */
+  gpu_util: number[] | null;
+  gpu_mem_mb: number[] | null;
+}
+
 export interface Leader {
   server: string;
   name: string;
