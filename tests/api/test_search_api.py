@@ -69,6 +69,23 @@ def test_a_bad_auto_search_is_refused_and_nothing_is_made(
     assert _jobs(live) == before
 
 
+@pytest.mark.parametrize("field", ["autosearch_config_path", "autosearch_framework_path"])
+def test_a_search_from_a_yaml_file_is_refused_in_words(
+        live: conftest.Live, code: pathlib.Path, field: str) -> None:
+    """ModelArts' search from a YAML file and a framework folder: never accepted and
+    ignored (the job would run once, unsearched)."""
+    before = _jobs(live)
+    body = rig.body(code, rig.policy())
+    body["algorithm"][field] = "obs://bucket/search.yaml"
+    r = live.http.post(live.path("/training-jobs"), json=body)
+
+    assert r.status_code == 400, r.text
+    assert r.json()["error_code"] == "ModelArts.2788"
+    assert f"algorithm.{field}" in r.json()["error_msg"]
+    assert "policies.auto_search" in r.json()["error_msg"]
+    assert _jobs(live) == before
+
+
 def test_the_algorithms_and_their_templates(live: conftest.Live) -> None:
     algos = live.http.get(live.path("/search-algorithms")).json()
     names = [a["name"] for a in algos["search_algo_list"]]
@@ -118,6 +135,16 @@ def test_trials_table_one_trial_importance_and_plot(live: conftest.Live,
     image = live.http.get(path["file_path"])
     assert image.status_code == 200 and image.headers["content-type"] == "image/svg+xml"
     assert image.text.startswith("<svg") and image.text.count("<circle") == 4
+
+    # corral's: each trial's intermediate rewards by step, its last one its reward.
+    curves = live.http.get(live.path(f"{base}/autosearch-trial-rewards")).json()
+    assert (curves["reward"], curves["mode"]) == ("accuracy", "max")
+    assert [c["trial_id"] for c in curves["trials"]] == ["0", "1", "2", "3"]
+    for curve, row in zip(curves["trials"], table["items"]["data"], strict=True):
+        assert curve["job_id"] == row[5] and curve["status"] == "completed"
+        assert curve["steps"] == [0, 1, 2, 3]  # a regex's match: its count
+        assert f"{curve['values'][-1]:g}" == row[4]
+        assert curve["values"] == sorted(curve["values"])  # the rig's rises step by step
 
 
 def test_a_trial_stopped_early_by_hand_ends_and_the_search_goes_on(

@@ -41,6 +41,20 @@ def test_grid_search_runs_the_whole_grid_with_num_samples_0_and_never_more() -> 
     assert more.trials == 2
 
 
+def test_skip_search_params_leaves_those_parameters_out_of_the_search() -> None:
+    """ModelArts' skip_search_params, names comma-separated: those parameters are not
+    searched (each trial runs with the value algorithm.parameters gives them)."""
+    policy = _policy({"name": "lr", "lower_bound": 0.1, "upper_bound": 0.5,
+                      "discrete_points_num": "5"},
+                     {"name": "act", "param_type": "discrete", "discrete_values": ["a", "b"]},
+                     {"name": "layers", "lower_bound": 1, "upper_bound": 3,
+                      "discrete_points_num": 3}, num_samples="0")
+    found = spec.check({**policy, "skip_search_params": "act, layers"})
+    assert [s.name for s in found.space] == ["lr"]
+    assert found.trials == 5
+    assert spec.check(policy).trials == 5 * 2 * 3
+
+
 @pytest.mark.parametrize(("policy", "said"), [
     ({"reward_attrs": []}, "reward_attrs"),
     (_policy({"name": "x", "lower_bound": 1, "upper_bound": 1}), "must be below"),
@@ -57,6 +71,10 @@ def test_grid_search_runs_the_whole_grid_with_num_samples_0_and_never_more() -> 
     (_policy({"name": "x", "lower_bound": 0, "upper_bound": 1},
              algorithm="random_search", num_samples="0"), "1 to 10000"),
     (_policy({"name": "bad name", "lower_bound": 0, "upper_bound": 1}), "search_params"),
+    ({**_policy({"name": "x", "lower_bound": 0, "upper_bound": 1}),
+      "skip_search_params": "x,y"}, "y is not one of search_params (x)"),
+    ({**_policy({"name": "x", "lower_bound": 0, "upper_bound": 1}),
+      "skip_search_params": " x "}, "nothing is left to search"),
     ({**_policy({"name": "x", "lower_bound": 0, "upper_bound": 1}),
       "reward_attrs": [{"name": "acc", "regex": "(a)(b)"}]}, "at most one group"),
 ])

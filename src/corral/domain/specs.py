@@ -200,6 +200,10 @@ class Algorithm(Model):
     working_dir: str | None = None
     environments: dict[str, str] = Field(default_factory=dict)
     policies: dict[str, Any] | None = None
+    #: ModelArts' search from a YAML file and a framework folder: refused at submit
+    #: (a search is given in policies.auto_search)
+    autosearch_config_path: str | None = None
+    autosearch_framework_path: str | None = None
 
     @field_validator("environments", mode="before")
     @classmethod

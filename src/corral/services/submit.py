@@ -83,9 +83,7 @@ def create_job(conn: sa.Connection, cat: catalog_mod.Catalog, body: specs.JobCre
     check_paths(body.algorithm, body.spec, places=places, project_id=project_id,
                 policy=policy)
     reg = models.registration(body, places.model_channel if places else "train_url")
-    search = search_spec.policy_of(body.algorithm)
-    if search is not None:
-        search_spec.check(search)
+    search = search_spec.checked_policy(body.algorithm)
     model_location = resolve_model(conn, body, project_id) if body.model else None
     job_id = job_repo.new_job_id()
     normalized = normalize(body, flavor, engine, job_id=job_id, places=places,

@@ -129,6 +129,22 @@ def policy_of(algorithm: specs.Algorithm) -> dict[str, Any] | None:
     return found if found else None
 
 
+def checked_policy(algorithm: specs.Algorithm) -> dict[str, Any] | None:
+    """The job's auto_search policy, checked (errors.BadParameter), if it asks for a
+    search. A search from ModelArts' YAML file and framework folder is refused: corral
+    reads a search from policies.auto_search alone."""
+    for field in ("autosearch_config_path", "autosearch_framework_path"):
+        if getattr(algorithm, field):
+            raise errors.BadParameter(
+                f"algorithm.{field}: corral does not read a search from a YAML file or a "
+                "framework folder; give the search in algorithm.policies.auto_search "
+                "(docs/search.md)")
+    policy = policy_of(algorithm)
+    if policy is not None:
+        check(policy)
+    return policy
+
+
 def check(raw: Any) -> Search:
     """The search `raw` (an auto_search policy) asks for, or errors.BadParameter."""
     try:
@@ -149,7 +165,8 @@ def check(raw: Any) -> Search:
     if len(set(names)) != len(names):
         raise errors.BadParameter("policies.auto_search.search_params: a parameter is "
                                   "named twice")
-    space = tuple(_space(p) for p in policy.search_params)
+    skipped = _skipped(policy.skip_search_params, names)
+    space = tuple(_space(p) for p in policy.search_params if p.name not in skipped)
     if len(policy.algo_configs) != 1:
         raise errors.BadParameter("policies.auto_search.algo_configs: give one algorithm "
                                   f"(one of {', '.join(algorithms.ALGORITHMS)})")
@@ -160,6 +177,21 @@ def check(raw: Any) -> Search:
         raise errors.BadParameter(f"policies.auto_search: {search.trials} trials; a search "
                                   f"runs 1 to {MAX_TRIALS}")
     return search
+
+
+def _skipped(raw: str | None, names: list[str]) -> set[str]:
+    """The search parameters `skip_search_params` (names, comma-separated) leaves out:
+    they keep the value algorithm.parameters gives them, in every trial."""
+    skipped = {n.strip() for n in (raw or "").split(",") if n.strip()}
+    unknown = sorted(skipped - set(names))
+    if unknown:
+        raise errors.BadParameter(
+            f"policies.auto_search.skip_search_params: {', '.join(unknown)} is not one of "
+            f"search_params ({', '.join(names)})")
+    if skipped == set(names):
+        raise errors.BadParameter("policies.auto_search.skip_search_params skips every "
+                                  "parameter: nothing is left to search")
+    return skipped
 
 
 def _compile(regex: str | None) -> None:
