@@ -61,6 +61,14 @@ def show_trial(project_id: str, training_job_id: str, trial_id: str,
         return actions.one(conn, project_id, training_job_id, trial_id)
 
 
+@router.get(_JOB + "/autosearch-trial-rewards", responses=ERRORS)
+def list_trial_rewards(project_id: str, training_job_id: str, ctx: Ctx) -> dict[str, Any]:
+    """corral's: each trial's intermediate rewards by step (`steps`, `values`), with the
+    reward's name and `mode`: the trials' learning curves, as the console draws them."""
+    with ctx.store.read() as conn:
+        return actions.curves(conn, project_id, training_job_id)
+
+
 @router.post(_JOB + "/autosearch-trial-earlystop/{trial_id}", responses=ERRORS)
 def early_stop_trial(project_id: str, training_job_id: str, trial_id: str, ctx: Ctx,
                      caller: auth.Caller) -> dict[str, Any]:

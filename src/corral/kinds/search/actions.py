@@ -56,6 +56,19 @@ def one(conn: sa.Connection, project_id: str, job_id: str, trial_id: str) -> dic
     return {"header": header(search), "data": [row(search, t)]}
 
 
+def curves(conn: sa.Connection, project_id: str, job_id: str) -> dict[str, Any]:
+    """Each trial's intermediate rewards by step (what the pruner judged it by): the
+    trials' learning curves. A trial stopped early has its curve end where it stopped."""
+    _job, _s, search = search_job(conn, project_id, job_id)
+    out = []
+    for t in search_repo.trials_of(conn, job_id):
+        points = sorted(search_repo.intermediate(t).items())
+        out.append({"trial_id": str(t.number), "status": t.state, "job_id": t.job_id,
+                    "steps": [s for s, _ in points], "values": [v for _, v in points]})
+    return {"reward": search.reward, "mode": "max" if search.maximize else "min",
+            "trials": out}
+
+
 def _number(trial_id: str) -> int:
     if not trial_id.isascii() or not trial_id.isdigit() or len(trial_id) > 9:
         raise search_repo.TrialNotFound(f"trial '{trial_id}' does not exist")
