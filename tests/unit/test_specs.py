@@ -145,9 +145,15 @@ def test_an_algorithm_with_nothing_to_run_is_refused() -> None:
     assert "code_dir + boot_file, or command" in refusal(body)
 
 
-@pytest.mark.parametrize("field", ["id", "subscription_id", "item_version_id"])
-def test_stored_algorithms_and_subscriptions_are_refused(field: str) -> None:
+@pytest.mark.parametrize("field", ["subscription_id", "item_version_id"])
+def test_subscribed_algorithms_are_refused(field: str) -> None:
     assert "not supported" in refusal(with_algorithm(**{field: "abc"}))
+
+
+def test_an_algorithm_id_alone_is_a_job_body() -> None:
+    body = factories.make_job()
+    body["algorithm"] = {"id": "0b6c6f0e"}  # the service fills the rest from the algorithm
+    assert accepted(body).algorithm.id == "0b6c6f0e"
 
 
 def test_a_container_image_is_refused() -> None:

@@ -10,6 +10,7 @@ from fastapi.openapi.utils import get_openapi
 
 import corral
 from corral.api import (
+    algorithms,
     auth,
     catalog,
     datasets,
@@ -49,6 +50,7 @@ def create_app(ctx: deps.Context) -> FastAPI:
     app.include_router(search.router)  # before jobs: its /training-jobs/autosearch/...
     app.include_router(jobs.router)
     app.include_router(catalog.router)
+    app.include_router(algorithms.router)
     app.include_router(quotas.router)
     app.include_router(versions.router)
     app.include_router(models.router)

@@ -222,18 +222,18 @@ class Algorithm(Model):
 
     @model_validator(mode="after")
     def _check(self) -> Algorithm:
-        if self.id or self.subscription_id or self.item_version_id:
+        if self.subscription_id or self.item_version_id:
             raise ValueError(
-                "algorithm.id and subscriptions are not supported: give code_dir + boot_file "
-                "or command"
+                "subscribed algorithms are not supported: give algorithm.id (an algorithm "
+                "of the project), code_dir + boot_file, or command"
             )
         if self.engine is not None and self.engine.image_url:
             raise ValueError("engine.image_url is not supported: corral runs no containers")
         has_code = bool(self.code_dir or self.boot_file)
         if has_code and not (self.code_dir and self.boot_file):
             raise ValueError("algorithm.code_dir and algorithm.boot_file go together")
-        if not has_code and not self.command:
-            raise ValueError("algorithm needs code_dir + boot_file, or command")
+        if not has_code and not self.command and not self.id:
+            raise ValueError("algorithm needs id, code_dir + boot_file, or command")
         if len(self.environments) > 100:
             raise ValueError("at most 100 environment variables")
         for key, val in self.environments.items():
@@ -359,12 +359,18 @@ class JobCreate(Model):
     algorithm: Algorithm
     spec: Spec = Field(default_factory=Spec)
     model: ModelRef | None = None
+    #: corral: a second registered model the job reads beside `model` (what an
+    #: evaluation compares it with), pinned at submit as `model` is and shipped with it
+    #: to a Ray node; no argument names it (a loop's evaluation finds it in MODEL_URLS)
+    baseline_model: ModelRef | None = None
 
     @model_validator(mode="after")
     def _model(self) -> JobCreate:
         if self.kind in MODEL_KINDS and self.model is None:
             raise ValueError(f"a job of kind '{self.kind}' needs `model` (name, and version "
                              "or alias)")
+        if self.baseline_model is not None and self.model is None:
+            raise ValueError("baseline_model goes with `model`")
         if self.model is not None and any(p.name == "model_url"
                                           and not (p.description or "").startswith(
                                               MODEL_PARAMETER_NOTE)

@@ -16,11 +16,19 @@ import pathlib
 import sqlalchemy as sa
 
 from corral import settings
-from corral.domain import errors, jobs, models, resources, specs
+from corral.domain import algorithms, errors, jobs, models, resources, specs
 from corral.domain.search import spec as search_spec
 from corral.scheduler import catalog as catalog_mod
 from corral.storage import objects, paths, runs
-from corral.store import identity_repo, job_repo, model_repo, rows, search_repo, version_repo
+from corral.store import (
+    algorithm_repo,
+    identity_repo,
+    job_repo,
+    model_repo,
+    rows,
+    search_repo,
+    version_repo,
+)
 
 #: the value of `jobs.staging` while a job's remote inputs are still to be fetched
 STAGING_PENDING = "pending"
@@ -71,6 +79,12 @@ def create_job(conn: sa.Connection, cat: catalog_mod.Catalog, body: specs.JobCre
     identity_repo.require_project(conn, project_id)
     flavor = cat.flavor(body.spec.resource.flavor_id)
     node_count = body.spec.resource.node_count
+    made_of = None
+    if version is None:  # a version keeps what its family took from its algorithm
+        body, made_of = from_algorithm(conn, body, project_id, strict=owner is None)
+    if made_of is not None:
+        algorithms.check_resources(made_of.metadata.name, made_of.resource_requirements,
+                                   gpu=flavor.gpu, node_count=node_count)
     pool = cat.pool(body.spec.resource.pool_id)
     gpu_type = flavor.gpu_product if flavor.gpu else ""
     nodes = [n for n in cat.pool_nodes(pool)
@@ -85,6 +99,9 @@ def create_job(conn: sa.Connection, cat: catalog_mod.Catalog, body: specs.JobCre
     reg = models.registration(body, places.model_channel if places else "train_url")
     search = search_spec.checked_policy(body.algorithm)
     model_location = resolve_model(conn, body, project_id) if body.model else None
+    if body.baseline_model is not None:
+        body.baseline_model.location = resolve_model(conn, body, project_id,
+                                                     body.baseline_model)
     job_id = job_repo.new_job_id()
     normalized = normalize(body, flavor, engine, job_id=job_id, places=places,
                            model_location=model_location)
@@ -121,11 +138,30 @@ def create_job(conn: sa.Connection, cat: catalog_mod.Catalog, body: specs.JobCre
                                   resume=version.resume, output_bases=version.output_bases,
                                   now=now)
     job_repo.add_event(conn, job_id, now, f"Job created: flavor {flavor.flavor_id}, "
-                   f"{node_count} node(s), engine {engine.engine_id}")
+                   f"{node_count} node(s), engine {engine.engine_id}" + (
+                       f", from algorithm {made_of.metadata.name}" if made_of else ""))
     if search is not None:  # its trials register the model it saves, not it
         search_repo.insert(conn, job_id=job_id, project_id=project_id, policy=search,
                            model=(reg.model, reg.channel) if reg else None, now=now)
     return job_id
+
+
+def from_algorithm(conn: sa.Connection, body: specs.JobCreate, project_id: str, *,
+                   strict: bool = True) -> tuple[specs.JobCreate, algorithms.AlgorithmBody | None]:
+    """The job made of the project's algorithm its `algorithm.id` names, and that
+    algorithm; the body as it is when it names none. A job an object owns (a search's
+    trial) may come already made of one (`strict` False): its code is then its own."""
+    alg = body.algorithm
+    if not alg.id or (not strict and (alg.code_dir or alg.command)):
+        return body, None
+    try:
+        row = algorithm_repo.get(conn, project_id, alg.id)
+    except errors.NotFound:  # a reference in the body: the body is wrong
+        raise errors.BadParameter(f"algorithm.id: algorithm '{alg.id}' does not exist in "
+                                  "this project") from None
+    saved = algorithms.AlgorithmBody.model_validate_json(row.body)
+    merged = algorithms.apply(row.id, saved, alg)
+    return body.model_copy(update={"algorithm": merged}), saved
 
 
 def check_paths(algorithm: specs.Algorithm, spec: specs.Spec, *,
@@ -237,17 +273,21 @@ def _remote_boot_file(code_dir: str, boot_file: str) -> str:
     return boot_file
 
 
-def resolve_model(conn: sa.Connection, body: specs.JobCreate, project_id: str) -> str:
-    """Pin the job's model reference to a version; returns where its files are."""
-    assert body.model is not None
-    if body.model.location is not None and body.model.version and body.model.alias:
-        raise errors.BadParameter("model: give a version or an alias, not both")
+def resolve_model(conn: sa.Connection, body: specs.JobCreate, project_id: str,
+                  ref: specs.ModelRef | None = None) -> str:
+    """Pin the job's model reference (or `ref`, another of its references) to a version;
+    returns where its files are."""
+    ref = ref or body.model
+    assert ref is not None
+    what = "model" if ref is body.model else "baseline_model"
+    if ref.location is not None and ref.version and ref.alias:
+        raise errors.BadParameter(f"{what}: give a version or an alias, not both")
     try:
-        model = model_repo.get(conn, project_id, body.model.name)
-        row = model_repo.resolve(conn, model, body.model.version, body.model.alias)
+        model = model_repo.get(conn, project_id, ref.name)
+        row = model_repo.resolve(conn, model, ref.version, ref.alias)
     except errors.NotFound as exc:  # a reference in the body: the body is wrong
-        raise errors.BadParameter(f"model: {exc.message}") from None
-    body.model.version = int(row.version)
+        raise errors.BadParameter(f"{what}: {exc.message}") from None
+    ref.version = int(row.version)
     return str(row.location)
 
 

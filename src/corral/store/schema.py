@@ -423,3 +423,19 @@ leadership = sa.Table(
     sa.Column("acquired_at", sa.BigInteger, nullable=False),
     sa.Column("expires_at", sa.BigInteger, nullable=False),
 )
+
+#: saved algorithms (ModelArts' algorithm management) that training jobs name by id; a
+#: job copies what it takes at submit, so none refers to this table
+algorithms = sa.Table(
+    "algorithms", metadata,
+    sa.Column("id", sa.String(36), primary_key=True),
+    sa.Column("project_id", sa.String(64), sa.ForeignKey("projects.id"), nullable=False),
+    sa.Column("name", sa.String(64), nullable=False),
+    sa.Column("description", sa.String(256), nullable=False),
+    sa.Column("user_name", sa.String(128), nullable=False),
+    #: the create body as stored: metadata, job_config, resource_requirements, advanced_config
+    sa.Column("body", sa.Text, nullable=False),
+    sa.Column("create_time", sa.BigInteger, nullable=False),
+    sa.Column("update_time", sa.BigInteger, nullable=False),
+    sa.UniqueConstraint("project_id", "name", name="ux_algorithms_project_name"),
+)
