@@ -283,8 +283,11 @@ def _inputs(name: str, cfg: JobConfig, given: list[specs.Input]) -> list[specs.I
                                       "datasets only; corral gives inputs as paths or URLs")
         out.append(job_ch.model_copy(update={
             "description": job_ch.description or ch.description,
+            # (a dataset's attributes do not apply to a path; the job's shape has them as
+            # one string)
             "remote_constraint": job_ch.remote_constraint or [
-                c.model_dump(exclude_none=True) for c in ch.remote_constraints] or None}))
+                {"data_type": c.data_type} for c in ch.remote_constraints if c.data_type]
+            or None}))
     return out
 
 
