@@ -37,6 +37,13 @@ _SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
 
 def load_job_file(file: pathlib.Path) -> dict[str, Any]:
     """The create body in `file`, with its relative local paths made absolute."""
+    return resolve_paths(load_body(file, specs.JobCreate), file.absolute().parent)
+
+
+def load_body(file: pathlib.Path, model: type[pydantic.BaseModel],
+              what: str = "a ModelArts training-job body") -> dict[str, Any]:
+    """The body of `model` in `file` (JSON or YAML), refused with the keys it does not
+    know."""
     try:
         text = file.read_text(encoding="utf-8")
     except FileNotFoundError:
@@ -45,12 +52,12 @@ def load_job_file(file: pathlib.Path) -> dict[str, Any]:
         raise render.Failure(f"{file}: cannot read it: {render.one_line(exc)}") from None
     body = _parse(file, text)
     if not isinstance(body, dict):
-        raise render.Failure(f"{file}: expected a mapping (a ModelArts training-job body)")
-    unknown = unknown_keys(body)
+        raise render.Failure(f"{file}: expected a mapping ({what})")
+    unknown = unknown_keys(body, model)
     if unknown:
         keys = "unknown key" + ("s " if len(unknown) > 1 else " ")
         raise render.Failure(f"{file}: {keys}{'; '.join(unknown)}")
-    return resolve_paths(body, file.absolute().parent)
+    return body
 
 
 def _parse(file: pathlib.Path, text: str) -> Any:

@@ -15,7 +15,7 @@ import rich.table
 
 from corral.cli import jobfile, render
 from corral.domain import jobs
-from corral.sdk import client
+from corral.sdk import algorithms, client
 
 if TYPE_CHECKING:
     from corral.cli.state import State
@@ -27,15 +27,25 @@ COMPLETED = jobs.Phase.COMPLETED.value
 
 @click.command(short_help="Submit a training job described in a file.")
 @click.argument("file", type=click.Path(path_type=pathlib.Path))
+@click.option("--algorithm", "algorithm", metavar="NAME",
+              help="make the job of this saved algorithm (its name or id): its code, "
+                   "engine and parameters' defaults; FILE gives the rest")
 @render.json_option("print the created job as JSON")
 @click.pass_obj
-def submit(state: State, file: pathlib.Path, as_json: bool) -> None:
+def submit(state: State, file: pathlib.Path, algorithm: str | None, as_json: bool) -> None:
     """Submit a training job described by FILE (a ModelArts create body, JSON or YAML).
 
     Relative local paths in it are taken from FILE's folder. A key the body has no field
     for is refused, with the key that was likely meant.
     """
-    job = state.connect().create_job(jobfile.load_job_file(file))
+    api = state.connect()
+    body = jobfile.load_job_file(file)
+    if algorithm is not None:
+        found = algorithms.find(api, algorithm)
+        alg = body.get("algorithm")
+        body["algorithm"] = {**(alg if isinstance(alg, dict) else {}),
+                             "id": found["metadata"]["id"]}
+    job = api.create_job(body)
     if as_json:
         render.print_json(job)
         return

@@ -21,6 +21,7 @@ import corral
 from corral import settings as settings_mod
 from corral.cli import (
     access,
+    algorithms,
     catalog,
     compare,
     datasets,
@@ -69,7 +70,7 @@ def cli(ctx: click.Context, url: str | None) -> None:
 
 
 for _module in (serve, jobs, catalog, scheduling, access, models, gc, datasets, il, pipelines,
-                notebooks, search, compare):
+                notebooks, search, compare, algorithms):
     for _command in _module.COMMANDS:
         cli.add_command(_command)
 
