@@ -12,6 +12,7 @@ import { Login } from "./views/Login";
 // The list of jobs loads with the app; every other view when first opened (tried again
 // while its file does not arrive: lib/load.tsx).
 const JobPage = lazyView(() => import("./views/job/JobPage"));
+const Compare = lazyView(() => import("./views/compare/Compare"));
 const Queue = lazyView(() => import("./views/Queue"));
 const Pipelines = lazyView(() => import("./views/pipelines/Pipelines"));
 const PipelinePage = lazyView(() => import("./views/pipelines/PipelinePage"));
@@ -68,6 +69,7 @@ function ProjectRoutes() {
     <Routes>
       <Route path="jobs" element={<Jobs />} />
       <Route path="jobs/:jobId/:tab?" element={<JobPage />} />
+      <Route path="compare" element={<Compare />} />
       <Route path="queue" element={<Queue />} />
       <Route path="pipelines" element={<Pipelines />} />
       <Route path="pipelines/:pipelineId" element={<PipelinePage />} />

@@ -73,6 +73,8 @@ export interface Job {
     inputs?: Channel[];
     outputs?: Channel[];
     environments?: Record<string, string>[];
+    /** a search's `auto_search` (docs/search.md) */
+    policies?: { auto_search?: AutoSearch } | null;
   };
   spec: {
     resource: { flavor_id: string; flavor_name?: string; node_count: number; pool_id: string };
@@ -400,4 +402,37 @@ export interface NotebookList {
   pages: number;
   size: number;
   total: number;
+}
+
+/** A job's `policies.auto_search`: the job is a hyperparameter search. */
+export interface AutoSearch {
+  reward_attrs: { name: string; mode?: string; regex?: string }[];
+  search_params: {
+    name: string;
+    param_type: string;
+    lower_bound?: string;
+    upper_bound?: string;
+    discrete_points_num?: string;
+    discrete_values?: string[];
+  }[];
+  algo_configs: { name: string; params?: { key: string; value: string; type?: string }[] }[];
+}
+
+/** `.../autosearch-trials`: a row of strings a trial, `header` naming the columns. */
+export interface TrialsTable {
+  total: number;
+  items: { header: string[]; data: string[][] };
+}
+
+/** `.../autosearch-trial-rewards`: each trial's intermediate rewards by step. */
+export interface TrialRewards {
+  reward: string;
+  mode: "max" | "min";
+  trials: { trial_id: string; status: string; job_id: string; steps: number[]; values: number[] }[];
+}
+
+/** `.../autosearch-parameter-analysis`: the parameters, most important first ("" before two trials completed). */
+export interface ParameterAnalysis {
+  header: string[];
+  data: string[][];
 }

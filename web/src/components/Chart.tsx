@@ -9,6 +9,8 @@ import { axisSize, FONT, labels, measure } from "../lib/axis";
 export interface Line {
   label: string;
   values: (number | null)[];
+  /** drawn dashed (a run stopped before its end) */
+  dash?: boolean;
 }
 
 const COLORS = ["#2563eb", "#dc2626", "#16a34a", "#9333ea", "#ea580c", "#0891b2", "#ca8a04"];
@@ -26,7 +28,7 @@ interface Props {
 export function Chart({ title, x, lines, time = false, unit = "", height = 180 }: Props) {
   const box = useRef<HTMLDivElement>(null);
   const plot = useRef<uPlot | null>(null);
-  const shape = `${time}|${unit}|${lines.map((l) => l.label).join(",")}`;
+  const shape = `${time}|${unit}|${lines.map((l) => `${l.label}${l.dash ? "~" : ""}`).join(",")}`;
 
   useEffect(() => {
     const el = box.current;
@@ -39,7 +41,7 @@ export function Chart({ title, x, lines, time = false, unit = "", height = 180 }
         { font: FONT },
         { font: FONT, values: (_u, ticks) => labels(ticks, unit), size: (_u, shown) => axisSize(shown, measure) },
       ],
-      series: [{ label: time ? "time" : "step" }, ...lines.map((l, i) => ({ label: l.label, stroke: COLORS[i % COLORS.length], width: 1.5, spanGaps: true }))],
+      series: [{ label: time ? "time" : "step" }, ...lines.map((l, i) => ({ label: l.label, stroke: COLORS[i % COLORS.length], width: 1.5, spanGaps: true, dash: l.dash ? [6, 4] : undefined }))],
       legend: { live: true },
       cursor: { drag: { x: true, y: false } },
     };

@@ -5,9 +5,9 @@ import { Link } from "react-router";
 import { describe } from "../api/client";
 
 const TONES: Record<string, string> = {
-  Completed: "ok", success: "ok", cached: "ok", Promoted: "ok", Loaded: "ok", RUNNING: "run",
+  Completed: "ok", completed: "ok", success: "ok", cached: "ok", Promoted: "ok", Loaded: "ok", RUNNING: "run",
   Running: "run", running: "run", Training: "run", Evaluating: "run", Deploying: "run", STARTING: "run",
-  Creating: "wait", Pending: "wait", waiting: "wait", Waiting: "wait", Terminating: "wait", STOPPING: "wait", CREATING: "wait",
+  Creating: "wait", Pending: "wait", waiting: "wait", Waiting: "wait", Terminating: "wait", stopping: "wait", STOPPING: "wait", CREATING: "wait",
   Failed: "bad", failed: "bad", Abnormal: "bad", upstream_failed: "bad", timeout: "bad", Rejected: "bad", ERROR: "bad",
   CREATE_FAILED: "bad", START_FAILED: "bad",
   Terminated: "off", canceled: "off", skipped: "off", Stopped: "off", STOPPED: "off", Superseded: "off",

@@ -12,6 +12,7 @@ export const OWNERS: Record<string, string> = {
   pipeline: "pipeline task",
   incremental_learning: "learning loop",
   notebook: "notebook",
+  search: "search trial",
 };
 export const PAGE = 50;
 

@@ -8,15 +8,18 @@ import { Metrics } from "./Metrics";
 import { NewVersion } from "./NewVersion";
 import { Overview } from "./Overview";
 import { TaskLogs } from "./TaskLogs";
+import { Search } from "./Search";
 import { ACTIVE, jobKey, useJob } from "./useJob";
 import { Versions } from "./Versions";
 
-const TABS = [
+const TABS: [string, string][] = [
   ["", "Overview"],
   ["logs", "Logs"],
   ["metrics", "Metrics"],
   ["versions", "Versions"],
-] as const;
+];
+/** a search's page: its trials, after its overview */
+const SEARCH_TAB: [string, string] = ["trials", "Trials"];
 
 export default function JobPage() {
   const project = useProject();
@@ -37,10 +40,13 @@ export default function JobPage() {
       navigate(`/p/${project.id}/jobs`);
     },
   });
-  if (!TABS.some(([path]) => path === tab)) return <NotFound />;
+  if (tab !== SEARCH_TAB[0] && !TABS.some(([path]) => path === tab)) return <NotFound />;
   if (job.isPending) return <Loading what="Loading the job" />;
   if (!job.data) return <ErrorNote error={job.error} />;
   const j = job.data;
+  const search = !!j.algorithm.policies?.auto_search;
+  if (tab === SEARCH_TAB[0] && !search) return <NotFound />;
+  const tabs = search ? [TABS[0], SEARCH_TAB, ...TABS.slice(1)] : TABS;
   const active = ACTIVE.has(j.status.phase);
   const owner = j.metadata.owner;
   return (
@@ -65,7 +71,11 @@ export default function JobPage() {
             {active ? (
               <button
                 onClick={() =>
-                  window.confirm(`Stop ${j.metadata.name}? Its tasks get SIGTERM, then SIGKILL after the grace period; it ends Terminated.`) &&
+                  window.confirm(
+                    search
+                      ? `Stop the search ${j.metadata.name}? Its running trials are stopped with it (SIGTERM, then SIGKILL after the grace period), no new trial starts; it ends Terminated.`
+                      : `Stop ${j.metadata.name}? Its tasks get SIGTERM, then SIGKILL after the grace period; it ends Terminated.`,
+                  ) &&
                   stop.mutate()
                 }
                 disabled={stop.isPending || j.status.phase === "Terminating"}
@@ -89,7 +99,7 @@ export default function JobPage() {
         <NewVersion pid={project.id} job={j} resume={newVersion === "resume"} onClose={() => setNewVersion(null)} />
       ) : null}
       <nav className="tabs">
-        {TABS.map(([path, label]) => (
+        {tabs.map(([path, label]) => (
           <NavLink key={path} to={path ? `${base}/${path}` : base} end>
             {label}
           </NavLink>
@@ -99,6 +109,7 @@ export default function JobPage() {
       {tab === "logs" ? <TaskLogs pid={project.id} job={j} /> : null}
       {tab === "metrics" ? <Metrics pid={project.id} job={j} /> : null}
       {tab === "versions" ? <Versions pid={project.id} job={j} /> : null}
+      {tab === SEARCH_TAB[0] ? <Search pid={project.id} job={j} canAct={project.canAct} /> : null}
     </div>
   );
 }
@@ -116,6 +127,13 @@ function OwnerLink({ pid, owner }: { pid: string; owner: { kind: string; id: str
       <>
         {" / "}
         <Link to={`/p/${pid}/loops/${owner.id}`}>learning loop</Link> <span className="muted">{owner.role}</span>
+      </>
+    );
+  if (owner.kind === "search")
+    return (
+      <>
+        {" / "}
+        <Link to={`/p/${pid}/jobs/${owner.id}/trials`}>search</Link> <span className="muted">{owner.role}</span>
       </>
     );
   return (

@@ -1,7 +1,7 @@
 import { useQuery, useQueryClient } from "@tanstack/react-query";
 import { useVirtualizer } from "@tanstack/react-virtual";
 import { useEffect, useMemo, useRef, useState } from "react";
-import { Link, useSearchParams } from "react-router";
+import { Link, useNavigate, useSearchParams } from "react-router";
 import { api } from "../../api/client";
 import { useEventStream } from "../../api/sse";
 import type { Job, Pool } from "../../api/types";
@@ -28,6 +28,9 @@ export function Jobs() {
     return out;
   }, [range]);
   const { first, pages } = useJobPages(project.id, filters, wanted);
+  const [picked, setPicked] = useState<string[]>([]);
+  const navigate = useNavigate();
+  const toggle = (id: string) => setPicked((p) => (p.includes(id) ? p.filter((x) => x !== id) : [...p, id]));
   const total = first.data?.count ?? 0;
   const virtual = useVirtualizer({
     count: total,
@@ -53,11 +56,27 @@ export function Jobs() {
           <span data-testid="job-count">{first.data ? `${count(total)} of ${count(first.data.total)} jobs` : ""}</span>
           {first.isPlaceholderData ? <span className="small"> · searching…</span> : null}
         </span>
+        <span className="spacer" />
+        <div className="actions">
+          {picked.length ? (
+            <button className="link" onClick={() => setPicked([])}>
+              Clear the {picked.length} ticked
+            </button>
+          ) : null}
+          <button
+            disabled={picked.length < 2}
+            title="tick two or more jobs to compare them side by side"
+            onClick={() => navigate(`/p/${project.id}/compare?jobs=${picked.join(",")}`)}
+          >
+            Compare{picked.length >= 2 ? ` ${picked.length} jobs` : ""}
+          </button>
+        </div>
       </header>
       <FilterBar filters={filters} onChange={setFilters} pid={project.id} />
       <ErrorNote error={first.error} />
       <div className="table jobs-table" role="table" aria-rowcount={total}>
         <div className="row head" role="row">
+          <div role="columnheader" title="tick jobs to compare them" />
           <SortHeader label="Name" k="name" filters={filters} onChange={setFilters} />
           <SortHeader label="Phase" k="phase" filters={filters} onChange={setFilters} />
           <div role="columnheader">Made by</div>
@@ -79,7 +98,11 @@ export function Jobs() {
                   role="row"
                   style={{ position: "absolute", top: 0, left: 0, right: 0, height: ROW, transform: `translateY(${item.start}px)` }}
                 >
-                  {job ? <JobRow job={job} pid={project.id} /> : <div className="muted">…</div>}
+                  {job ? (
+                    <JobRow job={job} pid={project.id} picked={picked.includes(job.metadata.id)} onPick={() => toggle(job.metadata.id)} />
+                  ) : (
+                    <div className="muted">…</div>
+                  )}
                 </div>
               );
             })}
@@ -90,12 +113,15 @@ export function Jobs() {
   );
 }
 
-function JobRow({ job, pid }: { job: Job; pid: string }) {
+function JobRow({ job, pid, picked, onPick }: { job: Job; pid: string; picked: boolean; onPick: () => void }) {
   const s = job.status;
   const owner = job.metadata.owner;
   const made = owner ? (OWNERS[owner.kind] ?? owner.kind) : job.kind !== "job" ? job.kind : "";
   return (
     <>
+      <div role="cell">
+        <input type="checkbox" aria-label={`compare ${job.metadata.name}`} checked={picked} onChange={onPick} />
+      </div>
       <div role="cell" className="name">
         <Link to={`/p/${pid}/jobs/${job.metadata.id}`}>{job.metadata.name}</Link>
         {job.metadata.version && job.metadata.version !== "V0001" ? <span className="muted"> {job.metadata.version}</span> : null}
