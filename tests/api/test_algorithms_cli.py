@@ -70,6 +70,9 @@ def test_save_list_show_submit_update_and_delete(live: conftest.Live,
     assert listed.exit_code == 0 and "cli-algo" in listed.stdout and "lr, epochs" in listed.stdout
     text = corral(live, "algorithms", "show", "cli-algo").stdout
     assert "--lr" in text and "Float in [0, 1]" in text and "learning rate" in text
+    squeezed = "".join(text.split())  # whatever the terminal's width wrapped
+    assert squeezed.count(str(here / "code")) == 1
+    assert f"code{here / 'code' / 'train.py'}" in squeezed
 
     submitted = corral(live, "submit", str(here / "job.yaml"), "--algorithm", "cli-algo",
                        "--json")

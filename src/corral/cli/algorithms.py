@@ -78,9 +78,10 @@ def list_algorithms(state: State, name: str | None, limit: int, as_json: bool) -
 
 
 def _code(cfg: dict[str, Any]) -> str:
-    if cfg.get("code_dir"):
-        return f"{cfg['code_dir'].rstrip('/')}/{cfg.get('boot_file', '')}"
-    return str(cfg.get("command") or "")
+    boot = str(cfg.get("boot_file") or "")
+    if cfg.get("code_dir") and not boot.startswith("/") and "://" not in boot:
+        return f"{cfg['code_dir'].rstrip('/')}/{boot}"  # a boot file named within its folder
+    return boot or str(cfg.get("command") or "")
 
 
 @algorithms_group.command(name="show", short_help="Show an algorithm.")
