@@ -109,11 +109,15 @@ def _plain_words(command: str) -> tuple[str, ...] | None:
 
 def input_paths(spec: specs.JobCreate) -> tuple[str, ...]:
     """What a task reads at the server's paths: its input channels (those in object
-    storage where they were fetched to) and the job's model."""
+    storage where they were fetched to), the job's model and its baseline model (when the
+    model store is a local folder; an `s3://` one is named by its URL)."""
     alg = spec.algorithm
     paths = [c.local_dir or c.url for c in alg.inputs]
     if spec.model is not None:
         paths += [p.value for p in alg.parameters if p.name == "model_url"]
+    base = spec.baseline_model
+    if base is not None and base.location and not objects.is_remote(base.location):
+        paths.append(base.location)
     return tuple(paths)
 
 

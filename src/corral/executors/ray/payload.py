@@ -45,6 +45,11 @@ def _placeholders(spec: base.LaunchSpec,
     places.sort(key=lambda p: -len(p[0]))
 
     def portable(value: str) -> str:
+        if ";" in value:  # a list of paths (MODEL_URLS): each part on its own
+            return ";".join(one(part) for part in value.split(";"))
+        return one(value)
+
+    def one(value: str) -> str:
         for path, there in places:
             bare = path.rstrip("/") or path
             if value == path:

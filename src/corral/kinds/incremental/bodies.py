@@ -91,6 +91,7 @@ def evaluation(spec: loopspec.LoopSpec, loop: kind_rows.Loop, where: layout.Layo
     body = _template(spec.evalSpec.template)
     body.kind = "evaluation"
     body.model = specs.ModelRef(name=new.name, version=new.version)
+    body.baseline_model = specs.ModelRef(name=now.name, version=now.version)
     index = where.eval_index(number, dataset.format)
     _input(body.algorithm, DATA, str(index))
     body.metadata.annotations[models.WHEN_ANNOTATION] = "never"
@@ -144,4 +145,6 @@ def check(spec: loopspec.LoopSpec, loop: kind_rows.Loop, dataset: kind_rows.Data
         body.algorithm.inputs = [c for c in body.algorithm.inputs if c.name != DATA]
         if body.model is not None:
             body.model = initial.model_copy()
+        if body.baseline_model is not None:
+            body.baseline_model = initial.model_copy()
         each(body)
