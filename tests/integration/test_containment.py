@@ -20,7 +20,7 @@ import pytest
 
 from corral.domain import errors, resources
 from corral.executors import base
-from corral.executors.local import cgroups, claims, processes, tasks
+from corral.executors.local import cgroups, claims, clone, processes, tasks
 from tests import factories
 from tests.integration import local_rig
 
@@ -190,3 +190,49 @@ def test_a_task_is_sampled_with_what_left_it(rig: local_rig.Rig, mode: str) -> N
     assert len(psutil.Process(handle.pid).children(recursive=True)) <= 1  # (a sleep 0.05)
     (rig.root / "go").touch()
     local_rig.wait_status(ex, handle)
+
+
+@pytest.mark.parametrize("mode", CGROUPS)
+def test_a_task_is_in_its_cgroup_from_its_start_and_what_cannot_start_says_why(
+        rig: local_rig.Rig, mode: str) -> None:
+    ex = executor(rig, mode)
+    spec = rig.spec("print(open('/proc/self/cgroup').read())")  # its first instruction
+    assert local_rig.wait_status(ex, rig.launch(ex, spec)).exit_code == 0
+    log = pathlib.Path(spec.log_path).read_text()
+    mine = [line for line in log.splitlines() if line.endswith(f"/corral/{spec.launch_id}")]
+    assert mine and (mode == "v1" or mine[0].startswith("0::"))
+
+    missing = dataclasses.replace(rig.spec(""), argv=(str(rig.root / "no-such-program"),))
+    with pytest.raises(errors.LaunchError, match=r"No such file.*no-such-program"):
+        ex.launch(missing)
+    nowhere = dataclasses.replace(rig.spec("print(1)"), cwd=str(rig.root / "no-such-folder"))
+    with pytest.raises(errors.LaunchError, match=r"No such file.*no-such-folder"):
+        ex.launch(nowhere)
+    for refused in (missing, nowhere):  # never started: a new server starts them anew
+        assert rig.executor().recover(refused).state is base.State.NOT_STARTED
+
+
+def test_a_v2_child_is_made_in_its_cgroup_and_its_maker_never_enters_it(
+        tmp_path: pathlib.Path) -> None:
+    layout, why = cgroups.detect("v2")
+    if layout is None:
+        pytest.skip(f"no cgroup v2 to use here: {why}")
+    name = f"clone-{os.getpid()}"
+    group = layout.group(name)
+    group.create(0)
+    mine = cgroups.own_paths()[""]
+    out = os.open(tmp_path / "out", os.O_WRONLY | os.O_CREAT)
+    try:
+        child = clone.spawn(clone.Start(["cat", "/proc/self/cgroup"], str(tmp_path),
+                                        dict(os.environ), out), group.dirs[0])
+        if child is None:
+            pytest.skip("this kernel does not start a child in a cgroup (clone3)")
+        assert os.waitpid(child.pid, 0)[1] == 0
+        with pytest.raises(FileNotFoundError, match="no-such-program"):
+            clone.spawn(clone.Start(["no-such-program"], str(tmp_path), dict(os.environ),
+                                    out), group.dirs[0])
+    finally:
+        os.close(out)
+        group.remove()
+    assert (tmp_path / "out").read_text().strip().endswith(f"/{cgroups.PARENT}/{name}")
+    assert cgroups.own_paths()[""] == mine

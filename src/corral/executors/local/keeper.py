@@ -44,10 +44,11 @@ import time
 from typing import Any, NoReturn
 
 if __package__:  # corral's module, as the server imports it
-    from corral.executors.local import beneath, cgroups, logcap
+    from corral.executors.local import beneath, cgroups, clone, logcap
 else:  # the launcher's sibling, run as a script (python -I -S launcher.py)
     import beneath  # type: ignore[no-redef]
     import cgroups  # type: ignore[no-redef]
+    import clone  # type: ignore[no-redef]
     import logcap  # type: ignore[no-redef]
 
 BAD_CLAIM = "abandoned"
@@ -142,7 +143,7 @@ class Keeper:
         found = req.get("cgroup")
         self.group = cgroups.Group(int(found["version"]), tuple(found["dirs"])) \
             if found else None
-        self.proc: subprocess.Popen[bytes] | None = None
+        self.proc: subprocess.Popen[bytes] | clone.Child | None = None
         self.code: int | None = None
         self.sink: logcap.Sink | None = None
         self.pipe = -1
@@ -217,7 +218,7 @@ class Keeper:
         return beneath.open_at(self.ctl, os.path.basename(self.claim), flags, owner=me,
                                shown=self.claim)
 
-    def _spawn(self) -> tuple[subprocess.Popen[bytes], str | None]:
+    def _spawn(self) -> tuple[subprocess.Popen[bytes] | clone.Child, str | None]:
         """The task started, and its start time when the clock tells it (forked_ticks)."""
         req = self.req
         argv = req["argv"]
@@ -269,9 +270,16 @@ class Keeper:
         return proc, ticks
 
     def _fork(self, argv: list[str], out: int, user: list[int] | None,
-              ) -> subprocess.Popen[bytes]:
-        """Start the task, in its cgroup from its first instruction: the keeper forks it
-        from inside the cgroup, and leaves right after (a task's cgroup is killed whole)."""
+              ) -> subprocess.Popen[bytes] | clone.Child:
+        """Start the task, in its cgroup from its first instruction: made there by the
+        kernel (cgroup v2, `clone`), or forked by the keeper from inside the cgroup, which
+        it leaves right after (a task's cgroup is killed whole)."""
+        if self.group is not None and self.group.version == 2:
+            child = clone.spawn(clone.Start(argv, self.req["cwd"], self.req["env"], out,
+                                            (user[0], user[1]) if user else None),
+                                self.group.dirs[0])
+            if child is not None:
+                return child
         if self.group is not None:
             self.group.join()
         try:
