@@ -574,3 +574,54 @@ def test_the_nodes_page_sees_each_ray_nodes_own_use(live: Live, cluster: RayClus
         assert all(0 <= c <= 100 for c in node["cpu_percent"])
         assert all(m > 0 for m in node["mem_mb"])
         assert node["gpu_util"] is None  # Ray's GPU here is a number, with no NVML behind it
+
+
+def test_a_notebook_on_a_ray_pool_runs_on_a_node_behind_the_proxy_and_keeps_its_workspace(
+        cluster: RayCluster, tmp_path: pathlib.Path) -> None:
+    """A notebook's JupyterLab on a node of the cluster, reached over TCP with its token
+    through the same proxy (HTTP and the kernel's websocket); its workspace on the file
+    system the cluster shares, kept across stop and start. A cluster that shares no file
+    system with the server is refused one, in words."""
+    from corral.store import notebook_repo
+    from tests.api import test_notebooks as nbs
+
+    plain = start(tmp_path / "plain", cluster)
+    try:
+        r = plain.http.post(nbs.path(plain), json={"name": "nope", "flavor": "cpu1"})
+        assert r.status_code == 400, r.text
+        assert "ray_shared_fs" in r.json()["error_msg"]
+    finally:
+        stop_live(plain)
+
+    live = start_live(tmp_path / "home", ray_address=cluster.address, flavors=FLAVORS,
+                      ray_shared_fs=True, notebook_check_interval=0.2, metrics_interval=0.5)
+    try:
+        nb_id = nbs.create(live, "on-ray", flavor="cpu1")["id"]
+        nbs.wait(live, nb_id, "RUNNING", timeout=120)
+        kernel = nbs.new_kernel(live, nb_id)
+        node = nbs.run_code(live, nb_id, kernel, "import os; os.environ['CORRAL_RAY_NODE_ID']")
+        names = {n.node_id for n in cluster.cluster.list_all_nodes()}
+        assert node is not None and node.strip("'") in names  # its kernel runs on a node
+        with live.embedded.platform.store.read() as conn:
+            row = notebook_repo.by_id(conn, nb_id)
+        assert row is not None and row.port is not None and row.jupyter_token
+        # Its token is in a file of the task user's, never in its job's record.
+        job_id = nbs.show(live, nb_id)["job_id"]
+        record = live.http.get(live.path(f"/training-jobs/{job_id}")).text
+        assert str(row.port) in record and row.jupyter_token not in record
+        # Reached on its node without corral's proxy, JupyterLab asks for its token.
+        direct = nbs.httpx.get(f"http://127.0.0.1:{row.port}/notebooks/{nb_id}/api/status")
+        assert direct.status_code == 403, direct.text
+
+        put = live.http.put(nbs.proxied(live, nb_id, "api/contents/kept.txt"),
+                            json={"type": "file", "format": "text", "content": "kept"})
+        assert put.status_code == 201, put.text
+        assert live.http.post(nbs.path(live, f"/{nb_id}/stop")).status_code == 200
+        nbs.wait(live, nb_id, "STOPPED", timeout=60)
+        assert live.http.post(nbs.path(live, f"/{nb_id}/start")).status_code == 200
+        nbs.wait(live, nb_id, "RUNNING", timeout=120)
+        got = live.http.get(nbs.proxied(live, nb_id, "api/contents/kept.txt"))
+        assert got.status_code == 200 and got.json()["content"] == "kept"
+        nbs.remove(live, nb_id)
+    finally:
+        stop_live(live)

@@ -10,7 +10,9 @@ HTTP and websockets are forwarded by fastapi-proxy-lib (httpx and httpx-ws: stre
 bodies both ways, hop-by-hop headers handled, websocket subprotocols and close codes
 passed on) to the session's JupyterLab, on the unix socket the server chose for it and
 took as its own (kinds/notebooks/sockets.py): nobody else on the machine can connect to
-it, so JupyterLab needs no credential, and has none that a page could show. What this
+it, so JupyterLab needs no credential, and has none that a page could show. A session on
+a Ray node is reached over TCP at its node's address, every request carrying the token
+that JupyterLab asks for there (docs/notebooks.md); a browser never sees it. What this
 module adds is who may come through:
 
 - a corral token (`X-Auth-Token`) of the notebook's owner or a project admin;
@@ -49,7 +51,7 @@ from starlette.websockets import WebSocket
 from corral.api import auth, deps, error_bodies, notebooks
 from corral.domain import errors, identity
 from corral.domain import notebooks as notebook_rules
-from corral.kinds.notebooks import actions, session, sockets
+from corral.kinds.notebooks import actions, controller, jupyter
 from corral.store import kind_rows, notebook_repo
 
 log = logging.getLogger(__name__)
@@ -70,10 +72,12 @@ class Proxy:
     def __init__(self, app: ASGIApp, context: deps.Context) -> None:
         self.app = app
         self.ctx = context
-        #: by socket, the least recently used first
-        self._sessions: dict[str, _Proxies] = {}
+        #: by where the session listens, the least recently used first
+        self._sessions: dict[jupyter.Where, _Proxies] = {}
         self._closing: set[asyncio.Future[None]] = set()
-        self._cache: dict[str, tuple[float, kind_rows.Notebook | None]] = {}
+        #: notebook id -> (until when, the notebook, where its session listens)
+        self._cache: dict[str, tuple[float, kind_rows.Notebook | None,
+                                     jupyter.Where | None]] = {}
         self._touched: dict[str, float] = {}
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -113,7 +117,7 @@ class Proxy:
             if cookie is not None:
                 await _welcome(scope, notebook_id, cookie)(scope, receive, send)
                 return
-        nb = await self._notebook(notebook_id)
+        nb, where = await self._notebook(notebook_id)
         if nb is None:
             raise notebook_repo.NotebookNotFound(f"notebook '{notebook_id}' does not exist")
         if not _has_cookie(headers, nb):
@@ -127,16 +131,17 @@ class Proxy:
             raise error_bodies.NotReady(f"notebook '{nb.id}' is {status.value}")
         if scope["type"] == "http" and scope["method"] not in SAFE:
             await self._touch(nb.id)
+        if where is None:  # on a Ray node whose address is not known yet
+            raise error_bodies.NotReady(f"notebook '{nb.id}' is not reachable yet")
         forwarded = {**scope, "headers": _headers_for_jupyter(headers)}
-        sock = sockets.address(session.socket_path(self.ctx.settings, nb))
-        target = f"localhost{scope['path']}"
+        target = f"{where.authority}{scope['path']}"
         if scope["type"] == "websocket":
-            await self._proxies(sock).ws.send_request_to_target(
+            await self._proxies(where).ws.send_request_to_target(
                 websocket=WebSocket(forwarded, receive, send),
                 target_url=httpx.URL(f"ws://{target}"))
             return
         try:
-            response = await self._proxies(sock).http.send_request_to_target(
+            response = await self._proxies(where).http.send_request_to_target(
                 request=Request(forwarded, receive), target_url=httpx.URL(f"http://{target}"))
         except httpx.TransportError as exc:
             # Stopping or stopped since its record was read (up to CACHE_S ago): read it
@@ -156,21 +161,25 @@ class Proxy:
         if not notebooks.may_use(principal, nb):
             raise errors.Forbidden("only the notebook's owner or a project admin may use it")
 
-    async def _notebook(self, notebook_id: str) -> kind_rows.Notebook | None:
+    async def _notebook(self, notebook_id: str,
+                        ) -> tuple[kind_rows.Notebook | None, jupyter.Where | None]:
+        """The notebook, and where its session listens (read at most every CACHE_S)."""
         now = time.monotonic()
         cached = self._cache.get(notebook_id)
         if cached is not None and cached[0] > now:
-            return cached[1]
+            return cached[1], cached[2]
 
-        def read() -> kind_rows.Notebook | None:
+        def read() -> tuple[kind_rows.Notebook | None, jupyter.Where | None]:
             with self.ctx.store.read() as conn:
-                return notebook_repo.by_id(conn, notebook_id)
+                nb = notebook_repo.by_id(conn, notebook_id)
+                return nb, (controller.endpoint_of(conn, self.ctx.settings, nb)
+                            if nb is not None else None)
 
-        nb = await self.ctx.blocking(read)
+        nb, where = await self.ctx.blocking(read)
         if len(self._cache) > 1000:
             self._cache.clear()
-        self._cache[notebook_id] = (now + CACHE_S, nb)
-        return nb
+        self._cache[notebook_id] = (now + CACHE_S, nb, where)
+        return nb, where
 
     def _redeem(self, notebook_id: str, token: str) -> str | None:
         with self.ctx.store.begin() as conn:
@@ -190,17 +199,17 @@ class Proxy:
 
         await self.ctx.blocking(write)
 
-    def _proxies(self, sock: str) -> _Proxies:
-        """The proxies (HTTP, websockets) to the JupyterLab listening on `sock`."""
-        found = self._sessions.pop(sock, None)
+    def _proxies(self, where: jupyter.Where) -> _Proxies:
+        """The proxies (HTTP, websockets) to the JupyterLab listening at `where`."""
+        found = self._sessions.pop(where, None)
         if found is None:
             if len(self._sessions) >= SESSIONS:  # the least recently used: ended, likely
                 oldest = next(iter(self._sessions))
                 closing = asyncio.ensure_future(self._sessions.pop(oldest).close())
                 self._closing.add(closing)
                 closing.add_done_callback(self._closing.discard)
-            found = _Proxies.to(sock)
-        self._sessions[sock] = found  # (moved to the end: the most recently used)
+            found = _Proxies.to(where)
+        self._sessions[where] = found  # (moved to the end: the most recently used)
         return found
 
 
@@ -211,10 +220,12 @@ class _Proxies:
     clients: tuple[httpx.AsyncClient, ...]
 
     @classmethod
-    def to(cls, sock: str) -> _Proxies:
+    def to(cls, where: jupyter.Where) -> _Proxies:
+        """On its socket here; or over TCP to a Ray node, every request with its token."""
         def client() -> httpx.AsyncClient:
-            return httpx.AsyncClient(transport=httpx.AsyncHTTPTransport(uds=sock),
-                                     timeout=TIMEOUT)
+            transport = httpx.AsyncHTTPTransport(uds=where.sock) if where.sock else None
+            return httpx.AsyncClient(transport=transport, timeout=TIMEOUT,
+                                     headers=where.headers())
 
         http, ws = client(), client()
         return cls(proxy_http.BaseHttpProxy(http), proxy_ws.BaseWebSocketProxy(ws), (http, ws))

@@ -62,6 +62,9 @@ class Handle:
     group: str = ""  #: the placement group of its gang ("" for a single task)
     #: the executor that launched it, when several run the pools (routing.Routed)
     executor: str = ""
+    #: the address of its node, when that is another machine (Ray): where a service the
+    #: task runs (a notebook's JupyterLab) is reached
+    address: str = ""
 
     @property
     def prefix(self) -> str:

@@ -129,7 +129,8 @@ class RayExecutor:
             raise errors.LaunchError(f"cannot start {spec.task} on Ray: {why}") from None
         handle = base.Handle(node=spec.node, task=spec.task, pid=0, start_time=0.0,
                              control_dir=spec.control_dir, launch_id=spec.launch_id,
-                             actor=agents.agent_name(node_id), node_id=node_id, group=group)
+                             actor=agents.agent_name(node_id), node_id=node_id, group=group,
+                             address=here)
         self._watch(handle, agent, offset=0, outputs=outputs)
         if shipped is not None:
             self._shipper.ship(node_id, agent, spec.launch_id, shipped)

@@ -35,14 +35,17 @@ def _lease_defaults(settings: settings_mod.Settings) -> dict[str, int]:
 
 
 def check_placement(cat: catalog_mod.Catalog, flavor: str, pool_id: str | None,
-                    image_id: str) -> tuple[str, str]:
-    """(flavor id, pool) a notebook may run at, or the refusal."""
+                    image_id: str, *, shared_fs: bool) -> tuple[str, str]:
+    """(flavor id, pool) a notebook may run at, or the refusal. On a Ray pool the cluster
+    must share this machine's file system (`ray_shared_fs`): the workspace and the
+    session's token are read there at the paths the server gave them."""
     flavor_id = cat.flavor(flavor).flavor_id
     pool = cat.pool(pool_id)
-    if cat.executor_of(pool)["executor"] != settings_mod.LOCAL:
+    if session.remote(cat, pool) and not shared_fs:
         raise errors.BadParameter(
-            f"pool '{pool}' runs on a Ray cluster: notebooks run on this machine's pools "
-            "(docs/notebooks.md)")
+            f"pool '{pool}' runs on a Ray cluster that does not share this machine's file "
+            "system: a notebook there needs ray_shared_fs = true, its workspace on every "
+            "node (docs/notebooks.md)")
     session.check_engine(cat, image_id)
     return flavor_id, pool
 
@@ -52,7 +55,8 @@ def create(conn: sa.Connection, body: notebooks.NotebookCreate, *,
            project_id: str, user_name: str, now: int) -> str:
     """A new notebook, starting its first session; its id."""
     image_id = body.image_id or settings.notebook_image or cat.engines[0].engine_id
-    flavor_id, pool = check_placement(cat, body.flavor, body.pool_id, image_id)
+    flavor_id, pool = check_placement(cat, body.flavor, body.pool_id, image_id,
+                                      shared_fs=settings.ray_shared_fs)
     notebook_id = notebook_repo.new_id()
     workspace = session.workspace_for(paths.project_home(settings, project_id), notebook_id,
                                       body.volume)
@@ -86,8 +90,9 @@ def update(conn: sa.Connection, nb: kind_rows.Notebook, body: notebooks.Notebook
         if nb.state not in notebooks.STARTABLE:
             raise errors.InvalidState(
                 f"notebook '{nb.id}' is {nb.state}: stop it to change its flavor or engine")
+        # (its pool, which does not change, was checked when it was made)
         flavor_id, _pool = check_placement(cat, body.flavor or nb.flavor_id, nb.pool_id,
-                                           body.image_id or nb.image_id)
+                                           body.image_id or nb.image_id, shared_fs=True)
         values["flavor_id"] = flavor_id
         values["image_id"] = body.image_id or nb.image_id
     if values and not notebook_repo.update(conn, nb, now, **values):

@@ -17,6 +17,8 @@ import shutil
 from collections.abc import Callable
 from typing import Any
 
+import sqlalchemy as sa
+
 from corral import settings as settings_mod
 from corral.domain import errors, jobs, notebooks
 from corral.executors import base
@@ -35,12 +37,44 @@ def owner_of(nb: kind_rows.Notebook) -> owned.Owner:
                        user_name=nb.user_name, name=nb.name)
 
 
-def where(settings: settings_mod.Settings, nb: kind_rows.Notebook) -> jupyter.Where | None:
+def where(settings: settings_mod.Settings, nb: kind_rows.Notebook,
+          handle: base.Handle | None) -> jupyter.Where | None:
     """Where the notebook's session listens, once it has answered."""
     if nb.ready_at is None:
         return None
-    return jupyter.Where(sock=sockets.address(session.socket_path(settings, nb)),
-                         base_url=session.base_url(nb.id))
+    return endpoint(settings, nb, handle)
+
+
+def endpoint(settings: settings_mod.Settings, nb: kind_rows.Notebook,
+             handle: base.Handle | None) -> jupyter.Where | None:
+    """Where the session's JupyterLab listens: its socket here, or (a session on a Ray
+    node: it has a port) the address of the node its job's task runs on (None while it
+    has none), with its token."""
+    url = session.base_url(nb.id)
+    if nb.port is None:
+        return jupyter.Where(sock=sockets.address(session.socket_path(settings, nb)),
+                             base_url=url)
+    if handle is None or not handle.address:
+        return None
+    return jupyter.Where(base_url=url, host=handle.address, port=nb.port,
+                         token=nb.jupyter_token or "")
+
+
+def session_handle(conn: sa.Connection, job: rows.Job) -> base.Handle | None:
+    """The handle of the session job's latest launched task."""
+    launched = [t for t in job_repo.tasks_of(conn, job.id) if t.handle]
+    if not launched:
+        return None
+    return base.Handle.loads(max(launched, key=lambda t: t.attempt).handle or "")
+
+
+def endpoint_of(conn: sa.Connection, settings: settings_mod.Settings,
+                nb: kind_rows.Notebook) -> jupyter.Where | None:
+    """`endpoint`, its session's task read from the database (the proxy)."""
+    if nb.port is None:
+        return endpoint(settings, nb, None)
+    job = job_repo.owned_jobs(conn, notebooks.KIND, nb.id).get(session.role(nb.session))
+    return endpoint(settings, nb, session_handle(conn, job) if job else None)
 
 
 @dataclasses.dataclass
@@ -88,9 +122,18 @@ class Controller:
     def _submit(self, nb: kind_rows.Notebook, now: int) -> None:
         try:
             owner = launching.task_user(self.settings, quiet=True)
+            read, remote = nb, session.remote(self.catalog(), nb.pool_id)
+            if remote:  # on a Ray node: a port and a token of its own
+                port, token = session.tcp_session()
+                nb = dataclasses.replace(nb, port=port, jupyter_token=token)
             session.prepare(self.settings, nb, owner)
+            if remote:
+                session.write_token(self.settings, nb, owner)
             body = session.job_body(self.settings, self.catalog(), nb)
             with self.store.begin() as conn:
+                if remote and not notebook_repo.update(conn, read, now, port=nb.port,
+                                                       jupyter_token=nb.jupyter_token):
+                    return  # changed since it was read: the next pass looks again
                 job = owned.submit(conn, self.jobs, owner_of(nb), session.role(nb.session),
                                    body, now)
                 kind_repo.add_event(conn, self.kind, nb.id, now,
@@ -103,12 +146,16 @@ class Controller:
         log.info("notebook %s: session %d is job %s", nb.id, nb.session, job.id)
 
     def _came_up(self, nb: kind_rows.Notebook, job: rows.Job, now: int) -> None:
-        sock = session.socket_path(self.settings, nb)
-        listening = self._listening(nb, job, now)
-        if listening is None:  # something else listens there: the session failed
-            return
-        if listening and jupyter.answers(
-                jupyter.Where(sock=sockets.address(sock), base_url=session.base_url(nb.id))):
+        if nb.port is not None:  # on a Ray node: it answers with its token, or not yet
+            found = endpoint(self.settings, nb, self._handle(job))
+            up = found is not None and jupyter.answers(found)
+        else:
+            listening = self._listening(nb, job, now)
+            if listening is None:  # something else listens there: the session failed
+                return
+            found = endpoint(self.settings, nb, None)
+            up = listening and found is not None and jupyter.answers(found)
+        if up:
             timing = nb.lease_type == notebooks.LeaseType.TIMING
             with self.store.begin() as conn:
                 notebook_repo.transition(
@@ -148,12 +195,7 @@ class Controller:
 
     def _handle(self, job: rows.Job) -> base.Handle | None:
         with self.store.read() as conn:
-            tasks = job_repo.tasks_of(conn, job.id)
-        launched = [t for t in tasks if t.handle]
-        if not launched:
-            return None
-        latest = max(launched, key=lambda t: t.attempt)
-        return base.Handle.loads(latest.handle or "")
+            return session_handle(conn, job)
 
     # --- a session that is up --------------------------------------------------------------
 
@@ -166,7 +208,7 @@ class Controller:
                 moved = notebook_repo.transition(
                     conn, nb, to=State.STARTING, now=now,
                     message=f"Session {nb.session} is queued again: {job.wait_reason or ''}",
-                    level="Warning", port=None)
+                    level="Warning")
             if moved:  # the server's now: the next JupyterLab could not listen there
                 self._forget_socket(nb)
             return
@@ -183,7 +225,7 @@ class Controller:
                                         stops_at=nb.stops_at, last_active=None, busy=False)
         if now - (nb.checked_at or 0) < self.settings.notebook_check_interval * 1000:
             return None
-        found = where(self.settings, nb)
+        found = where(self.settings, nb, self._handle(job))
         seen = jupyter.activity(found) if found is not None else None
         with self.store.read() as conn:
             gpu = notebook_repo.last_gpu_use(conn, job.id, since=nb.ready_at or 0)
@@ -216,7 +258,7 @@ class Controller:
         if job.terminate_requested_at is not None:
             return
         key = (nb.id, nb.session)
-        found = where(self.settings, nb)
+        found = where(self.settings, nb, self._handle(job))
         if gracefully and found is not None and job.phase == jobs.Phase.RUNNING:
             if key not in self._asked:
                 self._asked.add(key)

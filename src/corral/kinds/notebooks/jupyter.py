@@ -18,16 +18,29 @@ TIMEOUT = 3.0
 
 @dataclasses.dataclass(frozen=True)
 class Where:
-    """A session's JupyterLab: the unix socket it listens on, and its base URL."""
+    """A session's JupyterLab: on this machine, the unix socket it listens on; on a Ray
+    node, its address and port and the token it asks for. And its base URL."""
 
-    sock: str
     base_url: str  #: /notebooks/<id>/
+    sock: str = ""
+    host: str = ""
+    port: int = 0
+    token: str = ""
+
+    @property
+    def authority(self) -> str:
+        return "localhost" if self.sock else f"{self.host}:{self.port}"
 
     def url(self, path: str) -> str:
-        return f"http://localhost{self.base_url}{path}"
+        return f"http://{self.authority}{self.base_url}{path}"
+
+    def headers(self) -> dict[str, str]:
+        """What every request to it carries: its token, over TCP."""
+        return {"Authorization": f"token {self.token}"} if self.token else {}
 
     def client(self) -> httpx.Client:
-        return httpx.Client(transport=httpx.HTTPTransport(uds=self.sock), timeout=TIMEOUT)
+        transport = httpx.HTTPTransport(uds=self.sock) if self.sock else None
+        return httpx.Client(transport=transport, timeout=TIMEOUT, headers=self.headers())
 
 
 @dataclasses.dataclass(frozen=True)

@@ -2,7 +2,8 @@
 
 The session job runs this as `python -c <this file's text> <the server's uid> <JupyterLab's
 arguments>`, in the notebook's engine (standard library and JupyterLab only: corral need
-not be installed there).
+not be installed there). On a Ray node (`tcp:<token file>` instead of the uid) it only sets
+JupyterLab's token from that file: JupyterLab listens on TCP there, and asks for it.
 
 JupyterLab itself binds its unix socket, makes it 0600 and listens at once: from then until
 the server takes the socket as its own (`sockets.claim`), any process of the task user,
@@ -30,6 +31,12 @@ POLL_S = 0.005
 
 def main() -> None:
     server_uid, *args = sys.argv[1:]
+    if server_uid.startswith("tcp:"):  # on a Ray node: over TCP, with the token in a file
+        with open(server_uid[len("tcp:"):]) as fh:
+            os.environ["JUPYTER_TOKEN"] = fh.read().strip()
+        sys.argv = ["jupyter-lab", *args]
+        runpy.run_module("jupyterlab", run_name="__main__", alter_sys=True)
+        return
     from jupyter_server import serverapp
 
     if not hasattr(serverapp, "bind_unix_socket"):

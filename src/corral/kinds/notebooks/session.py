@@ -17,6 +17,7 @@ import hashlib
 import importlib.util
 import os
 import pathlib
+import random
 import secrets
 import shlex
 import shutil
@@ -109,13 +110,52 @@ def _own(path: pathlib.Path, owner: tuple[int, int] | None, mode: int) -> None:
         os.close(fd)
 
 
+#: the ports a session on a Ray node may listen on, one chosen at random for each session
+TCP_PORTS = (20000, 59999)
+#: the file in a Ray session's runtime folder that holds its JupyterLab's token
+TOKEN_FILE = "corral-jupyter-token"
+
+
+def remote(cat: catalog_mod.Catalog, pool_id: str | None) -> bool:
+    """Whether the pool's sessions run on other machines (a Ray cluster): their JupyterLab
+    is then reached over TCP, with a token, rather than on a unix socket here."""
+    return cat.executor_of(cat.pool(pool_id))["executor"] != settings_mod.LOCAL
+
+
+def tcp_session() -> tuple[int, str]:
+    """A new remote session's port and JupyterLab token (the notebook's `port` and
+    `jupyter_token`)."""
+    return random.randint(*TCP_PORTS), new_secret()
+
+
+def write_token(settings: settings_mod.Settings, nb: kind_rows.Notebook,
+                owner: tuple[int, int] | None) -> None:
+    """The session's JupyterLab token, in a file of the task user's (0600) in its runtime
+    folder, where labstart.py reads it: never in the job's command line or environment,
+    which its job's record shows."""
+    assert nb.jupyter_token
+    token = nb.jupyter_token.encode()
+    fd = nofollow.open_dir(session_dir(settings, nb) / "runtime")
+    try:
+        nofollow.replace(fd, TOKEN_FILE, lambda f: nofollow.write_all(f, token), mode=0o600)
+        if owner is not None:
+            os.chown(TOKEN_FILE, *owner, dir_fd=fd, follow_symlinks=False)
+    finally:
+        os.close(fd)
+
+
 def job_body(settings: settings_mod.Settings, cat: catalog_mod.Catalog,
              nb: kind_rows.Notebook) -> specs.JobCreate:
     """The session job: JupyterLab in the workspace, at the notebook's flavor and pool,
     with the priority of interactive work."""
     engine = cat.engine(specs.Engine(engine_id=nb.image_id))
     folder = session_dir(settings, nb)
-    argv = lab_argv(engine.python, socket_path(settings, nb), base_url(nb.id), nb.workspace)
+    if nb.port is not None:  # on a Ray node: over TCP, with its token
+        argv = tcp_lab_argv(engine.python, folder / "runtime" / TOKEN_FILE, nb.port,
+                            base_url(nb.id), nb.workspace)
+    else:
+        argv = lab_argv(engine.python, socket_path(settings, nb), base_url(nb.id),
+                        nb.workspace)
     env = {"JUPYTER_RUNTIME_DIR": str(folder / "runtime")}
     return specs.JobCreate.model_validate({
         "kind": "job",
@@ -145,6 +185,21 @@ def lab_argv(python: str, sock: pathlib.Path, url: str, workspace: str, *,
             # comes from (api/notebook_proxy.py). So no credential of JupyterLab's is in
             # its pages, in a file, or anywhere a browser or a job could take it from.
             "--IdentityProvider.token=", "--ServerApp.password_required=False",
+            "--ServerApp.disable_check_xsrf=True",
+            f"--ServerApp.base_url={url}", f"--ServerApp.root_dir={workspace}",
+            "--ServerApp.allow_root=True"]
+
+
+def tcp_lab_argv(python: str, token_file: pathlib.Path, port: int, url: str,
+                 workspace: str) -> list[str]:
+    """JupyterLab's command line on a Ray node: on `port` of every address of the node,
+    asking every request for the token in `token_file` (labstart.py reads it), under the
+    base URL `url`, in `workspace`."""
+    return [python, "-c", _labstart(), f"tcp:{token_file}", "--no-browser",
+            "--ServerApp.ip=0.0.0.0", f"--ServerApp.port={port}",
+            "--ServerApp.port_retries=0", "--ServerApp.password_required=False",
+            # corral's proxy checks where a browser's request comes from; its own
+            # requests carry the token, which JupyterLab's XSRF check lets through.
             "--ServerApp.disable_check_xsrf=True",
             f"--ServerApp.base_url={url}", f"--ServerApp.root_dir={workspace}",
             "--ServerApp.allow_root=True"]
