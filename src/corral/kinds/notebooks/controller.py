@@ -326,4 +326,5 @@ class Controller:
 
 def _closed() -> dict[str, Any]:
     """What an ended session leaves behind: nothing that reaches it."""
-    return {"port": None, "cookie_secret": None, "access_token": None}
+    return {"port": None, "cookie_secret": None, "access_token": None,
+            "jupyter_token": None}
