@@ -18,9 +18,11 @@ import httpx
 import pydantic
 import pytest
 import rich.console
+import yaml
 from click import testing
 
 from corral import settings as settings_mod
+from corral.cli import algorithms as cli_algorithms
 from corral.cli import demo, il, jobfile, lookup, main, render, state
 from corral.domain import resources
 from corral.sdk import client
@@ -357,7 +359,7 @@ def test_unknown_keys_are_found_in_lists_and_named_all_at_once() -> None:
 
     assert jobfile.unknown_keys(body) == [
         "algorithm.outputs[1].remote.obs.obs_urll (did you mean obs_url?)",
-        "zzz (known there: algorithm, kind, metadata, model, spec)",
+        "zzz (known there: algorithm, baseline_model, kind, metadata, model, spec)",
     ]
 
 
@@ -383,6 +385,9 @@ def test_the_examples_hold_only_known_keys_and_flavors_of_a_2_core_machine(
     if "IncrementalLearningJob" in job_file.read_text():  # a loop: its templates are jobs
         spec = il.load(job_file)["spec"]  # refuses unknown keys in its templates
         bodies = [spec[k]["template"] for k in ("trainSpec", "evalSpec", "deploySpec")]
+    elif "job_config" in yaml.safe_load(job_file.read_text()):  # an algorithm: no flavor
+        cli_algorithms.load_algorithm_file(job_file)  # refuses unknown keys
+        return
     else:
         bodies = [jobfile.load_job_file(job_file)]  # refuses unknown keys
     for body in bodies:
