@@ -204,7 +204,12 @@ class Group:
         """Make the cgroup, its memory limited to `memory_mb` (0: not limited)."""
         for d in self.dirs:
             for _ in range(5):  # another keeper may remove an empty parent meanwhile
-                make_parent(os.path.dirname(d), self.version, controllers)
+                try:
+                    make_parent(os.path.dirname(d), self.version, controllers)
+                except (FileExistsError, FileNotFoundError):
+                    # Removed between making it and looking at it (os.makedirs then says
+                    # it exists and is no folder): again.
+                    continue
                 try:
                     os.mkdir(d, 0o755)
                     break
