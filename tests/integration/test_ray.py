@@ -90,7 +90,10 @@ def cluster() -> Iterator[RayCluster]:
 
 
 def start(home: pathlib.Path, c: RayCluster) -> Live:
-    return start_live(home, ray_address=c.address, flavors=FLAVORS, metrics_interval=0.5)
+    # A minute to connect, not 15 s: on a busy two-core machine a fresh cluster's GCS can
+    # take that long to answer its first driver.
+    return start_live(home, ray_address=c.address, flavors=FLAVORS, metrics_interval=0.5,
+                      ray_connect_timeout=60.0)
 
 
 @pytest.fixture
