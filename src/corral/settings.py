@@ -194,6 +194,8 @@ class Settings(BaseSettings):
     auth_cache_seconds: float = Field(default=5.0, ge=0)
     #: the log preview returns at most this many bytes from the end of a log
     log_preview_bytes: int = 5 * 1024 * 1024
+    #: seconds a log's signed download link (`.../logs/url`) opens for
+    log_url_seconds: int = Field(default=3600, ge=60, le=7 * 24 * 3600)
     #: flavors replace the detected defaults when given
     flavors: list[FlavorConfig] = Field(default_factory=list)
     #: engines in addition to the default one (the server's own Python)

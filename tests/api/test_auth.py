@@ -131,6 +131,9 @@ def test_every_endpoint_but_health_and_docs_needs_a_credential(live: conftest.Li
             path = fill(template, live.project_id, str(uuid.uuid4()))
             for method in ops:
                 r = anonymous.request(method, path, json={})
+                if template.startswith("/corral/log-links/"):  # its signature is its own
+                    assert r.json()["error_code"] == "ModelArts.2788", r.text  # no link
+                    continue
                 assert refusal(r) == BAD_CREDENTIAL, (method, template, r.text)
 
 
@@ -138,12 +141,14 @@ def test_every_endpoint_but_health_and_docs_needs_a_credential(live: conftest.Li
 
 
 def fill(template: str, project_id: str, job_id: str) -> str:
-    values = {"project_id": project_id, "training_job_id": job_id, "task_id": "worker-0",
+    values = {"project_id": project_id, "project": project_id, "training_job_id": job_id,
+              "task_id": "worker-0",
               "user_name": "nobody", "access_key": "NOSUCHKEY", "token_id": "nosuch",
               "version": "V0001", "model_name": "nosuchmodel", "alias": "production",
               "dataset": "nosuchdataset", "job": "nosuchloop", "pipeline_id": "nosuch",
               "notebook_id": "nosuchnotebook", "algorithm_type": "hyperparameter_search",
-              "algorithm_name": "tpe_search", "trial_id": "0", "parameter_name": "lr"}
+              "algorithm_name": "tpe_search", "trial_id": "0", "parameter_name": "lr",
+              "algorithm_id": "nosuchalgorithm"}
     for name, value in values.items():
         template = template.replace("{" + name + "}", value)
     assert "{" not in template, template
@@ -227,7 +232,7 @@ def test_a_viewer_reads_but_changes_nothing(live: conftest.Live) -> None:
                                 params=required_query(live, method, template, job))
         if method == "GET" and (any(f"{{{name}}}" in template for name in
                                     ("model_name", "dataset", "job", "pipeline_id",
-                                     "notebook_id")) or "/autosearch-" in template):
+                                     "notebook_id", "algorithm_id")) or "/autosearch-" in template):
             # read, but there is no such model, dataset, loop, pipeline or notebook (or
             # the job is no hyperparameter search)
             assert r.status_code == 404, (method, template, r.text)

@@ -460,6 +460,9 @@ def test_sdk_lists_flavors(sdk: Sdk, live_server: conftest.Live) -> None:
     assert one.flavor_info.max_num == one.max_num >= 1
     node_cpus = sum(n.cpu for n in live_server.embedded.platform.catalog.nodes)
     assert whole.flavor_info.cpu.core_num == node_cpus
+    # the room for jobs on the run folders' disk (an int here, as DiskResponse declares)
+    assert one.flavor_info.disk.unit == "GB"
+    assert one.flavor_info.disk.size == live_server.embedded.platform.catalog.disk_gb > 0
     cpu_only = sdk.call(
         "show_training_job_flavors", ma.ShowTrainingJobFlavorsRequest(flavor_type="CPU")
     )
@@ -521,6 +524,29 @@ def test_sdk_raises_the_modelarts_error_for_bad_input(sdk: Sdk) -> None:
     assert err.value.status_code == 400
     assert err.value.error_code == "ModelArts.2763"
     assert sdk.search().total == 0
+
+
+def test_sdk_sets_auto_stop_and_is_told_that_volumes_are_not_mounted(
+    sdk: Sdk, live_server: conftest.Live
+) -> None:
+    body = sdk_job("sdk-auto-stop", command="true")
+    body.spec.auto_stop = ma.AutoStop(time_unit="HOURS", duration=2)
+    job_id = create(sdk, body).metadata.id
+    job = sdk.wait(job_id, {"Completed"})
+    raw = live_server.job(job_id)
+    assert raw["spec"]["auto_stop"] == {"time_unit": "HOURS", "duration": 2}
+    # a job's flavor_detail has the disk too, its size a string as Disk declares
+    disk = job.spec.resource.flavor_detail.flavor_info.disk
+    assert (disk.size, disk.unit) == (str(live_server.embedded.platform.catalog.disk_gb), "GB")
+
+    body = sdk_job("sdk-volume", command="true")
+    body.spec.volumes = [ma.SpecVolumes(nfs=ma.Nfs(nfs_server_path="10.0.0.1:/data",
+                                                   local_path="/data"))]
+    with pytest.raises(sdk_errors.ClientRequestException) as err:
+        create(sdk, body)
+    assert (err.value.status_code, err.value.error_code) == (400, "ModelArts.2788")
+    assert "mounts no volumes" in err.value.error_msg
+    assert sdk.search().total == 1
 
 
 def test_sdk_signs_every_request_and_corral_verifies_the_key(

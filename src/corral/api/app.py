@@ -19,6 +19,7 @@ from corral.api import (
     identity,
     incremental,
     jobs,
+    loglinks,
     logs,
     models,
     notebook_proxy,
@@ -61,6 +62,7 @@ def create_app(ctx: deps.Context) -> FastAPI:
     app.include_router(pipelines.router)
     app.include_router(notebooks.router)
     app.include_router(logs.router)
+    app.include_router(loglinks.router)
     app.include_router(streams.router)
     # Outermost but for Starlette's own error handler: nothing runs before it.
     app.add_middleware(auth.AuthMiddleware, context=ctx)
@@ -117,7 +119,7 @@ def _openapi(app: FastAPI) -> dict[str, Any]:
                         "schema": {"$ref": "#/components/schemas/ErrorBody"}}}})
     error_ref = {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorBody"}}}
     for path, ops in schema.get("paths", {}).items():
-        if path in auth.PUBLIC:
+        if auth.is_public(path):
             continue
         for op in ops.values():
             for code, text in AUTH_ERRORS.items():

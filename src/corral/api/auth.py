@@ -1,7 +1,8 @@
 """Every request is authenticated, and checked against its project and role, here.
 
 Deny by default: `AuthMiddleware` wraps the whole application, so a route that any module
-adds is covered without knowing about it. Only `PUBLIC` paths pass without a credential.
+adds is covered without knowing about it. Only `PUBLIC` paths (and those under
+`PUBLIC_PREFIXES`, which check a signature of their own) pass without a credential.
 For every other request it
 
 1. verifies the credential: `X-Auth-Token` (a bearer token, stored as its SHA-256) or an
@@ -49,10 +50,17 @@ log = logging.getLogger(__name__)
 
 #: paths anyone may call: liveness and the API's own description
 PUBLIC = frozenset({"/healthz", "/openapi.json", "/docs", "/docs/oauth2-redirect", "/redoc"})
+#: paths whose own signature is their credential (a log's expiring link: api/loglinks.py)
+PUBLIC_PREFIXES = ("/corral/log-links/",)
 TOKEN_HEADER = "x-auth-token"
 #: bodies larger than this are refused before anything else (the API takes small JSON)
 MAX_BODY = 8 * 1024 * 1024
 PLATFORM_ADMIN = "platform-admin"
+
+
+def is_public(path: str) -> bool:
+    """Whether `path` is called without a credential (PUBLIC, PUBLIC_PREFIXES)."""
+    return path in PUBLIC or path.startswith(PUBLIC_PREFIXES)
 
 
 # --- what routes declare -------------------------------------------------------------------
@@ -210,7 +218,7 @@ async def authorize(request: Request) -> None:
     included later too, so a new route is checked without doing anything; it runs after
     routing, when the path's `project_id` is known, and before the route's own code.
     """
-    if request.scope["path"] in PUBLIC:
+    if is_public(request.scope["path"]):
         return
     principal = _principal(request)
     route = request.scope.get("route")
@@ -232,7 +240,7 @@ class AuthMiddleware:
         self.ctx = context
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["path"] in PUBLIC:
+        if scope["type"] != "http" or is_public(scope["path"]):
             await self.app(scope, receive, send)
             return
         try:

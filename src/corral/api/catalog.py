@@ -23,7 +23,7 @@ def list_training_job_flavors(project_id: str, ctx: Ctx,
                               ) -> dict[str, Any]:
     with ctx.store.read() as conn:
         identity_repo.require_project(conn, project_id)
-    flavors = [views.flavor(f) for f in ctx.catalog.flavors
+    flavors = [views.flavor(f, ctx.catalog.disk_gb) for f in ctx.catalog.flavors
                if flavor_type is None or f.flavor_type == flavor_type]
     return {"total_count": len(flavors), "flavors": flavors}
 

@@ -159,6 +159,10 @@ def list_training_job_events(
     pattern: Annotated[str | None, Query(max_length=256)] = None,
     start_time: Annotated[specs.TimeMs | None, Query(description=_PAIRED)] = None,
     end_time: Annotated[specs.TimeMs | None, Query(description=_PAIRED)] = None,
+    source: Annotated[Literal["K8S", "Job", "Task"] | None, Query(
+        description="what the events are of: the job (created, queued, started, "
+        "restarted, ended), its tasks (exits, failures to start), or K8S (none: corral "
+        "runs no Kubernetes)")] = None,
 ) -> dict[str, Any]:
     if (start_time is None) != (end_time is None):
         raise errors.BadParameter("start_time and end_time go together")
@@ -167,7 +171,7 @@ def list_training_job_events(
         total, events = job_repo.list_events(conn, training_job_id, offset=offset,
                                              limit=limit, order=order, level=level,
                                              pattern=pattern, start_time=start_time,
-                                             end_time=end_time)
+                                             end_time=end_time, source=source)
     return {"total": total, "limit": limit, "offset": offset, "order": order,
             "start_time": None if start_time is None else str(start_time),
             "end_time": None if end_time is None else str(end_time),

@@ -133,7 +133,11 @@ def search_log(
 def download_log(project_id: str, training_job_id: str, task_id: str, ctx: Ctx,
                  attempt: Attempt = None) -> StreamingResponse:
     """The whole log as a file, streamed: as long as it was when asked for."""
-    log = locate(ctx, project_id, training_job_id, task_id, attempt)
+    return whole(locate(ctx, project_id, training_job_id, task_id, attempt), task_id)
+
+
+def whole(log: Located, task_id: str, *, inline: bool = False) -> StreamingResponse:
+    """The log as a file, streamed (`inline`: to be shown, not saved)."""
     fh = logfiles.open_log(log.path) if log.attempt else None
     if fh is None:
         raise errors.NotFound(f"task '{task_id}' has no log yet")
@@ -151,5 +155,8 @@ def download_log(project_id: str, training_job_id: str, task_id: str, ctx: Ctx,
                 yield data
 
     name = f"{log.job_name}-{task_id}-attempt-{log.attempt}.log"
+    how = "inline" if inline else "attachment"
+    # A log is the job's text: never read by a browser as a page of this origin.
     return StreamingResponse(chunks(), media_type="text/plain; charset=utf-8", headers={
-        "Content-Length": str(size), "Content-Disposition": f'attachment; filename="{name}"'})
+        "Content-Length": str(size), "Content-Disposition": f'{how}; filename="{name}"',
+        "X-Content-Type-Options": "nosniff", "Content-Security-Policy": "sandbox"})

@@ -116,12 +116,22 @@ class SizeOut(Out):
     unit: str
 
 
+class DiskOut(Out):
+    size: int | str = Field(description="GB: a number in the flavors' list, a string in a "
+                            "job's flavor_detail, as the reference has them. The room the "
+                            "server's run folders' file system has for jobs (its size less "
+                            "disk_free_floor_gb and disk_reserve_mb), shared by every task: "
+                            "not a quota")
+    unit: str = "GB"
+
+
 class FlavorInfoOut(Out):
     max_num: int
     cpu: CpuOut
     gpu: GpuOut | None = None
     npu: NpuOut | None = None
     memory: SizeOut
+    disk: DiskOut | None = None
     accelerators: list[AcceleratorOut] | None = Field(
         default=None, description="corral: accelerators other than GPUs per task, by name")
 
@@ -222,6 +232,11 @@ class LogPreviewOut(Out):
     content: str
     current_size: int
     full_size: int
+
+
+class LogUrlOut(Out):
+    obs_url: str = Field(description="a link to the task's log that opens without a "
+                         "credential until it expires (log_url_seconds), served by corral")
 
 
 class LogChunkOut(Out):

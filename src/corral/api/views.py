@@ -144,7 +144,7 @@ def job_spec(spec: dict[str, Any], row: rows.Job, cat: catalog_mod.Catalog) -> d
     res["pool_id"] = row.pool_id
     flav = _flavor_or_row(cat, row)
     res["flavor_name"] = flav.flavor_name
-    res["flavor_detail"] = flavor_detail(flav)
+    res["flavor_detail"] = flavor_detail(flav, cat.disk_gb)
     out["resource"] = res
     return out
 
@@ -160,12 +160,16 @@ def _flavor_or_row(cat: catalog_mod.Catalog, row: rows.Job) -> resources.Flavor:
                                                resources.parse_accels(row.accelerators)))
 
 
-def flavor_detail(f: resources.Flavor) -> dict[str, Any]:
+def flavor_detail(f: resources.Flavor, disk_gb: int | None = None) -> dict[str, Any]:
+    """A job's flavor_detail; `disk_gb`: the room for jobs on the run folders' disk
+    (catalog.Catalog.disk_gb), a string here as the reference has it."""
     info: dict[str, Any] = {
         "max_num": f.max_num,
         "cpu": {"arch": f.arch, "core_num": core_num(f.cpu)},
         "memory": {"size": f.memory_gb, "unit": "GB"},
     }
+    if disk_gb is not None:
+        info["disk"] = {"size": str(disk_gb), "unit": "GB"}
     if f.gpu:
         info["gpu"] = {"unit_num": f.gpu, "product_name": f.gpu_product, "memory": f.gpu_memory}
     npu = f.npu
@@ -188,9 +192,13 @@ def core_num(cpu: float) -> int | float:
     return int(cpu) if float(cpu).is_integer() else cpu
 
 
-def flavor(f: resources.Flavor) -> dict[str, Any]:
-    return {"flavor_id": f.flavor_id, "flavor_name": f.flavor_name, "max_num": f.max_num,
-            **flavor_detail(f), "attributes": {}}
+def flavor(f: resources.Flavor, disk_gb: int | None = None) -> dict[str, Any]:
+    """A flavor as the flavors' list has it (its disk's size a number there)."""
+    out = {"flavor_id": f.flavor_id, "flavor_name": f.flavor_name, "max_num": f.max_num,
+           **flavor_detail(f), "attributes": {}}
+    if disk_gb is not None:
+        out["flavor_info"]["disk"] = {"size": disk_gb, "unit": "GB"}
+    return out
 
 
 def event(e: rows.Event) -> dict[str, Any]:

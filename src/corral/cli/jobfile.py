@@ -182,6 +182,9 @@ def resolve_paths(body: dict[str, Any], base: pathlib.Path) -> dict[str, Any]:
                 obs = dig(channel, "remote", "obs")
                 if obs is not None and _is_local(obs.get("obs_url")):
                     obs["obs_url"] = _absolute(obs["obs_url"], base)
+        pfs = dig(algo, "summary", "log_dir", "pfs")  # a folder of an output channel
+        if pfs is not None and _is_local(pfs.get("pfs_path")):
+            pfs["pfs_path"] = _absolute(pfs["pfs_path"], base)
     log_path = dig(body, "spec", "log_export_path")
     if log_path is not None and _is_local(log_path.get("host_path")):
         log_path["host_path"] = _absolute(log_path["host_path"], base)

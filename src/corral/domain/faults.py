@@ -87,8 +87,10 @@ class Policy:
 
     @classmethod
     def of(cls, annotations: Mapping[str, str], ft: faultspec.FaultTolerance | None,
-           hang_timeout: int = DEFAULT_HANG_TIMEOUT) -> Policy:
-        """`hang_timeout`: the server's, for a job that sets none."""
+           hang_timeout: int = DEFAULT_HANG_TIMEOUT,
+           max_run_time: int | None = None) -> Policy:
+        """`hang_timeout`: the server's, for a job that sets none; `max_run_time`: the
+        job's limit where it is not ft's alone (spec.auto_stop, specs.Spec.max_run_time)."""
         ft = ft or faultspec.FaultTolerance()
         own = tuple(Matcher(r.action, frozenset(r.exit_codes or ()), r.log_contains or "")
                     for r in ft.rules)
@@ -100,7 +102,7 @@ class Policy:
             budgets={jobs.FailureClass(k): n for k, n in ft.budgets.items()},
             backoff=ft.backoff or faultspec.Backoff(),
             hang_timeout=hang_timeout if ft.hang_timeout is None else ft.hang_timeout,
-            max_run_time=ft.max_run_time)
+            max_run_time=ft.max_run_time if max_run_time is None else max_run_time)
 
 
 def flag(value: str | None) -> bool:

@@ -1,9 +1,10 @@
 """Request shapes of the ModelArts v2 training-jobs API, and the rules they must obey.
 
 These models are what the API accepts and what the store keeps as a job's spec. Fields
-corral does not act on (auto search, volumes, ...) are accepted and echoed so that bodies
+corral does not act on (`remote_constraint`, ...) are accepted and echoed so that bodies
 written for ModelArts still load; fields that would change what runs but that corral
-cannot honour are refused with a clear message rather than silently ignored.
+cannot honour are refused with a clear message rather than silently ignored (see
+jobfields.py for those of the seed's spec that are mapped onto corral's or refused).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from pydantic import (
 from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import core_schema
 
-from corral.domain import errors, faultspec, jobs
+from corral.domain import errors, faultspec, jobfields, jobs
 
 #: a job's or a model's name, as JSON Schema writes patterns (see `Pattern`)
 NAME_PATTERN = r"^[A-Za-z0-9_-]{1,64}$"
@@ -204,6 +205,8 @@ class Algorithm(Model):
     #: (a search is given in policies.auto_search)
     autosearch_config_path: str | None = None
     autosearch_framework_path: str | None = None
+    #: where the job writes visualization logs: a folder of an output channel
+    summary: jobfields.Summary | None = None
 
     @field_validator("environments", mode="before")
     @classmethod
@@ -245,7 +248,18 @@ class Algorithm(Model):
         dup = {n for n in names if names.count(n) > 1}
         if dup:
             raise ValueError(f"duplicate input/output channel names: {', '.join(sorted(dup))}")
+        if self.summary is not None:
+            self.summary.check()
         return self
+
+    def summary_dir(self) -> str | None:
+        """The folder `summary` names, as the job writes it (CORRAL_SUMMARY_DIR);
+        BadParameter when it is in none of the output channels."""
+        try:
+            return jobfields.summary_dir(self.summary, [(o.name, o.url, o.local_dir or o.url)
+                                                        for o in self.outputs])
+        except ValueError as exc:
+            raise errors.BadParameter(str(exc)) from None
 
 
 def scalar_str(v: Any) -> Any:
@@ -280,6 +294,7 @@ class Metadata(Model):
     @classmethod
     def _fault_tolerance(cls, v: dict[str, str]) -> dict[str, str]:
         faultspec.check_annotations(v)
+        jobfields.check_applications(v)
         return v
 
     @property
@@ -318,9 +333,25 @@ class Spec(Model):
     resource: Resource = Field(default_factory=Resource)
     log_export_path: LogExportPath | None = None
     schedule_policy: SchedulePolicy | None = None
+    #: refused when it holds any: corral mounts nothing (jobfields.check_volumes)
     volumes: list[dict[str, Any]] | None = None
+    #: the job's max_run_time in hours, as ModelArts says it
+    auto_stop: jobfields.AutoStop | None = None
     #: corral: rules, budgets, backoff, hang timeout, run time limit, checkpoint channel
     fault_tolerance: faultspec.FaultTolerance | None = None
+
+    @field_validator("volumes")
+    @classmethod
+    def _volumes(cls, v: list[dict[str, Any]] | None) -> list[dict[str, Any]] | None:
+        jobfields.check_volumes(v)
+        return v
+
+    @property
+    def max_run_time(self) -> int | None:
+        """Seconds the job may run: the earlier of max_run_time and auto_stop."""
+        limits = [t for t in (self.fault_tolerance and self.fault_tolerance.max_run_time,
+                              self.auto_stop and self.auto_stop.seconds) if t]
+        return min(limits, default=None)
 
 
 #: the description of the `model_url` parameter corral adds for a job's model

@@ -16,6 +16,7 @@ from collections.abc import Mapping
 
 from corral import settings as settings_mod
 from corral.domain import errors, resources, scheduling, specs
+from corral.storage import runs
 
 
 @dataclasses.dataclass(frozen=True)
@@ -33,6 +34,9 @@ class Catalog:
     visible_env: dict[str, str] = dataclasses.field(default_factory=dict)
     #: pool -> the executor key that runs it (settings.LOCAL or "ray:<address>")
     pool_executor: dict[str, str] = dataclasses.field(default_factory=dict)
+    #: GB jobs may fill on the run folders' disk: its size less disk_free_floor_gb and
+    #: disk_reserve_mb (shared by every task; flavors' `disk`); None: not known
+    disk_gb: int | None = None
 
     @classmethod
     def build(cls, settings: settings_mod.Settings, nodes: list[resources.Node],
@@ -60,7 +64,9 @@ class Catalog:
                        [settings.default_pool, *(p.pool_id for p in settings.pools)])),
                    visible_env={k: a.visible_env for k, a in settings.accelerators.items()
                                 if a.visible_env},
-                   pool_executor=settings.pool_executors())
+                   pool_executor=settings.pool_executors(),
+                   disk_gb=runs.room_gb(settings.runs_dir, int(
+                       settings.disk_free_floor_gb * 2**30) + (settings.disk_reserve_mb << 20)))
 
     def pool_nodes(self, pool_id: str) -> list[resources.Node]:
         return [n for n in self.nodes if self.pool_of.get(n.name, self.default_pool) == pool_id]

@@ -19,7 +19,7 @@ import socket
 from collections.abc import Callable, Mapping, Sequence
 
 from corral import settings as settings_mod
-from corral.domain import distributed, errors, faultspec, metrics, resources, specs
+from corral.domain import distributed, errors, faultspec, jobfields, metrics, resources, specs
 from corral.executors import base
 from corral.scheduler import catalog as catalog_mod
 from corral.storage import nofollow, objects, runs
@@ -324,6 +324,9 @@ def launch_spec(
     checkpoint = checkpoint_dir(spec)
     if checkpoint is not None:  # every attempt: the first must know where to write them
         env[faultspec.CHECKPOINT_ENV] = checkpoint
+    summary = alg.summary_dir()
+    if summary is not None:  # algorithm.summary: a folder of one of its output channels
+        env[jobfields.SUMMARY_ENV] = summary
     argv = argv_for(alg, code, engine)
     shell = bool(alg.command)
     if alg.command:

@@ -61,7 +61,8 @@ class Policies:
                                        hang_timeout=self.hang_timeout)
             else:
                 policy = faults.Policy.of(spec.metadata.annotations,
-                                          spec.spec.fault_tolerance, self.hang_timeout)
+                                          spec.spec.fault_tolerance, self.hang_timeout,
+                                          spec.spec.max_run_time)
             self._known[job.id] = policy
         return policy
 

@@ -11,6 +11,7 @@ their SHA-256 is kept. Losing the server key makes every stored secret key usele
 from __future__ import annotations
 
 import hashlib
+import hmac
 import logging
 import os
 import pathlib
@@ -37,6 +38,16 @@ class SecretBox:
                 "the server key is not a valid key (32 url-safe base64-encoded bytes, as "
                 "`python -c 'from cryptography.fernet import Fernet; "
                 "print(Fernet.generate_key().decode())'` prints)") from None
+        # A key of its own for signed links, derived from the server key: every server
+        # of a deployment shares that, so a link one made opens on any other.
+        self._link_key = hmac.new(key, b"corral signed links", hashlib.sha256).digest()
+
+    def sign_link(self, message: str) -> str:
+        """The signature of a link's `message` (api/loglinks.py), hex."""
+        return hmac.new(self._link_key, message.encode(), hashlib.sha256).hexdigest()
+
+    def link_signed(self, message: str, signature: str) -> bool:
+        return hmac.compare_digest(self.sign_link(message), signature.lower())
 
     def encrypt(self, secret: str) -> str:
         return self._fernet.encrypt(secret.encode()).decode()

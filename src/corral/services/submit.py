@@ -206,6 +206,7 @@ def check_paths(algorithm: specs.Algorithm, spec: specs.Spec, *,
                      policy=policy)
     for each in algorithm.outputs:
         _period(each)
+    algorithm.summary_dir()  # refused unless it is in an output channel
     if spec.log_export_path:
         for field in ("obs_url", "host_path"):
             url = getattr(spec.log_export_path, field)

@@ -383,3 +383,16 @@ def short_of_space(paths: Sequence[pathlib.Path], floor_bytes: int) -> str | Non
                     f"{path}, below the floor of {floor_bytes / 2**30:.1f} GiB "
                     "(disk_free_floor_gb)")
     return None
+
+
+def room_gb(path: pathlib.Path, keep_bytes: int) -> int | None:
+    """Whole GB of the file system holding `path` (or its nearest existing parent) that is
+    not to be kept free (`keep_bytes`): what jobs may fill there, together; None when it
+    cannot be read."""
+    while not path.exists() and path != path.parent:
+        path = path.parent
+    try:
+        total = shutil.disk_usage(path).total
+    except OSError:
+        return None
+    return max(0, total - keep_bytes) // 2**30

@@ -385,10 +385,13 @@ class Events:
 def list_events(conn: sa.Connection, job_id: str, *, offset: int, limit: int, order: str,
                 level: str | None = None, pattern: str | None = None,
                 start_time: int | None = None,
-                end_time: int | None = None) -> tuple[int, list[rows.Event]]:
+                end_time: int | None = None,
+                source: str | None = None) -> tuple[int, list[rows.Event]]:
     conds = [EVENTS.c.job_id == job_id]
     if level:
         conds.append(EVENTS.c.level == level)
+    if source:
+        conds.append(EVENTS.c.source == source)
     if pattern:
         conds.append(EVENTS.c.message.like(f"%{escape_like(pattern)}%", escape="\\"))
     if start_time is not None and end_time is not None:
