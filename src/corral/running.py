@@ -26,7 +26,7 @@ from corral.executors import base
 from corral.kinds import loop
 from corral.scheduler import catalog as catalog_mod
 from corral.scheduler import leadership, reconciler, sampling
-from corral.services import retention, sync
+from corral.services import environments, retention, sync
 from corral.store import db
 
 log = logging.getLogger(__name__)
@@ -175,6 +175,7 @@ class Platform:
                 retention.apply(self.fenced, self.settings, todo, self.reconciler.now())
                 if todo.records:
                     self.wake_event.set()  # the scheduler purges them
+                environments.collect(self.store, self.settings, time.time())
             except leadership.LostLease:
                 return
             except Exception:

@@ -231,6 +231,13 @@ class Settings(BaseSettings):
     project_retention: dict[str, RetentionConfig] = Field(default_factory=dict)
     #: seconds between the passes that apply retention
     retention_interval: float = Field(default=3600.0, gt=0)
+    #: days an environment built for jobs' requirements is kept after its last use by a
+    #: job (removed by the retention pass); 0 keeps them for ever
+    environments_keep_days: float = Field(default=14.0, ge=0)
+    #: seconds an environment's build may take before it fails its jobs
+    environment_build_timeout: float = Field(default=1800.0, gt=0)
+    #: what builds environments: "auto" (uv when found, else venv and pip), "uv", "pip"
+    environment_installer: Literal["auto", "uv", "pip"] = "auto"
     #: prefixes of the server's environment variables kept from jobs, besides CORRAL_*
     job_env_deny: list[str] = Field(default_factory=lambda: list(JOB_ENV_DENY))
     #: when the server runs as root, tasks run as this user (default: "nobody" is NOT
@@ -368,6 +375,11 @@ class Settings(BaseSettings):
     @property
     def runs_dir(self) -> pathlib.Path:
         return self.home / "runs"
+
+    @property
+    def envs_dir(self) -> pathlib.Path:
+        """Where the environments built for jobs' requirements are cached."""
+        return self.home / "envs"
 
     @property
     def key_file(self) -> pathlib.Path:

@@ -26,7 +26,7 @@ from pydantic import (
 from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import core_schema
 
-from corral.domain import errors, faultspec, jobfields, jobs
+from corral.domain import environments, errors, faultspec, jobfields, jobs
 
 #: a job's or a model's name, as JSON Schema writes patterns (see `Pattern`)
 NAME_PATTERN = r"^[A-Za-z0-9_-]{1,64}$"
@@ -183,6 +183,14 @@ class Engine(Model):
     engine_name: str | None = None
     engine_version: str | None = None
     image_url: str | None = None
+    #: corral: Python packages the job needs, installed in a cached virtualenv made from
+    #: the engine's interpreter (docs/environments.md)
+    requirements: list[str] | None = None
+
+    @field_validator("requirements")
+    @classmethod
+    def _requirements(cls, v: list[str] | None) -> list[str] | None:
+        return environments.normalize(v) or None if v is not None else None
 
 
 class Algorithm(Model):
@@ -231,7 +239,9 @@ class Algorithm(Model):
                 "of the project), code_dir + boot_file, or command"
             )
         if self.engine is not None and self.engine.image_url:
-            raise ValueError("engine.image_url is not supported: corral runs no containers")
+            raise ValueError("engine.image_url is not supported: corral runs no containers; "
+                             "to add Python packages to an engine, list them in "
+                             "algorithm.engine.requirements (docs/environments.md)")
         has_code = bool(self.code_dir or self.boot_file)
         if has_code and not (self.code_dir and self.boot_file):
             raise ValueError("algorithm.code_dir and algorithm.boot_file go together")

@@ -28,6 +28,7 @@ from corral.domain import errors, jobs, resources, specs
 from corral.executors import base
 from corral.scheduler import catalog as catalog_mod
 from corral.scheduler import launching, passes, workers
+from corral.storage import envs as storage_envs
 from corral.storage import paths as storage_paths  # `paths` names a job's RunPaths here
 from corral.storage import runs
 from corral.store import db, job_repo, rows
@@ -131,14 +132,15 @@ class Launches:
                 t: rows.Task, code: pathlib.Path | None, cwd: pathlib.Path | None,
                 gang: Sequence[str]) -> Outcome:
         assert cwd is not None
-        ls = launching.launch_spec(
-            paths=paths, cat=self.catalog, spec=spec, job_id=job.id, attempt=t.attempt,
-            task=t.name, rank=t.rank, launch_id=t.launch_id, node=t.node,
-            gpu_ids=passes.gpu_ids(t), master_port=job.master_port or 29500, code=code,
-            cwd=cwd, inherited=self.inherited, run_as=self.run_as,
-            demand=passes.per_task(job), gang=gang,
-            accel_ids=resources.parse_device_ids(t.accel_ids))
         try:
+            ls = launching.launch_spec(
+                paths=paths, cat=self.catalog, spec=spec, job_id=job.id, attempt=t.attempt,
+                task=t.name, rank=t.rank, launch_id=t.launch_id, node=t.node,
+                gpu_ids=passes.gpu_ids(t), master_port=job.master_port or 29500, code=code,
+                cwd=cwd, inherited=self.inherited, run_as=self.run_as,
+                demand=passes.per_task(job), gang=gang,
+                accel_ids=resources.parse_device_ids(t.accel_ids),
+                envs=storage_envs.Cache(self.settings.envs_dir))
             handle = self.executor.launch(ls)
         except errors.CorralError as exc:
             return t, None, exc.message

@@ -22,6 +22,7 @@ from corral import settings as settings_mod
 from corral.domain import distributed, errors, faultspec, jobfields, metrics, resources, specs
 from corral.executors import base
 from corral.scheduler import catalog as catalog_mod
+from corral.storage import envs as storage_envs
 from corral.storage import nofollow, objects, runs
 from corral.storage import paths as storage_paths  # `paths` names a job's RunPaths here
 from corral.store import db, identity_repo
@@ -284,6 +285,21 @@ def prepare_attempt(paths: runs.RunPaths, attempt: int, alg: specs.Algorithm,
     return code, cwd
 
 
+def in_environment(envs: storage_envs.Cache | None, engine: settings_mod.EngineConfig,
+                   requirements: list[str], inherited: Mapping[str, str],
+                   ) -> tuple[settings_mod.EngineConfig, dict[str, str]]:
+    """The engine and environment of a task run in the environment of `requirements`:
+    its python for the engine's, its bin/ first on PATH (a `command`'s `python` is it)."""
+    if envs is None:
+        raise errors.LaunchError("environments of requirements are not available here")
+    folder = storage_envs.activate(envs, engine.python, requirements)
+    env = dict(inherited)
+    env["PATH"] = os.pathsep.join([str(folder / "bin"), env.get("PATH", os.defpath)])
+    env["VIRTUAL_ENV"] = str(folder)
+    env.pop("PYTHONHOME", None)
+    return engine.model_copy(update={"python": str(folder / "bin" / "python")}), env
+
+
 def own(paths: runs.RunPaths, path: str) -> pathlib.Path:
     """The real path of a folder corral made for the job in its run directory (where a
     remote code_dir, input or output is kept), which no job can have replaced by a link:
@@ -311,11 +327,14 @@ def launch_spec(
     run_as: tuple[int, int] | None = None,
     demand: resources.Resources = resources.ZERO, gang: Sequence[str] = (),
     accel_ids: resources.DeviceIds = (),
+    envs: storage_envs.Cache | None = None,
 ) -> base.LaunchSpec:
     """One task's launch. `inherited`: the environment every task starts from (base_env
-    of the server's)."""
+    of the server's); `envs`: where the environments of jobs' requirements are."""
     alg = spec.algorithm
     engine = cat.engine(alg.engine)
+    if alg.engine is not None and alg.engine.requirements:
+        engine, inherited = in_environment(envs, engine, alg.engine.requirements, inherited)
     env = task_env(inherited=inherited, alg=alg,
                    job_id=job_id, task=task, rank=rank, world=spec.spec.resource.node_count,
                    attempt=attempt, master_port=master_port, gpu_ids=gpu_ids,

@@ -26,6 +26,7 @@ from collections.abc import Callable
 from corral import settings as settings_mod
 from corral.domain import errors, jobs, specs
 from corral.scheduler import launching
+from corral.services import environments
 from corral.storage import objects, runs, trees
 from corral.storage import paths as storage_paths
 from corral.store import db, job_repo, rows, version_repo
@@ -85,6 +86,8 @@ class Fetcher:
 
     def run(self) -> None:
         spec = job_repo.job_spec(self.job)
+        if environments.requirements_of(spec) and not self._environment(spec):
+            return  # another job is building it: asked again at the next pass
         alg = spec.algorithm
         steps: list[Step] = []
         if objects.is_remote(alg.code_dir) and alg.local_code_dir:
@@ -108,6 +111,21 @@ class Fetcher:
                 job_repo.add_event(conn, self.job.id, self.now(),
                                f"Inputs fetched: {total_files} file(s) from "
                                f"{len(steps)} location(s)")
+
+    def _environment(self, spec: specs.JobCreate) -> bool:
+        """Whether the job's environment is ready (found, or built now); StagingFailed
+        when it cannot be built."""
+        want = (spec.algorithm.engine or specs.Engine()).engine_id
+        engine = next((e for e in self.settings.all_engines() if e.engine_id == want), None)
+        if engine is None:
+            raise StagingFailed(f"engine '{want}' is no longer configured")
+        if not self._still_wanted():
+            return False
+        try:
+            return environments.Builder(self.store, self.settings, self.now, self.job).ensure(
+                engine, environments.requirements_of(spec))
+        except environments.BuildFailed as exc:
+            raise StagingFailed(exc.message) from None
 
     def _fetch(self, step: Step) -> int:
         what, url, skip_versions = step.what, step.url, step.resume

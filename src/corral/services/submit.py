@@ -86,6 +86,7 @@ def create_job(conn: sa.Connection, cat: catalog_mod.Catalog, body: specs.JobCre
         algorithms.check_resources(made_of.metadata.name, made_of.resource_requirements,
                                    gpu=flavor.gpu, node_count=node_count)
     pool = cat.pool(body.spec.resource.pool_id)
+    check_requirements(cat, body, pool)
     gpu_type = flavor.gpu_product if flavor.gpu else ""
     nodes = [n for n in cat.pool_nodes(pool)
              if not gpu_type or any(g.name == gpu_type for g in n.gpus)]
@@ -299,9 +300,11 @@ def normalize(body: specs.JobCreate, flavor: resources.Flavor, engine: settings.
     data = body.model_copy(deep=True)
     data.spec.resource.flavor_id = flavor.flavor_id
     data.spec.resource.flavor_name = flavor.flavor_name
+    asked = body.algorithm.engine
     data.algorithm.engine = specs.Engine(engine_id=engine.engine_id,
                                          engine_name=engine.engine_name,
-                                         engine_version=engine.engine_version)
+                                         engine_version=engine.engine_version,
+                                         requirements=asked.requirements if asked else None)
     alg = data.algorithm
     staged = places.job_dir(job_id) if places else pathlib.Path("/nonexistent")
     alg.local_code_dir = None  # corral's own: where a remote code_dir is fetched to
@@ -333,4 +336,17 @@ def normalize(body: specs.JobCreate, flavor: resources.Flavor, engine: settings.
 def needs_staging(spec: specs.JobCreate, model_location: str | None) -> bool:
     alg = spec.algorithm
     return (objects.is_remote(alg.code_dir) or objects.is_remote(model_location)
-            or any(objects.is_remote(ch.url) for ch in alg.inputs))
+            or any(objects.is_remote(ch.url) for ch in alg.inputs)
+            or bool(alg.engine and alg.engine.requirements))
+
+
+def check_requirements(cat: catalog_mod.Catalog, body: specs.JobCreate, pool: str) -> None:
+    """Environments are built on the server's machine: a job that asks for packages runs
+    on a pool of this machine (docs/environments.md#ray-pools)."""
+    engine = body.algorithm.engine
+    if engine and engine.requirements and cat.executor_of(pool)["executor"] != settings.LOCAL:
+        raise errors.BadParameter(
+            f"algorithm.engine.requirements is not supported on pool '{pool}', which runs "
+            "on a Ray cluster: environments are built on the server's machine only; install "
+            "the packages in an engine of the cluster's nodes ([[engines]]) or run the job "
+            "on a pool of this machine")

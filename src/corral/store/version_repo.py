@@ -137,6 +137,14 @@ def staging_jobs(conn: sa.Connection) -> list[rows.Job]:
     return rows.Job.all(conn.execute(q))
 
 
+def unended_with_requirements(conn: sa.Connection) -> list[rows.Job]:
+    """Jobs not ended (deleted ones too, until they have) that ask for Python packages:
+    the environments they use are kept."""
+    q = sa.select(JOBS).where(JOBS.c.phase.not_in(_ENDED),
+                              JOBS.c.spec.contains('"requirements"'))
+    return rows.Job.all(conn.execute(q))
+
+
 def unfinished_ended(conn: sa.Connection, limit: int = 50) -> list[rows.Job]:
     """Ended jobs the storage component has not finished with yet."""
     q = (sa.select(JOBS).where(JOBS.c.phase.in_(_ENDED), JOBS.c.finalized_at.is_(None))
