@@ -628,3 +628,42 @@ def test_a_notebook_on_a_ray_pool_runs_on_a_node_behind_the_proxy_and_keeps_its_
         nbs.remove(live, nb_id)
     finally:
         stop_live(live)
+
+
+def test_a_search_runs_its_trials_on_the_cluster_and_keeps_the_best(
+        live: Live, tmp_path: pathlib.Path) -> None:
+    """A hyperparameter search on a Ray pool: its trials are jobs placed on the cluster's
+    nodes, their rewards read from their logs there, and the best trial's outputs come
+    back from its node and are registered as the search's model."""
+    from corral.store import model_repo
+    from tests.integration import search_rig as rig
+
+    out = tmp_path / "out"
+    body = rig.body(rig.code(tmp_path), rig.policy(samples=3, parallel=2),
+                    outputs={"train_url": str(out)})
+    body["spec"]["resource"]["flavor_id"] = "cpu1"
+    job = live.submit(body)
+    job_id = job["metadata"]["id"]
+    done = live.wait(job_id, timeout=180)
+
+    assert done["status"]["phase"] == "Completed", done["status"]
+    trials = rig.trials(live, job_id)
+    assert [t.state for t in trials] == ["completed"] * 3
+    for t in trials:  # each ran on a node of the cluster
+        with live.embedded.platform.store.read() as conn:
+            tasks = launched(conn, t.job_id)
+        assert tasks and all(h.node_id for h in tasks), tasks
+    best = max(trials, key=lambda t: t.reward)
+    lr, width = (out / f"trial-{best.number}" / "params.txt").read_text().split()
+    assert f"{float(lr):g}" in best.params and width in best.params
+    with live.embedded.platform.store.read() as conn:
+        model = model_repo.get(conn, live.project_id, job["metadata"]["name"])
+        assert model_repo.resolve(conn, model, None, None).source_job_id == best.job_id
+
+
+def launched(conn: Any, job_id: str) -> list[Any]:
+    """The handles of a job's launched tasks."""
+    from corral.executors import base
+    from corral.store import job_repo
+
+    return [base.Handle.loads(t.handle) for t in job_repo.tasks_of(conn, job_id) if t.handle]
