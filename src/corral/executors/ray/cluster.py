@@ -66,6 +66,8 @@ class RayExecutor:
         self._code: dict[str, Any] = {}
         #: per job attempt: the output channels that held files when it started
         self._seeds: dict[tuple[str, int], tuple[int, ...]] = {}
+        #: node id -> its reading of its own use, asked for and not yet answered
+        self._use_asked: dict[str, Any] = {}
         self._nodes = nodes.Nodes(ray)
         self._groups = slots.Reservations(ray, node_id=self._nodes.id_of,
                                           alive=self._nodes.known, held=self._held)
@@ -228,25 +230,29 @@ class RayExecutor:
         return base.Sample(cpu_percent=got[0], rss_mb=got[1])
 
     def node_usage(self) -> list[base.NodeUsage]:
-        """Each alive node's use, read there by a task of no CPU; a node that does not
-        answer within 5 s is left out."""
-        ids = self._nodes.ids()
-        try:
-            calls = [self._agents.read_use(i) for i in ids]
-            ready = set(self._ray.wait(calls, num_returns=len(calls), timeout=5)[0]
-                        if calls else ())
-        except self._ray.exceptions.RayError:
-            return []
+        """Each alive node's use, read there by a task of no CPU. Never waits: it answers
+        the readings asked for at earlier calls that are done by now, and asks again
+        where none is on its way (a node that does not answer is left out meanwhile), so
+        that the tasks' own samples, taken in the same pass, are never held up."""
+        asked, self._use_asked = self._use_asked, {}
         out = []
-        for node_id, call in zip(ids, calls, strict=True):
-            if call not in ready:
-                continue
-            try:
-                cpu, mem, gpu_util, gpu_mem = self._ray.get(call, timeout=1)
-            except self._ray.exceptions.RayError:
-                continue
-            out.append(base.NodeUsage(node=nodes.node_name(node_id), cpu_percent=cpu,
-                                      mem_mb=mem, gpu_util=gpu_util, gpu_mem_mb=gpu_mem))
+        try:
+            done = set(self._ray.wait(list(asked.values()), num_returns=len(asked),
+                                      timeout=0)[0]) if asked else set()
+            for node_id in self._nodes.ids():
+                call = asked.get(node_id)
+                if call is not None and call not in done:
+                    self._use_asked[node_id] = call  # still on its way
+                    continue
+                self._use_asked[node_id] = self._agents.read_use(node_id)
+                if call is not None:
+                    with contextlib.suppress(self._ray.exceptions.RayError):
+                        cpu, mem, gpu_util, gpu_mem = self._ray.get(call, timeout=1)
+                        out.append(base.NodeUsage(
+                            node=nodes.node_name(node_id), cpu_percent=cpu, mem_mb=mem,
+                            gpu_util=gpu_util, gpu_mem_mb=gpu_mem))
+        except self._ray.exceptions.RayError:
+            pass  # the cluster is unreachable: what was read so far; the next call asks again
         return out
 
     def clean_up(self, handle: base.Handle) -> None:
