@@ -43,7 +43,8 @@ def losses(text: str) -> dict[int, str]:
 
 def finals(text: str) -> list[str]:
     """The sum of the weights a rank ended with (the same on every rank under DDP)."""
-    return re.findall(r"^final: rank \d+ .* params=(\S+)$", text, re.M)
+    # Anywhere in a line: ranks sharing a log may write into each other's lines.
+    return re.findall(r"final: rank \d+ loss=\S+ params=(-?[0-9.]+)", text)
 
 
 def pid_of(job_id: str, task: str, attempt: int = 1) -> int | None:

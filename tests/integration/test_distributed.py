@@ -48,7 +48,9 @@ def test_torchrun_in_each_task_runs_one_process_per_slot(
     assert done["status"]["phase"] == "Completed", (done["status"], logs)
     # torchrun gave its processes global ranks: 0 and 1 on worker-0, 2 and 3 on worker-1.
     for node, text in enumerate(logs):
-        ranks = sorted(int(r) for r in re.findall(r"^rank (\d) of 4: node (?:\d)", text, re.M))
+        # (not anchored at a line's start: two processes share the task's log, and a print
+        # writes its text and its newline apart, so a line can follow another's text)
+        ranks = sorted(int(r) for r in re.findall(r"rank (\d) of 4: node (?:\d)", text))
         assert ranks == [2 * node, 2 * node + 1], text
         assert f"of 4: node {node}," in text
     weights = [w for t in logs for w in ddp_rig.finals(t)]
