@@ -67,7 +67,8 @@ def show_training_job_logs_url(
 
 
 @router.get(PREFIX + "{project}/{training_job_id}/{task_id}", response_class=StreamingResponse,
-            responses={**logs.ERRORS, 200: {
+            # 401: the link's signature is its credential (changed or expired)
+            responses={**logs.ERRORS, 401: {"model": schemas.ErrorBody}, 200: {
                 "description": "the log file",
                 "content": {"text/plain": {"schema": {"type": "string"}}}}})
 def open_log_link(
