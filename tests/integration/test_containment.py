@@ -11,6 +11,7 @@ import os
 import pathlib
 import shutil
 import signal
+import subprocess
 import sys
 from collections.abc import Iterator
 from typing import Any
@@ -236,3 +237,43 @@ def test_a_v2_child_is_made_in_its_cgroup_and_its_maker_never_enters_it(
         group.remove()
     assert (tmp_path / "out").read_text().strip().endswith(f"/{cgroups.PARENT}/{name}")
     assert cgroups.own_paths()[""] == mine
+
+
+THREADED_SPAWNS = """
+import os, sys, threading
+from corral.executors.local import cgroups, clone
+layout, _ = cgroups.detect("v2")
+group = layout.group(sys.argv[1])
+group.create(0)
+stop = False
+def spin():
+    while not stop:
+        pass
+for _ in range(2):
+    threading.Thread(target=spin, daemon=True).start()
+out = os.open(os.devnull, os.O_WRONLY)
+try:
+    for _ in range(20):
+        child = clone.spawn(clone.Start(["true"], "/", dict(os.environ), out), group.dirs[0])
+        if child is None:
+            sys.exit("no clone3")
+        assert os.waitpid(child.pid, 0)[1] == 0
+finally:
+    stop = True
+    group.remove()
+print("spawned")
+"""
+
+
+def test_a_v2_child_is_made_from_a_process_with_other_threads(tmp_path: pathlib.Path) -> None:
+    """clone3 from a process whose other threads run Python: the child gets the
+    interpreter readied as os.fork's does (it waited for the GIL forever before, never
+    reaching its exec, and its maker waited with it)."""
+    layout, why = cgroups.detect("v2")
+    if layout is None:
+        pytest.skip(f"no cgroup v2 to use here: {why}")
+    done = subprocess.run([sys.executable, "-c", THREADED_SPAWNS, f"threads-{os.getpid()}"],
+                          capture_output=True, text=True, timeout=60)
+    if "no clone3" in done.stderr:
+        pytest.skip("this kernel does not start a child in a cgroup (clone3)")
+    assert done.returncode == 0 and "spawned" in done.stdout, done.stderr

@@ -66,9 +66,17 @@ def spawn(start: Start, cgroup: str) -> Child | None:
     err_r, err_w = os.pipe()  # (close-on-exec: it closes when the exec succeeds)
     try:
         args = _Args(flags=CLONE_INTO_CGROUP, exit_signal=signal.SIGCHLD, cgroup=group)
+        # As os.fork does: the interpreter readied for a fork, and its state (the GIL,
+        # the other threads, which the child has not) set right on each side after it.
+        # Without it a child of a process with other threads could wait for the GIL
+        # forever, never reaching its exec.
+        api = ctypes.pythonapi
+        api.PyOS_BeforeFork()
         pid = _syscall()(SYS_CLONE3, ctypes.byref(args), ctypes.sizeof(args))
         if pid == 0:
+            api.PyOS_AfterFork_Child()
             _child(start, null, err_w)
+        api.PyOS_AfterFork_Parent()
         if pid < 0:
             return None
         os.close(err_w)
@@ -121,7 +129,8 @@ def _child(start: Start, null: int, err_w: int) -> NoReturn:
 
 @functools.cache
 def _syscall() -> Any:
-    call = ctypes.CDLL(None, use_errno=True).syscall
+    # PyDLL, not CDLL: the GIL stays held across clone3, as across os.fork's fork().
+    call = ctypes.PyDLL(None, use_errno=True).syscall
     call.restype = ctypes.c_long
     call.argtypes = [ctypes.c_long, ctypes.POINTER(_Args), ctypes.c_size_t]
     return call
