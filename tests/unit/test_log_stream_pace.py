@@ -48,6 +48,9 @@ async def _follow(stream: Any, each: Callable[[bytes], Awaitable[None]]) -> None
 def test_a_stream_lets_the_event_loop_turn_between_two_windows(
         tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(streams, "LOG_BYTES_PER_S", 1 << 40)  # the turns, not the rates
+    # No recheck of the job's state while it is read (this context has no database): on
+    # a busy machine the windows took longer than STATE_RECHECK_S to send.
+    monkeypatch.setattr(streams, "STATE_RECHECK_S", 1e9)
     located = _ended_log(tmp_path / "worker-0.log", 20 * streams.LOG_EVENT_BYTES)
     turns = 0
     seen: list[tuple[int, bytes]] = []
