@@ -258,12 +258,12 @@ def check_jobs(s: runner.Session, checks: Checks, flavor: str, seconds: float,
 
 
 def check_node_usage(s: runner.Session, checks: Checks, gpu: bool) -> None:
-    r = s.api._http.get("/corral/node-usage", params={"minutes": 15})
-    if r.status_code != 200:
-        checks.add("node use over time (Nodes page)", False,
-                   f"HTTP {r.status_code}: {r.text[:200]}")
+    try:
+        found = s.api.node_usage(minutes=15)
+    except client.ClientError as exc:
+        checks.add("node use over time (Nodes page)", False, exc)
         return
-    for node in r.json()["nodes"]:
+    for node in found["nodes"]:
         gutil = node.get("gpu_util") or [0.0]
         gmem = node.get("gpu_mem_mb") or [0.0]
         checks.add(f"node {node['name']}: use over time (Nodes page)",

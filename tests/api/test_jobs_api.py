@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 
+from corral.sdk import client
 from tests import conftest, factories
 
 ACTIVE = ["Creating", "Pending", "Running", "Terminating"]
@@ -1146,6 +1147,9 @@ def test_node_usage_over_time(live: conftest.Live) -> None:
         assert r.status_code == 400, r.text
         assert r.json()["error_code"] and r.json()["error_msg"]
     assert conftest.http_client(live.url).get("/corral/node-usage").status_code == 401
+    # the SDK's call for it (the CLI's client)
+    sdk = client.Client(live.url, token=live.login.token)
+    assert [n["name"] for n in sdk.node_usage(minutes=5)["nodes"]] == [node["name"]]
 
 
 # --- /openapi.json -----------------------------------------------------------------------

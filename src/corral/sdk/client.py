@@ -124,6 +124,10 @@ class Client:
         """`{version, default_project_id, database, home, nodes}` of the server."""
         return self._request("GET", "/corral/info")
 
+    def node_usage(self, minutes: int = 60) -> dict[str, Any]:
+        """`{minutes, nodes}`: each node's own use over the last `minutes` (the Nodes page)."""
+        return self._request("GET", "/corral/node-usage", params={"minutes": minutes})
+
     def flavors(self) -> dict[str, Any]:
         return self._request("GET", self._v2("/training-job-flavors"))
 
