@@ -112,10 +112,10 @@ def test_two_jobs_ticked_in_the_list_are_compared(console: Console,
                                                    done: dict[str, Any]) -> None:
     a, b = done["rows"][0], done["rows"][1]
     page = console.project("jobs?name=hp-trial")
-    page.get_by_label(f"compare hp-trial-{a[0]}", exact=True).check()
+    page.get_by_label(f"tick hp-trial-{a[0]}", exact=True).check()
     compare = page.get_by_role("button", name="Compare")
     expect(compare).to_be_disabled()
-    page.get_by_label(f"compare hp-trial-{b[0]}", exact=True).check()
+    page.get_by_label(f"tick hp-trial-{b[0]}", exact=True).check()
     page.get_by_role("button", name="Compare 2 jobs").click()
     table = page.get_by_test_id("compare")
     expect(table.locator("thead a")).to_have_text([f"hp-trial-{a[0]}", f"hp-trial-{b[0]}"])

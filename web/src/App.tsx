@@ -12,6 +12,7 @@ import { Login } from "./views/Login";
 // The list of jobs loads with the app; every other view when first opened (tried again
 // while its file does not arrive: lib/load.tsx).
 const JobPage = lazyView(() => import("./views/job/JobPage"));
+const CreateJob = lazyView(() => import("./views/create/CreateJob"));
 const Compare = lazyView(() => import("./views/compare/Compare"));
 const Queue = lazyView(() => import("./views/Queue"));
 const Pipelines = lazyView(() => import("./views/pipelines/Pipelines"));
@@ -68,6 +69,7 @@ function ProjectRoutes() {
   return (
     <Routes>
       <Route path="jobs" element={<Jobs />} />
+      <Route path="jobs/new" element={<CreateJob />} />
       <Route path="jobs/:jobId/:tab?" element={<JobPage />} />
       <Route path="compare" element={<Compare />} />
       <Route path="queue" element={<Queue />} />

@@ -40,6 +40,8 @@ export class ApiError extends Error {
     readonly status: number,
     readonly code: string,
     message: string,
+    /** the server's own words (error_msg), as it sent them */
+    readonly detail = "",
   ) {
     super(message);
     this.name = "ApiError";
@@ -114,7 +116,7 @@ async function errorOf(response: Response, probe: boolean): Promise<ApiError> {
     // not a corral error body (a proxy's page)
   }
   if (response.status === 401 && !probe) loggedOut.forEach((fn) => fn());
-  return new ApiError(response.status, code, explain(response.status, code, message));
+  return new ApiError(response.status, code, explain(response.status, code, message), message);
 }
 
 /** What an error means to the person who saw it. */

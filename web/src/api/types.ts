@@ -352,6 +352,45 @@ export interface Flavor {
   flavor_id: string;
   flavor_name: string;
   flavor_type: string;
+  /** the most nodes a job of it may ask for */
+  max_num?: number;
+  flavor_info?: {
+    cpu?: { core_num: number };
+    memory?: { size: number; unit: string };
+    gpu?: { unit_num: number; product_name?: string } | null;
+  };
+}
+
+/** GET /v2/{project_id}/training-job-engines: the server's interpreters */
+export interface Engine {
+  engine_id: string;
+  engine_name: string;
+  engine_version: string;
+}
+
+/** What a parameter of an algorithm may be (ModelArts' constraint). */
+export interface Constraint {
+  type?: string;
+  editable?: boolean;
+  required?: boolean;
+  valid_type?: string;
+  valid_range?: string[];
+}
+
+/** A saved algorithm (/v2/{project_id}/algorithms): what a job made from it runs. */
+export interface Algorithm {
+  metadata: { id: string; name: string; description: string; user_name: string; create_time: number };
+  job_config: {
+    code_dir?: string;
+    boot_file?: string;
+    command?: string;
+    parameters?: { name: string; value?: string; description?: string | null; constraint?: Constraint | null }[];
+    inputs?: { name: string; description?: string | null }[];
+    outputs?: { name: string; description?: string | null }[];
+    engine?: { engine_id?: string; engine_name?: string; engine_version?: string; requirements?: string[] } | null;
+    parameters_customization?: boolean | null;
+  };
+  resource_requirements?: { key: string; value: string[] }[];
 }
 
 export interface User {

@@ -3,6 +3,7 @@ import { useState } from "react";
 import { Link, NavLink, useNavigate, useParams } from "react-router";
 import { api } from "../../api/client";
 import { Badge, ErrorNote, Loading, NotFound } from "../../components/bits";
+import { CopyButton } from "../../components/CopyButton";
 import { useProject } from "../../session";
 import { Metrics } from "./Metrics";
 import { NewVersion } from "./NewVersion";
@@ -64,6 +65,10 @@ export default function JobPage() {
             <Badge state={j.status.phase} />
             <span className="muted">{j.status.secondary_phase !== j.status.phase ? j.status.secondary_phase : ""}</span>
             {j.status.reason ? <span className="reason" data-testid="reason">{j.status.reason}</span> : null}
+          </div>
+          <div className="copy-id muted small">
+            id <code data-testid="job-id">{j.metadata.id}</code>
+            <CopyButton text={j.metadata.id} label="copy the job's id" />
           </div>
         </div>
         {project.canAct ? (

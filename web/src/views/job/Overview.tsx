@@ -5,6 +5,7 @@ import type { Job, JobEvent } from "../../api/types";
 import { Badge, ErrorNote, KeyValues, Loading, Section } from "../../components/bits";
 import { Duration, Time } from "../../components/Time";
 import { duration } from "../../lib/time";
+import { LastLines } from "./LastLines";
 
 export const WAITS: Record<string, string> = {
   queued: "waiting for its turn in the queue",
@@ -29,6 +30,7 @@ export function Overview({ pid, job }: { pid: string; job: Job }) {
           {s.failure_class.replace("_", " ")}: {s.reason}
         </div>
       ) : null}
+      {s.phase === "Failed" || s.phase === "Abnormal" ? <LastLines pid={pid} job={job} /> : null}
       <div className="columns">
         <Section title="Status">
           <KeyValues

@@ -10,6 +10,7 @@ import { Duration, Time } from "../../components/Time";
 import { count } from "../../lib/format";
 import { fromParams, NO_FILTERS, OWNERS, PHASES, toParams, type JobFilters, type SortKey } from "../../lib/jobsearch";
 import { useProject } from "../../session";
+import { BatchActions, type Outcome, type Picked } from "./BatchActions";
 import { pageKey, useJobPages } from "./useJobPages";
 
 const ROW = 34;
@@ -28,9 +29,15 @@ export function Jobs() {
     return out;
   }, [range]);
   const { first, pages } = useJobPages(project.id, filters, wanted);
-  const [picked, setPicked] = useState<string[]>([]);
+  const [picked, setPicked] = useState<Picked[]>([]);
+  const [outcome, setOutcome] = useState<Outcome | null>(null);
   const navigate = useNavigate();
-  const toggle = (id: string) => setPicked((p) => (p.includes(id) ? p.filter((x) => x !== id) : [...p, id]));
+  const toggle = (job: Job) =>
+    setPicked((p) =>
+      p.some((x) => x.id === job.metadata.id)
+        ? p.filter((x) => x.id !== job.metadata.id)
+        : [...p, { id: job.metadata.id, name: job.metadata.name, phase: job.status.phase }],
+    );
   const total = first.data?.count ?? 0;
   const virtual = useVirtualizer({
     count: total,
@@ -46,7 +53,11 @@ export function Jobs() {
     return () => clearTimeout(timer);
   }, [lo, hi]);
   const rowAt = (i: number): Job | undefined => pages.get(Math.floor(i / 50))?.items[i % 50];
-  useLiveRows(project.id, filters, items.map((it) => rowAt(it.index)).filter((j): j is Job => !!j));
+  const visible = items.map((it) => rowAt(it.index)).filter((j): j is Job => !!j);
+  useLiveRows(project.id, filters, visible);
+  // a ticked job's phase as the list shows it now
+  const now = new Map(visible.map((j) => [j.metadata.id, j.status.phase]));
+  const ticked = picked.map((p) => ({ ...p, phase: now.get(p.id) ?? p.phase }));
 
   return (
     <div className="jobs">
@@ -58,6 +69,21 @@ export function Jobs() {
         </span>
         <span className="spacer" />
         <div className="actions">
+          {project.canAct ? (
+            <Link className="button primary" to={`/p/${project.id}/jobs/new`}>
+              Create training job
+            </Link>
+          ) : null}
+          {project.canAct ? (
+            <BatchActions
+              pid={project.id}
+              picked={ticked}
+              onDone={(result, deleted) => {
+                setOutcome(result);
+                setPicked((p) => p.filter((x) => !deleted.includes(x.id)));
+              }}
+            />
+          ) : null}
           {picked.length ? (
             <button className="link" onClick={() => setPicked([])}>
               Clear the {picked.length} ticked
@@ -66,17 +92,28 @@ export function Jobs() {
           <button
             disabled={picked.length < 2}
             title="tick two or more jobs to compare them side by side"
-            onClick={() => navigate(`/p/${project.id}/compare?jobs=${picked.join(",")}`)}
+            onClick={() => navigate(`/p/${project.id}/compare?jobs=${picked.map((p) => p.id).join(",")}`)}
           >
             Compare{picked.length >= 2 ? ` ${picked.length} jobs` : ""}
           </button>
         </div>
       </header>
+      {outcome ? (
+        <div className={outcome.failed.length ? "error" : "notice"} role={outcome.failed.length ? "alert" : "status"} data-testid="batch-outcome">
+          {outcome.done}
+          {outcome.failed.map((f) => (
+            <div key={f}>{f}</div>
+          ))}{" "}
+          <button className="link" onClick={() => setOutcome(null)}>
+            dismiss
+          </button>
+        </div>
+      ) : null}
       <FilterBar filters={filters} onChange={setFilters} pid={project.id} />
       <ErrorNote error={first.error} />
       <div className="table jobs-table" role="table" aria-rowcount={total}>
         <div className="row head" role="row">
-          <div role="columnheader" title="tick jobs to compare them" />
+          <div role="columnheader" title="tick jobs to compare, stop or delete them" />
           <SortHeader label="Name" k="name" filters={filters} onChange={setFilters} />
           <SortHeader label="Phase" k="phase" filters={filters} onChange={setFilters} />
           <div role="columnheader">Made by</div>
@@ -99,7 +136,7 @@ export function Jobs() {
                   style={{ position: "absolute", top: 0, left: 0, right: 0, height: ROW, transform: `translateY(${item.start}px)` }}
                 >
                   {job ? (
-                    <JobRow job={job} pid={project.id} picked={picked.includes(job.metadata.id)} onPick={() => toggle(job.metadata.id)} />
+                    <JobRow job={job} pid={project.id} picked={picked.some((p) => p.id === job.metadata.id)} onPick={() => toggle(job)} />
                   ) : (
                     <div className="muted">…</div>
                   )}
@@ -120,7 +157,7 @@ function JobRow({ job, pid, picked, onPick }: { job: Job; pid: string; picked: b
   return (
     <>
       <div role="cell">
-        <input type="checkbox" aria-label={`compare ${job.metadata.name}`} checked={picked} onChange={onPick} />
+        <input type="checkbox" aria-label={`tick ${job.metadata.name}`} checked={picked} onChange={onPick} />
       </div>
       <div role="cell" className="name">
         <Link to={`/p/${pid}/jobs/${job.metadata.id}`}>{job.metadata.name}</Link>

@@ -1,1 +1,0 @@
-import{v as e}from"./time-D8SCDsiP.js";async function t(t,n,r){let i=await e(t,{query:r}),a=i.headers.get(`Content-Disposition`)??``,o=/filename="?([^";]+)"?/.exec(a)?.[1]??n,s=URL.createObjectURL(await i.blob()),c=document.createElement(`a`);c.href=s,c.download=o,c.click(),setTimeout(()=>URL.revokeObjectURL(s),1e4)}export{t};
