@@ -14,7 +14,8 @@ from collections.abc import Callable, Iterator
 import pytest
 
 from corral.executors import base
-from corral.executors.local import claims, processes, tasks
+from corral.executors.local import claims, tasks
+from corral.oskit import procs
 from tests import factories
 from tests.integration import local_rig
 
@@ -44,7 +45,7 @@ def ended_with_keeper_stopped(rig: local_rig.Rig) -> tuple[base.Handle, Callable
     os.kill(keeper, signal.SIGSTOP)
     (rig.root / "go").touch()
     # A zombie of its stopped keeper: no longer the task's process as the server sees it.
-    factories.wait_for(lambda: processes.start_ticks(handle.pid) is None, what="the task")
+    factories.wait_for(lambda: procs.start_ticks(handle.pid) is None, what="the task")
     assert claims.read(handle.prefix + ".claim").code is None
 
     def let_go() -> None:

@@ -19,6 +19,7 @@ import pytest
 from corral.domain import errors
 from corral.executors import base
 from corral.executors.local import claims, keeper, processes, tasks
+from corral.oskit import procs
 from tests import factories
 from tests.integration import local_rig
 
@@ -535,7 +536,7 @@ def test_a_launch_reports_the_start_time_proc_shows(rig: local_rig.Rig) -> None:
     handle = rig.launch(rig.executor(), spec)
     factories.wait_for((rig.root / "ready-t").exists, what="the task to start")
 
-    assert handle.start_time == processes.start_ticks(handle.pid)
+    assert handle.start_time == procs.start_ticks(handle.pid)
     (rig.root / "go-t").touch()
 
 

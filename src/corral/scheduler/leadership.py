@@ -21,7 +21,7 @@ from collections.abc import Callable
 import sqlalchemy as sa
 
 from corral.domain import errors, leadership
-from corral.executors.local import processes
+from corral.oskit import procs
 from corral.store import db, lease_repo
 
 log = logging.getLogger(__name__)
@@ -52,7 +52,7 @@ class Times:
 def identity(name: str) -> str:
     """This process as a lease holder: "name:pid:start" (its start time tells it from a
     later process given the same pid)."""
-    return f"{name}:{os.getpid()}:{processes.start_ticks(os.getpid()) or 0:.0f}"
+    return f"{name}:{os.getpid()}:{procs.start_ticks(os.getpid()) or 0:.0f}"
 
 
 def default_name() -> str:
@@ -131,7 +131,7 @@ class Leader:
         parts = holder.rsplit(":", 2)
         if len(parts) != 3 or parts[0] != self.name or not parts[1].isdigit():
             return False
-        ticks = processes.start_ticks(int(parts[1]))
+        ticks = procs.start_ticks(int(parts[1]))
         return ticks is None or f"{ticks:.0f}" != parts[2]
 
     def holds(self) -> bool:

@@ -29,7 +29,8 @@ import os
 import time
 
 from corral.executors import base
-from corral.executors.local import beneath, cgroups, keeper, processes
+from corral.executors.local import beneath, cgroups, keeper
+from corral.oskit import procs
 
 ABANDONED = keeper.BAD_CLAIM
 
@@ -104,7 +105,7 @@ class Claim:
 
     def launcher_alive(self) -> bool:
         return (self.launcher is not None
-                and processes.start_ticks(self.launcher[0]) == self.launcher[1])
+                and procs.start_ticks(self.launcher[0]) == self.launcher[1])
 
 
 def read(path: str, *, until_code: bool = False) -> Claim:

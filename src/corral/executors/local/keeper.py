@@ -26,7 +26,8 @@ Until its task has started a keeper dies with its launcher (a server that gave u
 claims the launch for no one; the keeper must not start the task after that). From then
 on it outlives the launcher: a launcher killed costs no running task its log or its code.
 
-Standard library only: the launcher imports it, and forks it already imported.
+Standard library only (and `corral.oskit`): the launcher imports it, and forks it already
+imported.
 """
 
 from __future__ import annotations
@@ -45,11 +46,14 @@ from typing import Any, NoReturn
 
 if __package__:  # corral's module, as the server imports it
     from corral.executors.local import beneath, cgroups, clone, logcap
-else:  # the launcher's sibling, run as a script (python -I -S launcher.py)
+    from corral.oskit import procs
+else:  # the launcher's sibling, run as a script (python -I -S launcher.py), which puts
+    # its own folder and corral/oskit/ on the path
     import beneath  # type: ignore[no-redef]
     import cgroups  # type: ignore[no-redef]
     import clone  # type: ignore[no-redef]
     import logcap  # type: ignore[no-redef]
+    import procs  # type: ignore[no-redef]
 
 BAD_CLAIM = "abandoned"
 #: how long one clock tick of /proc/PID/stat's start time lasts, in nanoseconds
@@ -61,18 +65,9 @@ PR_SET_CHILD_SUBREAPER = 36
 DRAIN_S = 10.0
 
 
-def stat_fields(pid: int | str) -> list[bytes]:
-    """/proc/PID/stat's fields from the state on ([0] the state, [19] the start time in
-    clock ticks since boot). The command name before them may hold spaces and
-    parentheses: the split is after the last ')'."""
-    with open(f"/proc/{pid}/stat", "rb") as fh:
-        raw = fh.read()
-    return raw[raw.rindex(b")") + 2:].split()
-
-
 def start_ticks(pid: int | str) -> str:
     """A process's start time, in clock ticks since boot."""
-    return stat_fields(pid)[19].decode()
+    return procs.stat_fields(pid)[19].decode()
 
 
 def forked_ticks(before_ns: int, after_ns: int) -> str | None:
@@ -92,20 +87,6 @@ def prctl(option: int, value: int) -> bool:
 @functools.cache
 def _libc() -> ctypes.CDLL:
     return ctypes.CDLL(None, use_errno=True)
-
-
-def children() -> list[int]:
-    """This (single-threaded) process's children, zombies included."""
-    try:
-        with open(f"/proc/self/task/{os.getpid()}/children") as fh:
-            return [int(x) for x in fh.read().split()]
-    except FileNotFoundError:  # a kernel without CONFIG_PROC_CHILDREN
-        me, found = str(os.getpid()).encode(), []
-        for entry in os.scandir("/proc"):
-            with contextlib.suppress(OSError, IndexError):
-                if entry.name.isdigit() and stat_fields(entry.name)[1] == me:
-                    found.append(int(entry.name))
-        return found
 
 
 def recorded_code(claim: str) -> int | None:
@@ -340,7 +321,7 @@ class Keeper:
         """SIGKILL what the task left: in its cgroup, and under this subreaper (each a
         child not yet reaped, so its pid cannot have been reused). True once none is left."""
         gone = self.group.kill(timeout=0) if self.group is not None else True
-        left = children()
+        left = procs.children(os.getpid())
         for pid in left:
             with contextlib.suppress(OSError):
                 os.kill(pid, signal.SIGKILL)

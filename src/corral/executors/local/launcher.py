@@ -19,7 +19,8 @@ started to the launcher, which kills them (its only children of its own are keep
 When stdin closes (its server stopped or died) it takes no more requests, goes on telling
 ends, and exits once its last keeper has.
 
-Only the standard library: it runs as `python -I -S` and starts in a few milliseconds.
+Only the standard library and `corral.oskit` (loaded as plain files): it runs as
+`python -I -S` and starts in a few milliseconds.
 """
 
 from __future__ import annotations
@@ -34,9 +35,13 @@ from typing import Any
 
 if __package__:  # corral's module, as the server imports it
     from corral.executors.local import keeper
-else:  # run as a script: its siblings are beside it, and corral is not on the path
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from corral.oskit import procs
+else:  # run as a script: corral is not on the path; its siblings are beside it, and the
+    # OS primitives they load are in corral/oskit/
+    _HERE = os.path.dirname(os.path.abspath(__file__))
+    sys.path[:0] = [_HERE, os.path.join(os.path.dirname(os.path.dirname(_HERE)), "oskit")]
     import keeper  # type: ignore[no-redef]
+    import procs  # type: ignore[no-redef]
 
 
 class Launcher:
@@ -103,7 +108,7 @@ class Launcher:
     def kill_strays(self) -> None:
         """SIGKILL every child that is no keeper: orphaned by a keeper that was killed (a
         child not yet reaped keeps its pid, so none is mistaken)."""
-        for pid in keeper.children():
+        for pid in procs.children(os.getpid()):
             if pid not in self.keepers:
                 with contextlib.suppress(OSError):
                     os.kill(pid, signal.SIGKILL)

@@ -15,21 +15,10 @@ import os
 import signal
 
 from corral.executors import base
-from corral.executors.local import keeper
+from corral.oskit import procs
 
 #: set in every task's environment, so its processes can be found wherever they moved
 LAUNCH_ENV = "CORRAL_LAUNCH_ID"
-
-
-def start_ticks(pid: int) -> float | None:
-    """The process's start time in clock ticks since boot, or None if it is gone/a zombie."""
-    try:
-        fields = keeper.stat_fields(pid)
-    except (FileNotFoundError, ProcessLookupError):
-        return None
-    if fields[0] in (b"Z", b"X"):
-        return None
-    return float(fields[19])
 
 
 def owned(pid: int, prefix: str, launch_id: str) -> bool:
@@ -39,33 +28,16 @@ def owned(pid: int, prefix: str, launch_id: str) -> bool:
     An empty launch id or prefix owns nothing: a command line ends with a NUL, so the
     empty string is among its fields whatever the process."""
     try:
-        if launch_id:
-            with open(f"/proc/{pid}/environ", "rb") as fh:
-                if _marker(launch_id) in fh.read().split(b"\0"):
-                    return True
-        if not prefix:
-            return False
-        with open(f"/proc/{pid}/cmdline", "rb") as fh:
-            return prefix.encode() in fh.read().split(b"\0")
+        if launch_id and _marker(launch_id) in procs.environ(pid):
+            return True
+        return bool(prefix) and prefix.encode() in procs.cmdline(pid)
     except OSError:
         return False
 
 
 def marked(launch_id: str) -> list[int]:
     """Every process carrying the launch's marker in its environment."""
-    marker = _marker(launch_id)
-    found = []
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry.name}/environ", "rb") as fh:
-                env = fh.read()
-        except OSError:
-            continue
-        if marker in env.split(b"\0"):
-            found.append(int(entry.name))
-    return found
+    return procs.carrying(_marker(launch_id))
 
 
 def kill_group(handle: base.Handle, sig: signal.Signals) -> None:
@@ -74,7 +46,7 @@ def kill_group(handle: base.Handle, sig: signal.Signals) -> None:
     A group id cannot be reused while any member lives; it can once the group is empty,
     so a live leader with the same pid but another start time is not ours.
     """
-    start = start_ticks(handle.pid)
+    start = procs.start_ticks(handle.pid)
     if start is not None and handle.start_time and start != handle.start_time:
         return
     with contextlib.suppress(ProcessLookupError, PermissionError):
@@ -84,23 +56,9 @@ def kill_group(handle: base.Handle, sig: signal.Signals) -> None:
 def stopped(pid: int) -> bool:
     """Whether the process is stopped by a signal, or gone."""
     try:
-        return keeper.stat_fields(pid)[0] in (b"T", b"t", b"Z", b"X")
+        return procs.stat_fields(pid)[0] in (b"T", b"t", b"Z", b"X")
     except (FileNotFoundError, ProcessLookupError):
         return True
-
-
-def children(pid: int) -> list[int]:
-    """The children of a (single-threaded) process, zombies included."""
-    try:
-        with open(f"/proc/{pid}/task/{pid}/children") as fh:
-            return [int(x) for x in fh.read().split()]
-    except FileNotFoundError:  # gone, or a kernel without CONFIG_PROC_CHILDREN
-        parent, found = str(pid).encode(), []
-        for entry in os.scandir("/proc"):
-            with contextlib.suppress(OSError, IndexError):
-                if entry.name.isdigit() and keeper.stat_fields(entry.name)[1] == parent:
-                    found.append(int(entry.name))
-        return found
 
 
 def kill_marked(launch_id: str) -> None:
@@ -113,8 +71,7 @@ def kill_marked(launch_id: str) -> None:
 def gpu_ids(handle: base.Handle) -> list[int]:
     """The GPUs the task was given, as its environment says."""
     try:
-        with open(f"/proc/{handle.pid}/environ", "rb") as fh:
-            env = fh.read().split(b"\0")
+        env = procs.environ(handle.pid)
     except OSError:
         return []
     for item in env:

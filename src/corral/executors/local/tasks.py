@@ -30,6 +30,7 @@ from typing import Any
 from corral.domain import errors, resources
 from corral.executors import base
 from corral.executors.local import cgroups, claims, launcher, machine, processes, usage, watcher
+from corral.oskit import procs
 
 log = logging.getLogger(__name__)
 #: how long a launch request may take before the launcher is given up on
@@ -282,7 +283,7 @@ class LocalExecutor:
         if claim.pid is None:
             return self._unrecorded(spec, claim)
         pid = claim.pid
-        start = processes.start_ticks(pid)
+        start = procs.start_ticks(pid)
         owned = start is not None and processes.owned(pid, prefix, spec.launch_id)
         handle = base.Handle(node=spec.node, task=spec.task, pid=pid,
                              start_time=start if owned and start else 0.0,
@@ -344,7 +345,7 @@ class LocalExecutor:
     def _settle(self, handle: base.Handle) -> base.Status:
         """State of a task this executor's live launcher did not start (adopted after a
         restart, or orphaned by a launcher that died) or whose keeper was killed."""
-        if handle.start_time and processes.start_ticks(handle.pid) == handle.start_time:
+        if handle.start_time and procs.start_ticks(handle.pid) == handle.start_time:
             return base.Status(base.State.RUNNING, handle=handle)
         claim = claims.read(handle.prefix + ".claim", until_code=True)
         if claim.code is None and not claim.settled:
@@ -429,14 +430,14 @@ def _stop_keeper(claim: claims.Claim) -> None:
     except OSError:  # gone already
         return
     try:
-        if processes.start_ticks(keeper) != ticks:
+        if procs.start_ticks(keeper) != ticks:
             return
         with contextlib.suppress(OSError):
             signal.pidfd_send_signal(pidfd, signal.SIGSTOP)
         deadline = time.monotonic() + 5.0
         while not processes.stopped(keeper) and time.monotonic() < deadline:
             time.sleep(0.01)
-        for child in processes.children(keeper):
+        for child in procs.children(keeper):
             with contextlib.suppress(OSError):
                 os.kill(child, signal.SIGKILL)
         with contextlib.suppress(OSError):

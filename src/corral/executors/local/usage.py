@@ -15,6 +15,7 @@ import psutil
 
 from corral.executors import base, gpus
 from corral.executors.local import cgroups, processes
+from corral.oskit import procs
 
 
 class Usage:
@@ -85,7 +86,7 @@ class Usage:
     def _process(self, handle: base.Handle) -> psutil.Process | None:
         proc = self._ps.get(handle.launch_id)
         if proc is None:
-            if not handle.start_time or processes.start_ticks(handle.pid) != handle.start_time:
+            if not handle.start_time or procs.start_ticks(handle.pid) != handle.start_time:
                 return None
             try:
                 proc = psutil.Process(handle.pid)

@@ -19,8 +19,9 @@ its folder (the tasks of an agent that died on this node died with it) and remov
 folders of agents on nodes the cluster no longer has (a node restarted on this machine
 comes back with a new id).
 
-This module uses only the standard library (and psutil, which Ray itself depends on): the
-executor ships it to the nodes by value, so a node needs Ray but not corral.
+This module uses only the standard library, psutil (which Ray itself depends on) and
+`corral.oskit`: the executor ships them to the nodes by value, so a node needs Ray but not
+corral.
 """
 
 from __future__ import annotations
@@ -41,6 +42,8 @@ import tempfile
 import threading
 import time
 from typing import Any
+
+from corral.oskit import procs
 
 #: argv[0] placeholder: the node's own Python (the one running the actor)
 NODE_PYTHON = "{node-python}"
@@ -568,15 +571,6 @@ def _give(top: str, owner: tuple[int, int]) -> None:
 
 
 def _kill_marked(launch_id: str) -> None:
-    marker = f"{LAUNCH_ENV}={launch_id}".encode()
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit() or int(entry.name) == os.getpid():
-            continue
-        try:
-            with open(f"/proc/{entry.name}/environ", "rb") as fh:
-                env = fh.read()
-        except OSError:
-            continue
-        if marker in env.split(b"\0"):
-            with contextlib.suppress(OSError):
-                os.kill(int(entry.name), signal.SIGKILL)
+    for pid in procs.carrying(f"{LAUNCH_ENV}={launch_id}".encode()):
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)

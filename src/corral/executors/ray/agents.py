@@ -3,14 +3,16 @@
 An agent is a named, detached actor pinned to its node, started on first use: it outlives
 the server that started it, and the next server finds it by its name. The name carries
 `AGENT_VERSION`, so that a server that speaks to agents differently starts new ones (tasks
-already running keep the agent their handle names). The agent's module travels to the
-nodes by value: a node needs Ray, not corral.
+already running keep the agent their handle names). The agent's module, and the OS
+primitives it uses (`corral.oskit`), travel to the nodes by value: a node needs Ray, not
+corral.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from corral import oskit
 from corral.executors.ray import actor, nodeuse
 
 #: part of the agents' names: a server that speaks to agents differently starts new ones
@@ -28,8 +30,8 @@ class Agents:
     def __init__(self, ray: Any, namespace: str) -> None:
         from ray import cloudpickle
 
-        cloudpickle.register_pickle_by_value(actor)
-        cloudpickle.register_pickle_by_value(nodeuse)
+        for module in (actor, nodeuse, oskit):  # (oskit: every module of it)
+            cloudpickle.register_pickle_by_value(module)
         self._ray = ray
         self._read_use = ray.remote(nodeuse.read)
         self._ns = namespace

@@ -18,7 +18,7 @@ there:
   process it started (`listener`, `descends`). A socket a job made there first is
   refused, never used.
 
-Standard library only.
+Standard library only, and `corral.oskit` (what /proc says of the process that listens).
 """
 
 from __future__ import annotations
@@ -31,6 +31,8 @@ import stat
 import struct
 import threading
 import time
+
+from corral.oskit import procs
 
 #: the folder's mode: the task user may add a socket, not list or remove others' entries
 FOLDER_MODE = 0o1733
@@ -157,14 +159,12 @@ def remove(folder: pathlib.Path, pattern: str) -> None:
                 found.unlink()
 
 
-def _stat(pid: int) -> list[str] | None:
+def _stat(pid: int) -> list[bytes] | None:
     """The fields of /proc/PID/stat after the command's name (field 3 on)."""
     try:
-        with open(f"/proc/{pid}/stat", "rb") as fh:
-            raw = fh.read()
+        return procs.stat_fields(pid)
     except OSError:
         return None
-    return raw[raw.rfind(b")") + 2:].decode().split()
 
 
 def _parent(pid: int) -> int | None:
