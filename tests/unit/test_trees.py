@@ -9,7 +9,8 @@ import pathlib
 
 import pytest
 
-from corral.storage import nofollow, objects, trees
+from corral.oskit import beneath
+from corral.storage import objects, trees
 
 
 @pytest.fixture
@@ -44,7 +45,7 @@ def test_a_folder_made_a_link_after_the_listing_is_not_read_through(out: pathlib
     (out / "sub").symlink_to(out.parent / "theirs")
     (out.parent / "theirs" / "b.txt").write_text("NOT-MINE")
 
-    with pytest.raises(nofollow.Refused):
+    with pytest.raises(beneath.Refused):
         trees.open_file(str(out), "sub/b.txt")
 
 
@@ -59,14 +60,14 @@ def test_a_reader_gets_only_what_its_modes_give_it(out: pathlib.Path) -> None:
     assert "a.txt" not in tree.files and "sub/b.txt" not in tree.files
     assert tree.skipped["a.txt"] == "a file the job's user may not read"
     assert tree.skipped["sub/"] == "a folder the job's user may not read"
-    with pytest.raises(nofollow.Refused):
+    with pytest.raises(beneath.Refused):
         trees.open_file(str(out), "a.txt", someone)
     (out / "sub").chmod(0o755)
 
 
 def test_a_whole_folder_the_reader_may_not_list_is_refused(out: pathlib.Path) -> None:
     out.chmod(0o700)
-    with pytest.raises(nofollow.Refused):
+    with pytest.raises(beneath.Refused):
         trees.list_tree(str(out), trees.Reader(uid=os.geteuid() + 1, gids=frozenset()))
 
 
@@ -90,7 +91,7 @@ def test_nothing_is_written_through_a_link_in_the_destination(tmp_path: pathlib.
     (dest / "file.txt").symlink_to(tmp_path / "elsewhere" / "file.txt")
     target = objects.local(dest)
 
-    with pytest.raises(nofollow.Refused):
+    with pytest.raises(beneath.Refused):
         target.write("sub/x.txt", io.BytesIO(b"x"))
     target.write("file.txt", io.BytesIO(b"new"))  # the link is replaced, not written through
 
@@ -100,7 +101,7 @@ def test_nothing_is_written_through_a_link_in_the_destination(tmp_path: pathlib.
 
 def test_a_key_that_climbs_out_of_the_destination_is_refused(tmp_path: pathlib.Path) -> None:
     """Object keys may hold '..': fetched into a local folder, none leads out of it."""
-    with pytest.raises(nofollow.Refused):
+    with pytest.raises(beneath.Refused):
         objects.local(tmp_path / "dest").write("../escaped.txt", io.BytesIO(b"x"))
     assert not (tmp_path / "escaped.txt").exists()
 

@@ -12,7 +12,8 @@ from typing import IO
 
 import pytest
 
-from corral.storage import nofollow, wholefiles
+from corral.oskit import beneath
+from corral.storage import wholefiles
 
 
 def test_a_file_is_replaced_whole_and_read_in_part(tmp_path: pathlib.Path) -> None:
@@ -47,12 +48,12 @@ def test_a_link_planted_in_the_way_is_refused(tmp_path: pathlib.Path, how: str) 
     else:
         (work / "sub").symlink_to(tmp_path)
         target = work / "sub" / "secret"
-    with pytest.raises(nofollow.Refused):
+    with pytest.raises(beneath.Refused):
         wholefiles.append(target, b"x\n")
-    with pytest.raises(nofollow.Refused):
+    with pytest.raises(beneath.Refused):
         wholefiles.read(target)
     if how == "folder":
-        with pytest.raises(nofollow.Refused):
+        with pytest.raises(beneath.Refused):
             wholefiles.write(target, b"x")
     else:  # a file written anew replaces the name, never writes through it
         wholefiles.write(target, b"x")

@@ -21,9 +21,10 @@ from collections.abc import Callable, Mapping, Sequence
 from corral import settings as settings_mod
 from corral.domain import distributed, errors, faultspec, jobfields, metrics, resources, specs
 from corral.executors import base
+from corral.oskit import beneath
 from corral.scheduler import catalog as catalog_mod
 from corral.storage import envs as storage_envs
-from corral.storage import nofollow, objects, runs
+from corral.storage import objects, runs
 from corral.storage import paths as storage_paths  # `paths` names a job's RunPaths here
 from corral.store import db, identity_repo
 
@@ -272,7 +273,7 @@ def prepare_attempt(paths: runs.RunPaths, attempt: int, alg: specs.Algorithm,
         # One in object storage is written to a folder of the job's run directory first.
         made = (own(paths, out.local_dir or out.url) if objects.is_remote(out.url)
                 else named(policy, out.local_dir or out.url, f"output '{out.name}'"))
-        nofollow.make_dirs(made, owner)
+        beneath.make_dirs(made, owner)
     if policy is not None:
         for ch in alg.inputs:
             if not objects.is_remote(ch.url):

@@ -15,7 +15,8 @@ from collections.abc import Callable, Sequence
 from typing import Any, BinaryIO
 
 from corral.domain import metrics
-from corral.storage import nofollow, runs
+from corral.oskit import beneath
+from corral.storage import runs
 from corral.store import db, version_repo
 
 log = logging.getLogger(__name__)
@@ -107,7 +108,7 @@ def _open(path: pathlib.Path, key: tuple[str, int, str, str], memo: Memo) -> Bin
     planted (said once per file)."""
     try:
         return runs.open_run_file(path)
-    except nofollow.Refused as exc:
+    except beneath.Refused as exc:
         if memo.get(key) != REFUSED:
             log.warning("not reading the metrics of %s: %s", path, exc)
             memo[key] = REFUSED

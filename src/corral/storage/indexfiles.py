@@ -2,8 +2,8 @@
 
 A sample is a non-empty line (a file name, a URL, a CSV row: whatever the jobs read); in a
 csv file the first non-empty line is the header and no sample. Local files are read and
-appended to without following links (`nofollow`); an object in an s3:// store has no
-append, so appending rewrites it. What a file looked like when it was read is its
+appended to without following links (`oskit.beneath`); an object in an s3:// store has
+no append, so appending rewrites it. What a file looked like when it was read is its
 `stamp` (size and modification time, or the object's ETag): a different stamp later means
 it changed and its samples are counted again.
 """

@@ -6,7 +6,7 @@ URLs (`obs://` is the same thing by another name). Which endpoint and credential
 from a job; one filesystem object is made per configured store and reused.
 
 A local folder is read and written without following a link below it (`trees`,
-`nofollow`): a folder a job can write is given by its real path, checked against the job's
+`oskit.beneath`): a folder a job can write is given by its real path, checked against the job's
 storage roots just before (`local`), and a link or a file of the wrong kind inside it is
 left out (`Location.skipped`) rather than followed.
 """
@@ -26,7 +26,8 @@ from typing import Any, BinaryIO
 
 from corral import settings as settings_mod
 from corral.domain import errors
-from corral.storage import nofollow, trees
+from corral.oskit import beneath
+from corral.storage import trees
 
 REMOTE_SCHEMES = ("s3://", "obs://")
 #: names of the folders versions 2, 3, ... of a job write into, under the first's output
@@ -222,10 +223,10 @@ class Location:
                 shutil.copyfileobj(src, out, CHUNK)
             return
         parent, name = os.path.split(self.child(rel))
-        nofollow.make_dirs(parent)
-        fd = nofollow.open_dir(parent)
+        beneath.make_dirs(parent)
+        fd = beneath.open_dir(parent)
         try:
-            nofollow.replace(fd, name, lambda out: _fill(src, out))
+            beneath.replace(fd, name, lambda out: _fill(src, out))
         finally:
             os.close(fd)
 
@@ -236,7 +237,7 @@ def _is_version(name: str) -> bool:
 
 def _fill(src: BinaryIO, out: int) -> None:
     while chunk := src.read(CHUNK):
-        nofollow.write_all(out, chunk)
+        beneath.write_all(out, chunk)
 
 
 def copy_tree(src: Location, dst: Location, *, progress: Progress | None = None,
@@ -270,7 +271,7 @@ def upload_changed(src: Location, dst: Location, seen: Seen) -> int:
                 dst.write(rel, fh)
         except FileNotFoundError:  # removed since it was listed
             continue
-        except nofollow.Refused as exc:  # made a link since it was listed
+        except beneath.Refused as exc:  # made a link since it was listed
             src.skipped[rel] = exc.strerror or str(exc)
             continue
         seen[rel] = mark

@@ -6,8 +6,8 @@ reports), `ctl/` (the executor's claim files).
 
 `runs/<job id>/` is the server's; the attempt folder and what is in it belong to the user
 the job runs as, whose processes may put links there. So every file here is opened
-without following a link (see `nofollow`); the runs directory is taken as its real path,
-so that a link found below it is one a job planted.
+without following a link (see `oskit.beneath`); the runs directory is taken as its real
+path, so that a link found below it is one a job planted.
 """
 
 from __future__ import annotations
@@ -26,7 +26,8 @@ from collections.abc import Callable, Sequence
 from typing import Any, BinaryIO
 
 from corral.domain import errors
-from corral.storage import nofollow
+from corral.oskit import beneath
+from corral.storage import asuser
 
 log = logging.getLogger(__name__)
 
@@ -69,10 +70,10 @@ class RunPaths:
         `owner` (the user tasks run as), the attempt's directory and `metrics/` are theirs
         (tasks append their metrics there)."""
         att = self.attempt_dir(attempt)
-        fd = nofollow.open_dir(att, make=True)  # one walk from the root, not one per folder
+        fd = beneath.open_dir(att, make=True)  # one walk from the root, not one per folder
         try:
             for sub in ("logs", "metrics", "ctl"):
-                sub_fd = nofollow.open_sub(fd, sub, shown=att / sub, make=True)
+                sub_fd = beneath.open_dir(sub, start=fd, shown=att / sub, make=True)
                 try:
                     if owner is not None and sub == "metrics":
                         os.fchown(sub_fd, *owner)
@@ -111,7 +112,7 @@ def snapshot(src: pathlib.Path, dest: pathlib.Path,
     """Copy the code directory so later edits to it do not reach a running attempt.
 
     `src` must be a real path (checked against the project's storage roots just before):
-    the copy is made by a child process (see `nofollow`) that refuses a link in it, and
+    the copy is made by a child process (see `asuser`) that refuses a link in it, and
     that runs as `owner` when given, so that it copies only what the job's user may read,
     and makes the snapshot theirs. It also hashes the copy and asks git for the commit of
     `src`, which running git as root in a folder a user controls would not be safe.
@@ -163,11 +164,11 @@ CANCEL_POLL_S = 0.1
 def _as_user(op: str, request: dict[str, Any], owner: tuple[int, int] | None, *,
              fds: Sequence[int] = (), cancelled: Callable[[], bool] | None = None,
              ) -> dict[str, Any]:
-    """Run a `nofollow` operation in a child process, as `owner` when given; its answer.
+    """Run an `asuser` operation in a child process, as `owner` when given; its answer.
 
     OSError when it fails, _Cancelled when `cancelled` said yes meanwhile.
     """
-    argv = [sys.executable, "-I", "-S", nofollow.__file__, op]
+    argv = [sys.executable, "-I", "-S", asuser.__file__, op]
     if owner is not None:
         argv += [str(owner[0]), str(owner[1])]
     # Only what git needs: the server's environment holds its secrets.
@@ -206,9 +207,9 @@ MANIFEST_MAX = 64 * 1024
 def _write_manifest(attempt_dir: pathlib.Path, manifest: dict[str, Any]) -> None:
     data = json.dumps({"code_hash": manifest.get("code_hash"),
                        "git_commit": manifest.get("git_commit")}).encode()
-    fd = nofollow.open_dir(attempt_dir)
+    fd = beneath.open_dir(attempt_dir)
     try:
-        nofollow.replace(fd, CODE_MANIFEST, lambda out: nofollow.write_all(out, data))
+        beneath.replace(fd, CODE_MANIFEST, lambda out: beneath.write_all(out, data))
     finally:
         os.close(fd)
 
@@ -225,8 +226,8 @@ def open_run_file(path: pathlib.Path) -> BinaryIO:
     """A file of a run directory (a log, a metrics file) or of another path a job can
     write, opened for reading: no component of `path` may be a link, and the file must be
     a regular one with a single name (OSError otherwise: FileNotFoundError, or
-    nofollow.Refused for what a job planted). Cheap: a few system calls, no process."""
-    return os.fdopen(nofollow.open_file(path), "rb")
+    beneath.Refused for what a job planted). Cheap: a few system calls, no process."""
+    return os.fdopen(beneath.open_file(path), "rb")
 
 
 def _open_log(path: pathlib.Path) -> BinaryIO | None:
@@ -235,7 +236,7 @@ def _open_log(path: pathlib.Path) -> BinaryIO | None:
         return open_run_file(path)
     except FileNotFoundError:
         return None
-    except nofollow.Refused as exc:
+    except beneath.Refused as exc:
         log.warning("not reading %s: %s", path, exc)
         return None
 
@@ -295,7 +296,7 @@ def open_logs(paths: RunPaths, attempt: int) -> tuple[list[tuple[str, BinaryIO]]
     file) for each, and why any was left out (a job replaced it with a link or a hard
     link). The caller closes the files. Nothing when the attempt has no `logs/`."""
     try:
-        logs = nofollow.open_dir(paths.attempt_dir(attempt) / "logs")
+        logs = beneath.open_dir(paths.attempt_dir(attempt) / "logs")
     except FileNotFoundError:
         return [], []
     files: list[tuple[str, BinaryIO]] = []
@@ -306,8 +307,8 @@ def open_logs(paths: RunPaths, attempt: int) -> tuple[list[tuple[str, BinaryIO]]
                            if e.name.endswith(".log") and not e.name.startswith("."))
         for name in names:
             try:
-                files.append((name, os.fdopen(nofollow.open_at(logs, name, shown=name), "rb")))
-            except (nofollow.Refused, FileNotFoundError) as exc:
+                files.append((name, os.fdopen(beneath.open_at(logs, name, shown=name), "rb")))
+            except (beneath.Refused, FileNotFoundError) as exc:
                 refused.append(str(exc))
     except BaseException:
         for _name, fh in files:
@@ -340,7 +341,7 @@ def export_logs(paths: RunPaths, attempt: int, dest: pathlib.Path,
         for _name, fh in files:
             fh.close()
     if refused:
-        raise nofollow.Refused(f"logs left out: {'; '.join(refused)}")
+        raise beneath.Refused(f"logs left out: {'; '.join(refused)}")
 
 
 def remove_job_dir(paths: RunPaths) -> None:

@@ -4,7 +4,7 @@ object storage or registers as a model, and an earlier version's outputs it resu
 The server reads them with its own rights (root, with `run_as`), and a job may have put a
 link in one, a hard link to a file it could not read, or a folder of root's renamed into
 place. So a folder is listed and its files opened one component at a time from its real
-path (see `nofollow`): a link inside is never followed but left out, as is anything but a
+path (see `oskit.beneath`): a link inside is never followed but left out, as is anything but a
 regular file with a single name; and with a `Reader` (the user tasks run as), what that
 user could not read itself, by the modes of what was opened, is left out too. What was
 left out is said (`Tree.skipped`) for the caller to tell the job's owner.
@@ -19,7 +19,7 @@ import pwd
 import stat
 from collections.abc import Callable
 
-from corral.storage import nofollow
+from corral.oskit import beneath
 
 #: the bits a folder must give to be listed, to be passed through, and a file to be read
 LIST, SEARCH, READ = 5, 1, 4
@@ -64,7 +64,7 @@ def list_tree(root: str, reader: Reader | None = None,
               leave: Callable[[str], bool] | None = None) -> Tree:
     """Every regular file with a single name under folder `root` (a real path, checked by
     the caller), in the order of their relative paths; `leave`: top-level names not to
-    list (nor say). FileNotFoundError when there is no such folder, nofollow.Refused when
+    list (nor say). FileNotFoundError when there is no such folder, beneath.Refused when
     it is a link or not the reader's to list."""
     fd = _root(root, reader, LIST)
     found = Tree()
@@ -76,7 +76,7 @@ def list_tree(root: str, reader: Reader | None = None,
 
 
 def _root(root: str, reader: Reader | None, bits: int) -> int:
-    fd = nofollow.open_dir(root)
+    fd = beneath.open_dir(root)
     if reader is not None and not reader.may(os.fstat(fd), bits):
         os.close(fd)
         raise _denied(root, "a folder")
@@ -106,8 +106,8 @@ def _list(fd: int, prefix: str, reader: Reader | None, found: Tree,
 
 def _folder(fd: int, name: str, rel: str, reader: Reader | None, found: Tree) -> None:
     try:
-        sub = nofollow.open_sub(fd, name, shown=rel)
-    except nofollow.Refused:  # made a link since it was listed
+        sub = beneath.open_dir(name, start=fd, shown=rel)
+    except beneath.Refused:  # made a link since it was listed
         found.skipped[rel] = "a link"
         return
     except FileNotFoundError:
@@ -133,19 +133,19 @@ def _readable(st: os.stat_result, reader: Reader | None, rel: str, found: Tree) 
 
 def open_file(root: str, rel: str, reader: Reader | None = None) -> int:
     """File `rel` of folder `root` (a real path) for reading, as `list_tree` would take it,
-    whatever was done to the folder since it was listed: nofollow.Refused otherwise."""
+    whatever was done to the folder since it was listed: beneath.Refused otherwise."""
     names = [n for n in rel.split("/") if n]
     if not names or any(n in (".", "..") for n in names):
         raise ValueError(f"not a relative file path: {rel!r}")
     fd = _root(root, reader, SEARCH)
     try:
         for name in names[:-1]:
-            sub = nofollow.open_sub(fd, name, shown=f"{root}/{rel}")
+            sub = beneath.open_dir(name, start=fd, shown=f"{root}/{rel}")
             os.close(fd)
             fd = sub
             if reader is not None and not reader.may(os.fstat(fd), SEARCH):
                 raise _denied(f"{root}/{rel}", "a folder")
-        file = nofollow.open_at(fd, names[-1], shown=f"{root}/{rel}")
+        file = beneath.open_at(fd, names[-1], shown=f"{root}/{rel}")
     finally:
         os.close(fd)
     if reader is not None and not reader.may(os.fstat(file), READ):
@@ -160,5 +160,5 @@ def open_single(path: str, reader: Reader | None = None) -> int:
     return open_file(parent, name, reader)
 
 
-def _denied(path: str, what: str) -> nofollow.Refused:
-    return nofollow.Refused(errno.EACCES, f"refused, {what} the job's user may not read", path)
+def _denied(path: str, what: str) -> beneath.Refused:
+    return beneath.Refused(errno.EACCES, f"refused, {what} the job's user may not read", path)

@@ -3,8 +3,8 @@
 An incremental-learning loop writes its rounds' sample lists and its service's models and
 model_config.json, appends to datasets, and reads what its service writes (an
 acknowledgement, hard examples), all in folders its jobs may change. These are built on
-`nofollow`: every path is opened one component at a time without following a link, and
-only a regular file with a single name is read or appended to. A file is written beside
+`oskit.beneath`: every path is opened one component at a time without following a link,
+and only a regular file with a single name is read or appended to. A file is written beside
 its name and renamed into it, and a folder filled beside its place and renamed into it, so
 that a reader sees the old one or the new one, never half of one.
 
@@ -14,19 +14,16 @@ The paths must be real ones, already checked against the project's storage roots
 from __future__ import annotations
 
 import contextlib
-import errno
 import functools
 import os
 import pathlib
 import secrets
-import stat
 from collections.abc import Callable, Iterable
 from typing import IO
 
-from corral.storage import nofollow
+from corral.oskit import beneath
 
-_APPEND = (os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK
-           | os.O_CLOEXEC)
+_APPEND = os.O_RDWR | os.O_APPEND | os.O_CREAT
 
 
 def _split(path: str | os.PathLike[str]) -> tuple[str, str]:
@@ -39,22 +36,22 @@ def _split(path: str | os.PathLike[str]) -> tuple[str, str]:
 def write(path: str | os.PathLike[str], data: bytes) -> None:
     """Replace the file at `path` with `data` in one step (its folders made as needed)."""
     parent, name = _split(path)
-    fd = nofollow.open_dir(parent, make=True)
+    fd = beneath.open_dir(parent, make=True)
     try:
-        nofollow.replace(fd, name, lambda out: nofollow.write_all(out, data))
+        beneath.replace(fd, name, lambda out: beneath.write_all(out, data))
     finally:
         os.close(fd)
 
 
 def read(path: str | os.PathLike[str], offset: int = 0, limit: int | None = None) -> bytes:
     """The file's bytes from `offset` (at most `limit` of them)."""
-    fd = nofollow.open_file(path)
+    fd = beneath.open_file(path)
     try:
         os.lseek(fd, offset, os.SEEK_SET)
         chunks = []
         left = limit
         while left is None or left > 0:
-            chunk = os.read(fd, nofollow.CHUNK if left is None else min(left, nofollow.CHUNK))
+            chunk = os.read(fd, beneath.CHUNK if left is None else min(left, beneath.CHUNK))
             if not chunk:
                 break
             chunks.append(chunk)
@@ -67,7 +64,7 @@ def read(path: str | os.PathLike[str], offset: int = 0, limit: int | None = None
 def stamp(path: str | os.PathLike[str]) -> str | None:
     """The file's size and modification time, or None when there is no file."""
     try:
-        fd = nofollow.open_file(path)
+        fd = beneath.open_file(path)
     except FileNotFoundError:
         return None
     try:
@@ -85,26 +82,16 @@ def size_of(found: str | None) -> int:
 def append(path: str | os.PathLike[str], data: bytes) -> None:
     """Append `data` to the file (made when missing), starting on a line of its own."""
     parent, name = _split(path)
-    dir_fd = nofollow.open_dir(parent)
+    dir_fd = beneath.open_dir(parent)
     try:
-        try:
-            fd = os.open(name, _APPEND, 0o644, dir_fd=dir_fd)
-        except OSError as exc:
-            if exc.errno == errno.ELOOP:
-                raise nofollow.Refused(errno.ELOOP, "refused, a link where a file was "
-                                       "expected", os.fspath(path)) from None
-            raise
+        fd = beneath.open_at(dir_fd, name, _APPEND, shown=os.fspath(path))
     finally:
         os.close(dir_fd)
     try:
         st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1:
-            raise nofollow.Refused(errno.ELOOP, "refused, not a regular file with a single "
-                                   "name", os.fspath(path))
-        os.set_blocking(fd, True)
         if st.st_size and os.pread(fd, 1, st.st_size - 1) != b"\n":
             data = b"\n" + data
-        nofollow.write_all(fd, data)
+        beneath.write_all(fd, data)
         os.fsync(fd)
     finally:
         os.close(fd)
@@ -112,14 +99,14 @@ def append(path: str | os.PathLike[str], data: bytes) -> None:
 
 def is_dir(path: str | os.PathLike[str]) -> bool:
     try:
-        os.close(nofollow.open_dir(path))
+        os.close(beneath.open_dir(path))
     except FileNotFoundError:
         return False
     return True
 
 
 def make_dir(path: str | os.PathLike[str]) -> None:
-    nofollow.make_dirs(path)
+    beneath.make_dirs(path)
 
 
 def write_tree(dest: str | os.PathLike[str], files: Iterable[str],
@@ -128,7 +115,7 @@ def write_tree(dest: str | os.PathLike[str], files: Iterable[str],
     whole or not at all: it is filled beside its place and renamed into it. An existing
     `dest` is left as it is (a model's files never change)."""
     parent, name = _split(dest)
-    dir_fd = nofollow.open_dir(parent, make=True)
+    dir_fd = beneath.open_dir(parent, make=True)
     try:
         with contextlib.suppress(FileNotFoundError):
             os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
@@ -136,11 +123,11 @@ def write_tree(dest: str | os.PathLike[str], files: Iterable[str],
         tmp = f".{name}.{secrets.token_hex(4)}.tmp"
         os.mkdir(tmp, 0o755, dir_fd=dir_fd)
         for rel in files:
-            *dirs, leaf = nofollow.components("/" + rel)
-            fd = nofollow.open_dir(pathlib.PurePosixPath(parent, tmp, *dirs), make=True)
+            *dirs, leaf = beneath.components("/" + rel)
+            fd = beneath.open_dir(pathlib.PurePosixPath(parent, tmp, *dirs), make=True)
             try:
                 with source(rel) as src:
-                    nofollow.replace(fd, leaf, functools.partial(_pump, src))
+                    beneath.replace(fd, leaf, functools.partial(_pump, src))
             finally:
                 os.close(fd)
         os.rename(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
@@ -148,6 +135,6 @@ def write_tree(dest: str | os.PathLike[str], files: Iterable[str],
         os.close(dir_fd)
 
 
-def _pump(src: IO[bytes], out: int) -> None:  # (src, then nofollow.replace's descriptor)
-    while chunk := src.read(nofollow.CHUNK):
-        nofollow.write_all(out, chunk)
+def _pump(src: IO[bytes], out: int) -> None:  # (src, then beneath.replace's descriptor)
+    while chunk := src.read(beneath.CHUNK):
+        beneath.write_all(out, chunk)

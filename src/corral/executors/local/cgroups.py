@@ -11,7 +11,7 @@ removes it once everything in it is gone. Its place is written in the launch's c
 so that a restarted server can still read and kill it (`Group.loads` checks that a claim
 names a task's cgroup and nothing else).
 
-Standard library only: the launcher, which imports nothing of corral, imports it too.
+Standard library only: the launcher, which cannot import corral's package, imports it too.
 """
 
 from __future__ import annotations

@@ -29,8 +29,8 @@ import os
 import time
 
 from corral.executors import base
-from corral.executors.local import beneath, cgroups, keeper
-from corral.oskit import procs
+from corral.executors.local import cgroups, keeper
+from corral.oskit import beneath, procs
 
 ABANDONED = keeper.BAD_CLAIM
 

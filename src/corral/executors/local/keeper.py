@@ -45,8 +45,8 @@ import time
 from typing import Any, NoReturn
 
 if __package__:  # corral's module, as the server imports it
-    from corral.executors.local import beneath, cgroups, clone, logcap
-    from corral.oskit import procs
+    from corral.executors.local import cgroups, clone, logcap
+    from corral.oskit import beneath, procs
 else:  # the launcher's sibling, run as a script (python -I -S launcher.py), which puts
     # its own folder and corral/oskit/ on the path
     import beneath  # type: ignore[no-redef]

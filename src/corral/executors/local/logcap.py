@@ -9,7 +9,7 @@ are appended (`Sink.finish`). So a log never grows beyond its cap (plus those tw
 its bytes never move (readers keep their offsets), and a task cannot make it grow by
 writing to it: it never has the file.
 
-Standard library only: the launcher, which imports nothing of corral, imports it too.
+Standard library only: the launcher, which cannot import corral's package, imports it too.
 """
 
 from __future__ import annotations

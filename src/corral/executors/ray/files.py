@@ -36,7 +36,7 @@ from typing import Any
 
 from corral.domain import metrics
 from corral.executors import base
-from corral.executors.local import beneath
+from corral.oskit import beneath
 
 log = logging.getLogger(__name__)
 #: bytes per read from an agent
@@ -195,7 +195,7 @@ def append_server_file(path: str, data: bytes) -> None:
     fd = beneath.open_file(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, make=True,
                            owner=os.geteuid())
     try:
-        _write_all(fd, data)
+        beneath.write_all(fd, data)
     finally:
         os.close(fd)
 
@@ -210,12 +210,6 @@ def _metrics_file(path: str, flags: int) -> int:
                                shown=path)
     finally:
         os.close(parent)
-
-
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view):]
 
 
 def load(handle: base.Handle) -> Outputs:
@@ -258,7 +252,7 @@ def _append_metrics(ray: Any, actor: Any, launch_id: str, out: Outputs, size: in
                                                    CHUNK), timeout=60)
             if not chunk:
                 return
-            _write_all(fd, chunk)
+            beneath.write_all(fd, chunk)
             out.metrics_offset += len(chunk)
     finally:
         os.close(fd)
@@ -279,7 +273,7 @@ def _copy(ray: Any, actor: Any, launch_id: str, what: tuple[int, str, int], dest
             while True:
                 chunk = ray.get(actor.read_file.remote(launch_id, channel, rel, offset, CHUNK),
                                 timeout=60)
-                _write_all(fd, chunk)
+                beneath.write_all(fd, chunk)
                 offset += len(chunk)
                 if len(chunk) < CHUNK:
                     break
@@ -312,7 +306,7 @@ def _place(ctl: int, tmp: str, fd: int, dest: str) -> None:
         try:
             os.lseek(fd, 0, os.SEEK_SET)
             while chunk := os.read(fd, CHUNK):
-                _write_all(out, chunk)
+                beneath.write_all(out, chunk)
         finally:
             os.close(out)
     finally:

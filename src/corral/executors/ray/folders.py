@@ -19,7 +19,7 @@ import pwd
 import stat
 import tarfile
 
-from corral.executors.local import beneath
+from corral.oskit import beneath
 
 #: the bits a folder must give to be listed, to be passed through, and a file to be read
 LIST, SEARCH, READ = 5, 1, 4

@@ -15,8 +15,8 @@ import threading
 from typing import Any
 
 from corral.executors import base
-from corral.executors.local import beneath
 from corral.executors.ray import files
+from corral.oskit import beneath
 
 log = logging.getLogger(__name__)
 

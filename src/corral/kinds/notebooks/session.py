@@ -25,8 +25,8 @@ import shutil
 from corral import settings as settings_mod
 from corral.domain import errors, notebooks, specs
 from corral.kinds.notebooks import labstart, sockets
+from corral.oskit import beneath
 from corral.scheduler import catalog as catalog_mod
-from corral.storage import nofollow
 from corral.store import kind_rows
 
 
@@ -86,23 +86,23 @@ def prepare(settings: settings_mod.Settings, nb: kind_rows.Notebook,
     """Make the workspace (where missing, the task user's: `owner`, None: the server's), a
     fresh folder for the session (the server's, with a `runtime/` folder of the task
     user's) and the sockets' folder; the session's folder."""
-    nofollow.make_dirs(nb.workspace, owner)
-    nofollow.make_dirs(state_dir(settings, nb.id))
+    beneath.make_dirs(nb.workspace, owner)
+    beneath.make_dirs(state_dir(settings, nb.id))
     folder = session_dir(settings, nb)
     for old in state_dir(settings, nb.id).glob("session-*"):
         if old != folder:  # an ended session's runtime files
             shutil.rmtree(old, ignore_errors=True)
     sockets.remove(sockets_dir(settings), socket_pattern(nb.id))
-    nofollow.make_dirs(folder)
+    beneath.make_dirs(folder)
     _own(folder, None, 0o755)  # a folder a job made or changed there is the server's again
-    nofollow.make_dirs(folder / "runtime", owner)
+    beneath.make_dirs(folder / "runtime", owner)
     _own(folder / "runtime", owner, 0o700)
     sockets.prepare(sockets_dir(settings))
     return folder
 
 
 def _own(path: pathlib.Path, owner: tuple[int, int] | None, mode: int) -> None:
-    fd = nofollow.open_dir(path)
+    fd = beneath.open_dir(path)
     try:
         os.fchown(fd, *(owner or (os.geteuid(), os.getegid())))
         os.fchmod(fd, mode)
@@ -135,9 +135,9 @@ def write_token(settings: settings_mod.Settings, nb: kind_rows.Notebook,
     which its job's record shows."""
     assert nb.jupyter_token
     token = nb.jupyter_token.encode()
-    fd = nofollow.open_dir(session_dir(settings, nb) / "runtime")
+    fd = beneath.open_dir(session_dir(settings, nb) / "runtime")
     try:
-        nofollow.replace(fd, TOKEN_FILE, lambda f: nofollow.write_all(f, token), mode=0o600)
+        beneath.replace(fd, TOKEN_FILE, lambda f: beneath.write_all(f, token), mode=0o600)
         if owner is not None:
             os.chown(TOKEN_FILE, *owner, dir_fd=fd, follow_symlinks=False)
     finally:

@@ -2,7 +2,7 @@
 run's outputs instead of running.
 
 Two runs are the same when their jobs' templates, parameters, code content and input
-contents are: the code is hashed as a code snapshot is (`nofollow.tree_hash`, less what a
+contents are: the code is hashed as a code snapshot is (`asuser.tree_hash`, less what a
 snapshot leaves out), each input folder or file by content. What cannot be hashed here (a
 code_dir or an input in object storage) turns caching off for that run, said in its event.
 """
@@ -14,7 +14,8 @@ import os
 
 from corral.domain import specs
 from corral.domain.pipelines import build
-from corral.storage import nofollow, objects, runs
+from corral.oskit import beneath
+from corral.storage import asuser, objects, runs
 
 
 class Uncacheable(Exception):
@@ -35,15 +36,15 @@ def _hash(url: str, what: str, ignore: tuple[str, ...] = ()) -> str:
     path = runs.local_path(url, what)
     try:
         if os.path.isdir(path):
-            fd = nofollow.open_dir(path)
+            fd = beneath.open_dir(path)
             try:
-                return nofollow.tree_hash(fd, ignore)
+                return asuser.tree_hash(fd, ignore)
             finally:
                 os.close(fd)
-        fd = nofollow.open_file(path)
+        fd = beneath.open_file(path)
         try:
             h = hashlib.sha256()
-            while chunk := os.read(fd, nofollow.CHUNK):
+            while chunk := os.read(fd, beneath.CHUNK):
                 h.update(chunk)
             return "sha256:" + h.hexdigest()
         finally:

@@ -3,7 +3,7 @@
 The output folders of its runs are removed, except the channel saved as its model, what
 another pipeline's cached run still uses, and what lies in object storage. Only folders
 its own jobs wrote are touched, only under the project's storage roots, and never through
-a link (`nofollow.remove_tree`): a job may have put one where its output folder was. What
+a link (`beneath.remove_tree`): a job may have put one where its output folder was. What
 was removed and what was kept, and why, is said.
 """
 
@@ -18,7 +18,8 @@ from collections.abc import Iterable, Sequence
 from corral.domain import errors
 from corral.domain.pipelines import shape
 from corral.kinds.pipelines import common
-from corral.storage import nofollow, objects, paths
+from corral.oskit import beneath
+from corral.storage import objects, paths
 from corral.store import kind_rows, pipeline_repo
 
 
@@ -88,8 +89,8 @@ def remove(policy: paths.Policy, todo: Plan) -> Done:
         try:
             real = paths.confine(policy, path, "output")
             if real != path:
-                raise nofollow.Refused(f"'{path}' leads elsewhere through a link")
-            if nofollow.remove_tree(path):
+                raise beneath.Refused(f"'{path}' leads elsewhere through a link")
+            if beneath.remove_tree(path):
                 removed.append(str(path))
                 _prune(path.parent, levels=2)
         except (errors.BadParameter, OSError, ValueError) as exc:

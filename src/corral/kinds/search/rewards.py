@@ -15,7 +15,8 @@ import sqlalchemy as sa
 
 from corral.domain import jobs
 from corral.domain.search import spec, trials
-from corral.storage import nofollow, runs
+from corral.oskit import beneath
+from corral.storage import runs
 from corral.store import job_repo, rows, version_repo
 
 #: at most this much of a log is read per pass (the rest on the next)
@@ -75,7 +76,7 @@ class Reader:
         state = self._logs.setdefault((job_id, attempt), _Read())
         path = runs.RunPaths(self.runs_dir, job_id).log_path(attempt, "worker-0")
         try:
-            fd = nofollow.open_file(path)
+            fd = beneath.open_file(path)
         except OSError:
             return state.values
         try:
