@@ -40,11 +40,12 @@ def test_the_node_agents_code_travels_by_value_with_the_primitives_it_uses() -> 
     from corral.executors.ray import actor, agents
 
     agents.Agents(mock.MagicMock(), "ns")  # registers what travels by value
-    shipped = cloudpickle.dumps((actor.NodeAgent, actor._kill_marked))
+    shipped = cloudpickle.dumps((actor.NodeAgent, actor._kill_marked, actor._open_below))
     on_node = NO_CORRAL + """
-import pickle
-agent, kill_marked = pickle.loads(sys.stdin.buffer.read())
+import os, pickle
+agent, kill_marked, open_below = pickle.loads(sys.stdin.buffer.read())
 kill_marked("no-such-launch")  # scans /proc with oskit.procs, shipped along
+os.close(open_below("/proc/self", "status"))  # opens with oskit.walk and beneath
 print(agent.__name__)
 """
     said = subprocess.run([sys.executable, "-c", on_node], input=shipped, capture_output=True)

@@ -19,7 +19,8 @@ import pytest
 
 from corral.domain import errors, resources
 from corral.executors import base
-from corral.executors.ray import actor, agents, cluster, files, inputs, nodes, slots, tasks
+from corral.executors.ray import actor, agents, cluster, files, folders, inputs, nodes, slots, tasks
+from corral.oskit import walk
 from tests import factories
 from tests.unit import fakeray
 from tests.unit.fakeray import Cluster
@@ -550,16 +551,16 @@ def test_with_run_as_only_what_that_user_may_read_here_is_shipped() -> None:
     (data / "a.txt").chmod(0o600)  # the server's alone
     (data / "sub").chmod(0o750)  # its group's
     lone.chmod(0o644)
-    them = inputs.Reader(uid=os.geteuid() + 4242, gids=frozenset({os.getegid() + 4242}))
+    them = walk.Reader(uid=os.geteuid() + 4242, gids=frozenset({os.getegid() + 4242}))
     if not them.reaches(str(data)):
         pytest.skip(f"{top} is out of others' reach here")
     found = inputs.listing((str(data), str(lone)), them)
     assert sorted(f.rel for f in found.files) == ["empty", "labels.csv"]
     assert sorted(found.denied) == [str(data / "a.txt"), str(data / "sub")]
     assert found.dirs == [(0, "emptydir")]
-    kin = inputs.Reader(uid=os.geteuid() + 4242, gids=frozenset({os.getegid()}))
+    kin = walk.Reader(uid=os.geteuid() + 4242, gids=frozenset({os.getegid()}))
     assert {f.rel for f in inputs.listing((str(data),), kin).files} == {
         "empty", "sub/big.bin", "sub/deeper/c.txt"}
-    assert inputs.reader_of(None) is None
-    assert inputs.reader_of("no-such-user-here") == inputs.Reader(-1)
+    assert folders.reader_of(None) is None
+    assert folders.reader_of("no-such-user-here") == walk.Reader(-1)
     shutil.rmtree(top)

@@ -1,5 +1,6 @@
 """Folders a job can write, listed, read and written by the server without following what
-the job planted in them (storage/trees.py, and objects.Location built on it)."""
+the job planted in them: what a listing says was left out (storage/trees.py, on oskit.walk),
+and objects.Location built on it."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import pathlib
 
 import pytest
 
-from corral.oskit import beneath
+from corral.oskit import beneath, walk
 from corral.storage import objects, trees
 
 
@@ -39,21 +40,11 @@ def test_a_listing_leaves_links_and_odd_files_out_and_says_so(out: pathlib.Path)
                             "stolen-dir": "a link", "stolen.txt": "a link"}
 
 
-def test_a_folder_made_a_link_after_the_listing_is_not_read_through(out: pathlib.Path) -> None:
-    assert "sub/b.txt" in trees.list_tree(str(out)).files
-    (out / "sub").rename(out / "was-sub")
-    (out / "sub").symlink_to(out.parent / "theirs")
-    (out.parent / "theirs" / "b.txt").write_text("NOT-MINE")
-
-    with pytest.raises(beneath.Refused):
-        trees.open_file(str(out), "sub/b.txt")
-
-
-def test_a_reader_gets_only_what_its_modes_give_it(out: pathlib.Path) -> None:
+def test_a_reader_is_told_which_files_and_folders_it_may_not_read(out: pathlib.Path) -> None:
     """Files and folders the server's user owns, read for another user (by their modes)."""
     (out / "a.txt").chmod(0o600)
     (out / "sub").chmod(0o700)
-    someone = trees.Reader(uid=os.geteuid() + 1, gids=frozenset())
+    someone = walk.Reader(uid=os.geteuid() + 1, gids=frozenset())
 
     tree = trees.list_tree(str(out), someone)
 
@@ -68,7 +59,7 @@ def test_a_reader_gets_only_what_its_modes_give_it(out: pathlib.Path) -> None:
 def test_a_whole_folder_the_reader_may_not_list_is_refused(out: pathlib.Path) -> None:
     out.chmod(0o700)
     with pytest.raises(beneath.Refused):
-        trees.list_tree(str(out), trees.Reader(uid=os.geteuid() + 1, gids=frozenset()))
+        trees.list_tree(str(out), walk.Reader(uid=os.geteuid() + 1, gids=frozenset()))
 
 
 def test_a_copy_between_local_folders_follows_no_link(out: pathlib.Path,

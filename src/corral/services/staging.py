@@ -25,9 +25,10 @@ from collections.abc import Callable
 
 from corral import settings as settings_mod
 from corral.domain import errors, jobs, specs
+from corral.oskit import walk
 from corral.scheduler import launching
 from corral.services import environments
-from corral.storage import objects, runs, trees
+from corral.storage import objects, runs
 from corral.storage import paths as storage_paths
 from corral.store import db, job_repo, rows, version_repo
 
@@ -53,7 +54,7 @@ def checked_folder(settings: settings_mod.Settings, job_id: str, path: str | os.
     return launching.named(policy(), norm, what)
 
 
-def reader_of(settings: settings_mod.Settings) -> trees.Reader | None:
+def reader_of(settings: settings_mod.Settings) -> walk.Reader | None:
     """Whose rights bound what the server reads of a job's folders on its behalf: the user
     tasks run as, or None when they run as the server's own. A `run_as` user this machine
     does not know (tasks run on a Ray cluster's nodes) may read what anyone may."""
@@ -62,8 +63,8 @@ def reader_of(settings: settings_mod.Settings) -> trees.Reader | None:
     try:
         owner = launching.task_user(settings, quiet=True)
     except errors.CorralError:
-        return trees.Reader(-1, frozenset())
-    return trees.Reader.of(owner) if owner is not None else None
+        return walk.Reader(-1, frozenset())
+    return walk.Reader.of(owner) if owner is not None else None
 
 
 def left_out(skipped: dict[str, str], most: int = 5) -> str:

@@ -26,7 +26,7 @@ from typing import Any, BinaryIO
 
 from corral import settings as settings_mod
 from corral.domain import errors
-from corral.oskit import beneath
+from corral.oskit import beneath, walk
 from corral.storage import trees
 
 REMOTE_SCHEMES = ("s3://", "obs://")
@@ -114,7 +114,7 @@ class Stores:
         return dataclasses.replace(local(os.path.realpath(_local(url))), url=url)
 
 
-def local(path: str | os.PathLike[str], reader: trees.Reader | None = None) -> Location:
+def local(path: str | os.PathLike[str], reader: walk.Reader | None = None) -> Location:
     """A local folder (or file) a job can write, by its real path, checked against the
     job's storage roots just before: a link anywhere on it is refused. `reader`: the user
     tasks run as, when it is read on a job's behalf (what they may not read is left out)."""
@@ -151,7 +151,7 @@ class Location:
     path: str
     remote: bool
     #: (local) whose rights bound what is read here (a folder read on a job's behalf)
-    reader: trees.Reader | None = None
+    reader: walk.Reader | None = None
     #: (local) what the last listing left out, and why: links, files of another kind or
     #: with a second name, what the reader may not read
     skipped: dict[str, str] = dataclasses.field(default_factory=dict)

@@ -43,7 +43,7 @@ import threading
 import time
 from typing import Any
 
-from corral.oskit import procs
+from corral.oskit import procs, walk
 
 #: argv[0] placeholder: the node's own Python (the one running the actor)
 NODE_PYTHON = "{node-python}"
@@ -489,27 +489,13 @@ def _remove_own(path: str) -> None:
 
 
 def _open_below(top: str, rel: str) -> int:
-    """File `rel` of the agent's folder `top` for reading, opened one component at a time,
-    none a link (a task may put links in its folder: the agent must not read for it what it
-    could not), and only a regular file with a single name."""
-    *folders, name = rel.split("/")
-    if ".." in folders or name in ("", ".", ".."):
-        raise ValueError(f"{rel!r} is not inside the task's folder")
-    fd = os.open(top, os.O_RDONLY | os.O_DIRECTORY)
+    """File `rel` of the agent's folder `top` for reading, as `walk.open_below` opens it: a
+    task may put links in its folder, and the agent must not read for it what it could not."""
+    fd = os.open(top, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
-        for part in folders:
-            nxt = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
-            os.close(fd)
-            fd = nxt
-        file = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=fd)
+        return walk.open_below(fd, rel, shown=top)
     finally:
         os.close(fd)
-    st = os.fstat(file)
-    if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1:
-        os.close(file)
-        raise ValueError(f"{rel!r} is not a regular file with a single name")
-    os.set_blocking(file, True)
-    return file
 
 
 def _files_of(outputs: list[str]) -> list[tuple[tuple[int, str], tuple[int, int]]]:

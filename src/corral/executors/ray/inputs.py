@@ -37,6 +37,7 @@ from typing import Any
 
 from corral.executors import base
 from corral.executors.ray import actor, folders
+from corral.oskit import walk
 
 log = logging.getLogger(__name__)
 #: bytes per call to the agent (one input file is several pieces; small ones share one)
@@ -114,11 +115,6 @@ def holding_files(dirs: tuple[str, ...]) -> tuple[int, ...]:
     return tuple(out)
 
 
-#: (named here too: it bounds what is shipped)
-Reader = folders.Reader
-reader_of = folders.reader_of
-
-
 @dataclasses.dataclass(frozen=True)
 class _File:
     index: int
@@ -139,14 +135,14 @@ class Listing:
     #: what the tasks' user could not read here (not shipped)
     denied: list[str] = dataclasses.field(default_factory=list)
 
-    def allowed(self, reader: Reader | None, path: str, st: os.stat_result, bits: int) -> bool:
+    def allowed(self, reader: walk.Reader | None, path: str, st: os.stat_result, bits: int) -> bool:
         if reader is None or reader.may(st, bits):
             return True
         self.denied.append(path)
         return False
 
 
-def listing(sources: tuple[str, ...], reader: Reader | None = None) -> Listing:
+def listing(sources: tuple[str, ...], reader: walk.Reader | None = None) -> Listing:
     """The regular files and the folders of every input that the tasks' user may read,
     links inside them not followed."""
     found = Listing()
@@ -163,21 +159,25 @@ def listing(sources: tuple[str, ...], reader: Reader | None = None) -> Listing:
         try:
             st = os.fstat(fd)
             if stat.S_ISREG(st.st_mode):
-                if found.allowed(reader, src, st, folders.READ):
+                if found.allowed(reader, src, st, walk.READ):
                     found.files.append(_File(i, os.path.basename(src), src, st.st_size,
                                              st.st_mode))
-            elif stat.S_ISDIR(st.st_mode) and found.allowed(reader, src, st, folders.LIST):
+            elif stat.S_ISDIR(st.st_mode) and found.allowed(reader, src, st, walk.LIST):
                 _walk(i, fd, src, reader, found)
         finally:
             os.close(fd)
     return found
 
 
-def _walk(index: int, top: int, src: str, reader: Reader | None, found: Listing) -> None:
-    for e in folders.entries(top, reader, found.denied, src):
-        if stat.S_ISDIR(e.st.st_mode):
+def _walk(index: int, top: int, src: str, reader: walk.Reader | None, found: Listing) -> None:
+    for e in walk.walk(top, reader):
+        if e.why in walk.DENIED:
+            found.denied.append(os.path.join(src, e.rel))
+        elif e.why:  # links are not shipped, nor what is no regular file
+            continue
+        elif stat.S_ISDIR(e.st.st_mode):
             found.dirs.append((index, e.rel))
-        elif stat.S_ISREG(e.st.st_mode):  # (links are not shipped)
+        elif stat.S_ISREG(e.st.st_mode):
             found.files.append(_File(index, e.rel, os.path.join(src, e.rel), e.st.st_size,
                                      e.st.st_mode))
 
@@ -185,7 +185,7 @@ def _walk(index: int, top: int, src: str, reader: Reader | None, found: Listing)
 class Shipper:
     """Ships launches' inputs to their nodes, a few at a time, each (node, attempt) once."""
 
-    def __init__(self, ray: Any, reader: Reader | None = None) -> None:
+    def __init__(self, ray: Any, reader: walk.Reader | None = None) -> None:
         self._ray = ray
         self._reader = reader
         self._pool = concurrent.futures.ThreadPoolExecutor(
@@ -252,9 +252,9 @@ class _Shipment:
         self.room = CHUNK
         self.sent = self.files_sent = 0
         self.said = time.monotonic()
-        self.reader: Reader | None = None  #: whose rights bound what is read
+        self.reader: walk.Reader | None = None  #: whose rights bound what is read
 
-    def run(self, reader: Reader | None) -> None:
+    def run(self, reader: walk.Reader | None) -> None:
         ray, agent, launch = self.ray, self.agent, self.launch_id
         self.reader = reader
         have = ray.get(agent.input_have.remote(launch), timeout=TIMEOUT)
