@@ -15,12 +15,15 @@ with 0 when it went so.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pathlib
 import re
 import shutil
 import signal
 import sys
+
+from corral.oskit import procs
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # examples/runner.py
 import runner
@@ -66,18 +69,11 @@ def last_step(s: runner.Session, job: str) -> int:
 def pid_of(job: str, task: str) -> int | None:
     """The process of the job's task's first attempt, found by the variables corral gave
     it (this machine's /proc: the example runs its server here)."""
-    want = {f"CORRAL_JOB_ID={job}".encode(), f"CORRAL_TASK_ID={task}".encode(),
-            b"CORRAL_ATTEMPT=1"}
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
-            continue
-        try:
-            env = set(pathlib.Path(entry.path, "environ").read_bytes().split(b"\0"))
-            cmd = pathlib.Path(entry.path, "cmdline").read_bytes()
-        except OSError:
-            continue
-        if want <= env and b"train.py" in cmd:
-            return int(entry.name)
+    for pid in procs.carrying(f"CORRAL_JOB_ID={job}".encode(),
+                              f"CORRAL_TASK_ID={task}".encode(), b"CORRAL_ATTEMPT=1"):
+        with contextlib.suppress(OSError):
+            if any(b"train.py" in arg for arg in procs.cmdline(pid)):
+                return pid
     return None
 
 

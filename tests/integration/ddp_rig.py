@@ -4,12 +4,14 @@ kill."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pathlib
 import re
 import signal
 from typing import Any
 
+from corral.oskit import procs
 from tests import factories
 from tests.conftest import Live
 
@@ -50,24 +52,17 @@ def finals(text: str) -> list[str]:
 def pid_of(job_id: str, task: str, attempt: int = 1) -> int | None:
     """The training process of a task's attempt, on this machine (its variables say whose
     it is; Ray's local nodes are this machine too)."""
-    want = {f"CORRAL_JOB_ID={job_id}".encode(), f"CORRAL_TASK_ID={task}".encode(),
-            f"CORRAL_ATTEMPT={attempt}".encode()}
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
-            continue
-        try:
-            env = set(pathlib.Path(entry.path, "environ").read_bytes().split(b"\0"))
-            cmd = pathlib.Path(entry.path, "cmdline").read_bytes()
-        except OSError:
-            continue
-        if want <= env and b"train.py" in cmd:
-            return int(entry.name)
+    for pid in procs.carrying(f"CORRAL_JOB_ID={job_id}".encode(),
+                              f"CORRAL_TASK_ID={task}".encode(),
+                              f"CORRAL_ATTEMPT={attempt}".encode()):
+        with contextlib.suppress(OSError):
+            if any(b"train.py" in arg for arg in procs.cmdline(pid)):
+                return pid
     return None
 
 
 def environ(pid: int) -> dict[str, str]:
-    raw = pathlib.Path(f"/proc/{pid}/environ").read_bytes().decode()
-    return dict(v.split("=", 1) for v in raw.split("\0") if "=" in v)
+    return dict(v.decode().split("=", 1) for v in procs.environ(pid) if b"=" in v)
 
 
 def kill_worker_1_after(live: Live, job_id: str, step: int) -> list[dict[str, str]]:

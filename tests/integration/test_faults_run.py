@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from corral.executors import base
+from corral.oskit import procs
 from tests import conftest, factories
 
 Live = conftest.Live
@@ -203,12 +204,6 @@ def test_the_example_resumes_from_its_checkpoint_after_its_process_is_killed(
 
 def _task_pids(job_id: str) -> list[int]:
     """The processes of a job's tasks (their environment names the job)."""
-    mark = f"CORRAL_JOB_ID={job_id}".encode()
-    found = []
-    for entry in os.scandir("/proc"):
-        if entry.name.isdigit():
-            with contextlib.suppress(OSError):
-                if mark in pathlib.Path(entry.path, "environ").read_bytes().split(b"\0"):
-                    found.append(int(entry.name))
+    found = procs.carrying(f"CORRAL_JOB_ID={job_id}".encode())
     assert found, f"no process of job {job_id}"
     return found

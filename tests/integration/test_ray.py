@@ -24,6 +24,7 @@ from typing import Any
 
 import pytest
 
+from corral.oskit import procs
 from tests import factories
 from tests.conftest import Live, start_live, stop_live
 
@@ -524,17 +525,7 @@ def _json(live: Live, path: str) -> Any:
 
 def _marked(job_id: str) -> list[int]:
     """Processes on this machine that carry a launch marker of the job's tasks."""
-    out = []
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
-            continue
-        try:
-            env = pathlib.Path(f"/proc/{entry.name}/environ").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        if f"CORRAL_JOB_ID={job_id}".encode() in env:
-            out.append(int(entry.name))
-    return out
+    return procs.carrying(f"CORRAL_JOB_ID={job_id}".encode())
 
 
 
