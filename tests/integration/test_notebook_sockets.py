@@ -17,6 +17,7 @@ from collections.abc import Iterator
 import pytest
 
 from corral.kinds.notebooks import jupyter, session, sockets
+from corral.oskit import procs
 from tests import factories
 
 #: listens on the unix socket argv[1], then waits
@@ -31,8 +32,9 @@ time.sleep(600)
 
 
 def _ticks(pid: int) -> float:
-    raw = pathlib.Path(f"/proc/{pid}/stat").read_bytes()
-    return float(raw[raw.rfind(b")") + 2:].split()[19])
+    ticks = procs.start_ticks(pid)
+    assert ticks is not None, f"process {pid} is gone"
+    return ticks
 
 
 @pytest.fixture
