@@ -217,10 +217,10 @@ def test_bad_channel_names_are_refused(name: str) -> None:
     assert "channel names" in refusal(job(inputs={name: "/d"}))
 
 
-def test_an_input_from_a_dataset_is_refused() -> None:
+def test_an_input_from_a_dataset_without_a_version_is_refused() -> None:
     body = job()
     body["algorithm"]["inputs"] = [{"name": "data", "remote": {"dataset": {"id": "ds1"}}}]
-    assert "only remote.obs.obs_url is supported" in refusal(body)
+    assert "remote.dataset.version_id is missing" in refusal(body)
 
 
 @pytest.mark.parametrize("name", ["1ABC", "A-B", "A B", "A=B", "", "PATH\n"])

@@ -3,22 +3,24 @@
 A dataset names an index file, one sample a line (txt or csv; a csv's header is no
 sample), local or s3://. Its `number_of_samples` is counted when it is made, on each
 append, and whenever it is shown and its file changed since. Incremental-learning jobs
-watch datasets for new samples.
+watch datasets for new samples. Its versions freeze its samples as they were, for training
+jobs to read (`inputs[].remote.dataset{id, version_id}`).
 """
 
 from __future__ import annotations
 
 import functools
-from typing import Any
+import json
+from typing import Annotated, Any
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Path
 from fastapi.responses import JSONResponse
 from pydantic import Field, model_validator
 
 from corral.api import auth, deps, schemas
 from corral.api.deps import Ctx
-from corral.domain import errors, specs
-from corral.services import datasets
+from corral.domain import errors, specs, versions
+from corral.services import dataset_versions, datasets
 from corral.storage import paths
 from corral.store import dataset_repo, identity_repo, kind_rows
 
@@ -76,11 +78,50 @@ class AppendedOut(schemas.Out):
     number_of_samples: int
 
 
+class VersionCreate(specs.Model):
+    description: str = Field(default="", max_length=256)
+
+
+class VersionFileOut(schemas.Out):
+    path: str
+    size: int
+    sha256: str
+
+
+class VersionOut(schemas.Out):
+    version_id: str
+    version_name: str = Field(description="V0001, V0002, ... in its dataset")
+    dataset_id: str
+    dataset_name: str
+    description: str = ""
+    format: str
+    number_of_samples: int
+    size_bytes: int
+    content_hash: str = Field(description="sha256 of its files' paths, sizes and sha256s")
+    files: list[VersionFileOut]
+    location: str = Field(description="the folder of its frozen files (local, or s3://)")
+    create_time: int
+    user_name: str = ""
+
+
+class VersionsOut(schemas.Out):
+    total: int
+    versions: list[VersionOut]
+
+
 def view(d: kind_rows.Dataset, message: str | None = None) -> dict[str, Any]:
     return {"id": d.id, "name": d.name, "description": d.description, "url": d.url,
             "format": d.format, "number_of_samples": d.number_of_samples,
             "create_time": d.created_at, "update_time": d.updated_at,
             "checked_time": d.checked_at, "user_name": d.user_name, "message": message}
+
+
+def version_view(d: kind_rows.Dataset, v: kind_rows.DatasetVersion) -> dict[str, Any]:
+    return {"version_id": v.id, "version_name": versions.name(v.number), "dataset_id": d.id,
+            "dataset_name": d.name, "description": v.description, "format": v.format,
+            "number_of_samples": v.number_of_samples, "size_bytes": v.size_bytes,
+            "content_hash": v.content_hash, "files": json.loads(v.files),
+            "location": v.location, "create_time": v.created_at, "user_name": v.user_name}
 
 
 def _confine(ctx: deps.Context, project_id: str) -> datasets.Confine:
@@ -152,5 +193,44 @@ def delete_dataset(project_id: str, dataset: str, ctx: Ctx,
     with ctx.store.begin() as conn:
         found = dataset_repo.get(conn, project_id, dataset)
         caller.may_change_job(project_id, found.user_name)
-        dataset_repo.delete(conn, found.id)
+        locations = dataset_repo.delete(conn, found.id)
+    dataset_versions.remove(ctx.stores, project_id, locations)
     return {}
+
+
+@router.post("/datasets/{dataset}/versions", status_code=201, response_model=VersionOut,
+             responses=ERRORS)
+def create_version(project_id: str, dataset: str, ctx: Ctx, caller: auth.Caller,
+                   body: VersionCreate | None = None) -> JSONResponse:
+    """Freeze the samples the dataset holds now as its next version (the body is
+    optional)."""
+    body = body or VersionCreate()
+    with ctx.store.read() as conn:
+        identity_repo.require_project(conn, project_id)
+    made = dataset_versions.create(
+        ctx.store, ctx.stores, ctx.settings.home, project_id=project_id, ref=dataset,
+        description=body.description, user_name=caller.user_name,
+        confine=_confine(ctx, project_id), now=ctx.now)
+    return JSONResponse(version_view(made.dataset, made.version), status_code=201)
+
+
+@router.get("/datasets/{dataset}/versions", response_model=VersionsOut, responses=ERRORS)
+def list_versions(project_id: str, dataset: str, ctx: Ctx) -> dict[str, Any]:
+    """The dataset's versions, oldest first."""
+    with ctx.store.read() as conn:
+        identity_repo.require_project(conn, project_id)
+        found = dataset_repo.get(conn, project_id, dataset)
+        made = dataset_repo.versions_of(conn, found.id)
+    return {"total": len(made), "versions": [version_view(found, v) for v in made]}
+
+
+@router.get("/datasets/{dataset}/versions/{version}", response_model=VersionOut,
+            responses=ERRORS)
+def show_version(project_id: str, dataset: str,
+                 version: Annotated[str, Path(min_length=1, max_length=64)],
+                 ctx: Ctx) -> dict[str, Any]:
+    """A version by its id, name (V0002) or number."""
+    with ctx.store.read() as conn:
+        identity_repo.require_project(conn, project_id)
+        found = dataset_repo.get(conn, project_id, dataset)
+        return version_view(found, dataset_repo.get_version(conn, found, version))

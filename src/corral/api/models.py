@@ -217,6 +217,7 @@ def _version(m: rows.Model, r: rows.ModelVersion, aliases: dict[str, int]) -> di
         "source_channel": r.source_channel, "source_phase": r.source_phase,
         "metrics": json.loads(r.metrics), "parameters": json.loads(r.parameters),
         "inputs": json.loads(r.inputs), "code_hash": r.code_hash, "git_commit": r.git_commit,
+        "datasets": json.loads(r.datasets),
     }
 
 

@@ -352,6 +352,18 @@ class TrainingMetricsOut(Out):
     final_metrics: dict[str, float]
 
 
+class DatasetReadOut(Out):
+    """A dataset version the model version's job read (its lineage)."""
+
+    channel: str
+    dataset_id: str | None = None
+    dataset_name: str | None = None
+    version_id: str | None = None
+    version_name: str | None = None
+    content_hash: str | None = Field(default=None, description="null: the version is gone")
+    number_of_samples: int | None = None
+
+
 class ModelVersionOut(Out):
     model_name: str
     version: int
@@ -370,6 +382,9 @@ class ModelVersionOut(Out):
     inputs: dict[str, str] = Field(default_factory=dict)
     code_hash: str | None = None
     git_commit: str | None = None
+    datasets: list[DatasetReadOut] = Field(
+        default_factory=list, description="the dataset versions its job read: job -> "
+        "dataset version -> model version")
 
 
 class ModelOut(Out):

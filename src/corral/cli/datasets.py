@@ -1,4 +1,5 @@
-"""`corral datasets ...`: index files of samples that incremental-learning jobs watch."""
+"""`corral datasets ...`: index files of samples that incremental-learning jobs watch, and
+their versions (the samples frozen, for training jobs to read)."""
 
 from __future__ import annotations
 
@@ -17,7 +18,8 @@ if TYPE_CHECKING:
 @click.group(short_help="Datasets: index files of samples, one a line.")
 def datasets() -> None:
     """Datasets: an index file (txt, or csv with a header) of samples, one a line, local or
-    s3://, with its number of samples. Incremental-learning jobs watch them."""
+    s3://, with its number of samples. Incremental-learning jobs watch them; training jobs
+    read their versions."""
 
 
 @datasets.command(name="list", short_help="List the project's datasets.")
@@ -104,6 +106,65 @@ def append_samples(state: State, name: str, samples: tuple[str, ...],
 def delete_dataset(state: State, name: str) -> None:
     incremental.delete_dataset(state.connect(), name)
     state.out.print(f"deleted dataset {name} (its file stays)")
+
+
+@datasets.group(name="version", short_help="A dataset's versions: its samples frozen.")
+def version() -> None:
+    """A version freezes the samples a dataset holds when it is made: later appends do not
+    change it. A job reads one as an input: remote: {dataset: {id: NAME, version_id: V0001}}."""
+
+
+@version.command(name="create", short_help="Freeze the dataset's samples as a new version.")
+@click.argument("name")
+@click.option("--description", default="")
+@render.json_option()
+@click.pass_obj
+def create_version(state: State, name: str, description: str, as_json: bool) -> None:
+    made = incremental.create_dataset_version(state.connect(), name, description)
+    if as_json:
+        render.print_json(made)
+        return
+    state.out.print(f"dataset [bold]{render.esc(name)}[/] version {made['version_name']}: "
+                    f"{made['number_of_samples']} sample(s), {made['content_hash']} "
+                    f"(id {made['version_id']})")
+
+
+@version.command(name="list", short_help="List the dataset's versions.")
+@click.argument("name")
+@render.json_option()
+@click.pass_obj
+def list_versions(state: State, name: str, as_json: bool) -> None:
+    found = incremental.dataset_versions(state.connect(), name)
+    if as_json:
+        render.print_json(found)
+        return
+    table = render.table("VERSION", "SAMPLES", "CONTENT HASH", "ID", "CREATED", "DESCRIPTION")
+    for v in found.get("versions", []):
+        table.add_row(v["version_name"], str(v["number_of_samples"]), v["content_hash"][:19],
+                      v["version_id"], render.time_ms(v.get("create_time")),
+                      render.esc(v.get("description") or ""))
+    state.out.print(table)
+
+
+@version.command(name="show", short_help="Show a version of a dataset and its files.")
+@click.argument("name")
+@click.argument("version_ref", metavar="VERSION")
+@render.json_option()
+@click.pass_obj
+def show_version(state: State, name: str, version_ref: str, as_json: bool) -> None:
+    """Show VERSION (its name, V0002, its number or its id) of dataset NAME."""
+    found = incremental.dataset_version(state.connect(), name, version_ref)
+    if as_json:
+        render.print_json(found)
+        return
+    grid = render.grid()
+    for key in ("version_name", "version_id", "dataset_name", "description", "format",
+                "number_of_samples", "size_bytes", "content_hash", "location", "user_name"):
+        grid.add_row(key.replace("_", " "), render.esc(render.cell(found.get(key))))
+    grid.add_row("created", render.time_ms(found.get("create_time")))
+    for f in found.get("files", []):
+        grid.add_row("file", render.esc(f"{f['path']}  {f['size']} B  sha256:{f['sha256']}"))
+    state.out.print(grid)
 
 
 COMMANDS = (datasets,)

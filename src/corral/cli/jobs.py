@@ -214,6 +214,10 @@ def _algorithm_rows(algo: dict[str, Any]) -> Iterator[tuple[str, str]]:
     for key in ("inputs", "outputs"):
         for ch in algo.get(key) or []:
             url = (jobfile.dig(ch, "remote", "obs") or {}).get("obs_url", "?")
+            dataset = jobfile.dig(ch, "remote", "dataset")
+            if dataset:
+                url = (f"dataset {dataset.get('name') or dataset.get('id')} version "
+                       f"{dataset.get('version_name') or dataset.get('version_id')}")
             yield key[:-1], f"{ch.get('name')}: {url}"
 
 

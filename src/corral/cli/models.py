@@ -254,6 +254,10 @@ def _model_version(v: dict[str, Any]) -> rich.table.Table:
         for k, x in (v.get(group) or {}).items():
             grid.add_row(f"{group[:-1] if group != 'metrics' else 'metric'} {k}",
                          render.esc(_fmt(x)))
+    for d in v.get("datasets") or []:  # the lineage: job -> dataset version -> this
+        grid.add_row(f"dataset read ({d['channel']})", render.esc(
+            f"{d.get('dataset_name')} {d.get('version_name')} ({d.get('version_id')}, "
+            f"{d.get('content_hash') or 'version gone'})"))
     return grid
 
 

@@ -22,8 +22,10 @@ from corral.domain.search import spec as search_spec
 TYPES = ("String", "Integer", "Float", "Boolean")
 #: what `valid_range` is: nothing, [low, high], or the values allowed
 VALID_TYPES = ("None", "Range", "Enumeration")
-#: what a job's input channel may be, of what `remote_constraints[].data_type` names
+#: what a job's input channel may be, of what `remote_constraints[].data_type` names: a
+#: path or URL (remote.obs), or a dataset version (remote.dataset)
 OBS_TYPES = ("obs", "OBS")
+DATASET_TYPES = ("dataset", "DATASET")
 RESOURCE_KEYS = ("flavor_type", "device_distributed_mode", "host_distributed_mode")
 
 
@@ -75,10 +77,12 @@ class InputChannel(specs.Model):
     description: str | None = Field(default=None, max_length=256)
     remote_constraints: list[RemoteConstraint] = Field(default_factory=list, max_length=20)
 
-    @property
-    def takes_obs(self) -> bool:
+    def takes(self, given: specs.Input) -> bool:
+        """Whether the channel takes what a job gives it: a path or URL, or a dataset
+        version (any, when its constraints name no data type)."""
         kinds = [c.data_type for c in self.remote_constraints if c.data_type]
-        return not kinds or any(k in OBS_TYPES for k in kinds)
+        allowed = DATASET_TYPES if given.dataset is not None else OBS_TYPES
+        return not kinds or any(k in allowed for k in kinds)
 
 
 class OutputChannel(specs.Model):
@@ -277,10 +281,14 @@ def _inputs(name: str, cfg: JobConfig, given: list[specs.Input]) -> list[specs.I
         job_ch = by_name.get(ch.name)
         if job_ch is None:
             raise errors.BadParameter(f"input '{ch.name}' of algorithm '{name}': give its "
-                                      "data (algorithm.inputs[].remote.obs.obs_url)")
-        if not ch.takes_obs:
+                                      "data (algorithm.inputs[].remote.obs.obs_url, or "
+                                      "remote.dataset)")
+        if not ch.takes(job_ch):
+            what, wanted = (("a dataset version", "paths or URLs (remote.obs)")
+                             if job_ch.dataset is not None else
+                             ("a path or URL", "dataset versions (remote.dataset)"))
             raise errors.BadParameter(f"input '{ch.name}' of algorithm '{name}' takes "
-                                      "datasets only; corral gives inputs as paths or URLs")
+                                      f"{wanted} only, and the job gives {what}")
         out.append(job_ch.model_copy(update={
             "description": job_ch.description or ch.description,
             # (a dataset's attributes do not apply to a path; the job's shape has them as

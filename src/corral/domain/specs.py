@@ -132,9 +132,31 @@ class ObsRef(Model):
 
 
 class DatasetRef(Model):
-    id: str | None = None
-    version_id: str | None = None
-    obs_url: str | None = None
+    """A version of a dataset of the job's project, as an input (docs/datasets.md).
+
+    `id` and `version_id` may also be the dataset's name and the version's (V0002, 2).
+    At submit the reference is pinned: both are replaced by the ids, and `obs_url` (where
+    the version's frozen files are, as ModelArts fills it in) and corral's `name` and
+    `version_name` are filled in; anything given for those is replaced.
+    """
+
+    id: str | None = Field(default=None, min_length=1, max_length=64)
+    version_id: str | None = Field(default=None, min_length=1, max_length=64)
+    obs_url: str | None = Field(default=None, max_length=4096)
+    #: corral: the dataset's name and the version's, filled in at submit
+    name: str | None = Field(default=None, max_length=64)
+    version_name: str | None = Field(default=None, max_length=16)
+    #: the SDK's: the share of the dataset the job reads; refused below 100 (a job reads
+    #: the whole version: make a version of the samples it should read)
+    dataset_proportion: int | None = Field(default=None, ge=0, le=100)
+
+    @field_validator("dataset_proportion")
+    @classmethod
+    def _whole(cls, v: int | None) -> int | None:
+        if v is not None and v != 100:
+            raise ValueError("remote.dataset.dataset_proportion: corral gives a job the whole "
+                             "version; make a version of the samples the job should read")
+        return v
 
 
 class InputRemote(Model):
@@ -154,15 +176,33 @@ class Input(Model):
     remote_constraint: list[dict[str, Any]] | None = None
 
     @model_validator(mode="after")
-    def _obs_only(self) -> Input:
-        if self.remote.obs is None:
-            raise ValueError(f"input '{self.name}': only remote.obs.obs_url is supported")
+    def _one_source(self) -> Input:
+        obs, dataset = self.remote.obs, self.remote.dataset
+        if (obs is None) == (dataset is None):
+            raise ValueError(f"input '{self.name}': give remote.obs.obs_url (a path or URL) "
+                             "or remote.dataset (id and version_id), one of the two")
+        if dataset is not None and not dataset.id:
+            raise ValueError(f"input '{self.name}': remote.dataset.id is missing: name the "
+                             "dataset (its id or name) beside version_id")
+        if dataset is not None and not dataset.version_id:
+            raise ValueError(f"input '{self.name}': remote.dataset.version_id is missing: a "
+                             "job reads a version of a dataset (corral datasets version "
+                             "create makes one)")
         return self
 
     @property
+    def dataset(self) -> DatasetRef | None:
+        """The dataset version the channel reads, if it reads one."""
+        return self.remote.dataset if self.remote.obs is None else None
+
+    @property
     def url(self) -> str:
-        assert self.remote.obs is not None
-        return self.remote.obs.obs_url
+        """Where the channel's data is: its path or URL, or (a dataset version) where the
+        version's files are, once the reference is pinned at submit ('' before)."""
+        if self.remote.obs is not None:
+            return self.remote.obs.obs_url
+        assert self.remote.dataset is not None
+        return self.remote.dataset.obs_url or ""
 
 
 class Output(Model):

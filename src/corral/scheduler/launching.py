@@ -276,7 +276,8 @@ def prepare_attempt(paths: runs.RunPaths, attempt: int, alg: specs.Algorithm,
         beneath.make_dirs(made, owner)
     if policy is not None:
         for ch in alg.inputs:
-            if not objects.is_remote(ch.url):
+            # (a dataset version's copy is in the run folder, as a remote input's is)
+            if not objects.is_remote(ch.url) and ch.dataset is None:
                 named(policy, ch.local_dir or ch.url, f"input '{ch.name}'")
     cwd = code or paths.attempt_dir(attempt)  # both exist by now
     if alg.working_dir:

@@ -1,8 +1,10 @@
-"""The Python client's calls for datasets and incremental-learning jobs.
+"""The Python client's calls for datasets (and their versions) and incremental-learning
+jobs.
 
     from corral.sdk import client, incremental
     api = client.Client("http://127.0.0.1:8765", token=...)
     incremental.append(api, "stream", ["img/001.jpg", "img/002.jpg"])
+    version = incremental.create_dataset_version(api, "stream", "before the review")
     incremental.act(api, "helmet", "promote", reason="checked by hand")
 
 Every call raises `client.ClientError` for an error answer, as the client's own do.
@@ -39,6 +41,23 @@ def append(api: client.Client, ref: str, samples: list[str]) -> dict[str, Any]:
 
 def delete_dataset(api: client.Client, ref: str) -> None:
     api.v2("DELETE", f"/datasets/{ref}")
+
+
+def create_dataset_version(api: client.Client, ref: str,
+                           description: str = "") -> dict[str, Any]:
+    """Freeze the samples dataset `ref` holds now as its next version; the version, whose
+    `version_id` a job's input names (`remote.dataset{id, version_id}`)."""
+    return dict(api.v2("POST", f"/datasets/{ref}/versions", json={"description": description}))
+
+
+def dataset_versions(api: client.Client, ref: str) -> dict[str, Any]:
+    """`{total, versions}`: the dataset's versions, oldest first."""
+    return dict(api.v2("GET", f"/datasets/{ref}/versions"))
+
+
+def dataset_version(api: client.Client, ref: str, version: str) -> dict[str, Any]:
+    """A version of the dataset by its id, name (V0002) or number."""
+    return dict(api.v2("GET", f"/datasets/{ref}/versions/{version}"))
 
 
 def create(api: client.Client, body: dict[str, Any]) -> dict[str, Any]:

@@ -17,7 +17,7 @@ import sqlalchemy as sa
 from corral import settings as settings_mod
 from corral.domain import errors, models, specs
 from corral.scheduler import launching
-from corral.services import collect, staging
+from corral.services import collect, dataset_versions, staging
 from corral.storage import objects, runs
 from corral.store import db, job_repo, model_repo, rows, version_repo
 
@@ -163,6 +163,7 @@ def register(store: db.Store, stores: objects.Stores, settings: settings_mod.Set
             "parameters": {p.name: p.value for p in spec.algorithm.parameters},
             "inputs": {c.name: c.url for c in spec.algorithm.inputs},
             "code_hash": version_row.code_hash, "git_commit": version_row.git_commit,
+            "datasets": dataset_versions.lineage(conn, spec),
         })
         job_repo.add_event(conn, job.id, t, f"Model registered: {model} version {number} "
                        f"({files} file(s), {size} bytes)")

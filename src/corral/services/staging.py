@@ -17,6 +17,7 @@ following a link inside it and with no more than the rights of the user tasks ru
 from __future__ import annotations
 
 import dataclasses
+import json
 import logging
 import os
 import pathlib
@@ -27,7 +28,7 @@ from corral import settings as settings_mod
 from corral.domain import errors, jobs, specs
 from corral.oskit import walk
 from corral.scheduler import launching
-from corral.services import environments
+from corral.services import dataset_versions, environments
 from corral.storage import objects, runs
 from corral.storage import paths as storage_paths
 from corral.store import db, job_repo, rows, version_repo
@@ -94,8 +95,9 @@ class Fetcher:
         if objects.is_remote(alg.code_dir) and alg.local_code_dir:
             steps.append(Step("code_dir", str(alg.code_dir), pathlib.Path(alg.local_code_dir)))
         for ch in alg.inputs:
-            if objects.is_remote(ch.url) and ch.local_dir:
-                steps.append(Step(f"input '{ch.name}'", ch.url, pathlib.Path(ch.local_dir)))
+            if (objects.is_remote(ch.url) or ch.dataset) and ch.local_dir:
+                steps.append(Step(f"input '{ch.name}'", ch.url, pathlib.Path(ch.local_dir),
+                                  dataset=ch.dataset))
         model = _model_step(spec)
         if model:
             steps.append(model)
@@ -129,6 +131,8 @@ class Fetcher:
             raise StagingFailed(exc.message) from None
 
     def _fetch(self, step: Step) -> int:
+        if step.dataset is not None:
+            return self._fetch_dataset(step, step.dataset)
         what, url, skip_versions = step.what, step.url, step.resume
         try:
             src = (self.stores.open(url, self.job.project_id) if objects.is_remote(url)
@@ -158,6 +162,34 @@ class Fetcher:
                 last = exc
                 log.warning("fetching %s of job %s failed: %s", what, self.job.id, exc)
         raise StagingFailed(f"{what}: fetching {url} failed after "
+                            f"{self.settings.upload_retries} tries: {_one_line(last)}")
+
+    def _fetch_dataset(self, step: Step, ref: specs.DatasetRef) -> int:
+        """A dataset version's files, checked against its hashes, and its manifest."""
+        last: Exception | None = None
+        for attempt in range(self.settings.upload_retries):
+            if attempt:
+                time.sleep(self.settings.upload_retry_delay * 2 ** (attempt - 1))
+            try:
+                dst = objects.local(self._folder(self.job.id, step.dest, step.what))
+                row = dataset_versions.fetch(self.store, self.stores, self.job.project_id,
+                                             ref, dst)
+            except errors.CorralError as exc:
+                raise StagingFailed(f"{step.what}: {exc.message}") from None
+            except FileNotFoundError:
+                raise StagingFailed(f"{step.what}: dataset '{ref.name}' version "
+                                    f"{ref.version_name}: its files are gone from "
+                                    f"{step.url}") from None
+            except Exception as exc:  # botocore and aiohttp raise their own types
+                last = exc
+                log.warning("fetching %s of job %s failed: %s", step.what, self.job.id, exc)
+                continue
+            self._event(f"{step.what}: dataset '{ref.name}' version {ref.version_name} "
+                        f"({row.number_of_samples} sample(s), {row.content_hash}), its "
+                        "files checked against their hashes", "Info")
+            return 1 + len(json.loads(row.files))
+        raise StagingFailed(f"{step.what}: fetching dataset '{ref.name}' version "
+                            f"{ref.version_name} from {step.url} failed after "
                             f"{self.settings.upload_retries} tries: {_one_line(last)}")
 
     def _progress(self, what: str, files: int, total: int, done: int, size: int) -> None:
@@ -219,6 +251,8 @@ class Step:
     #: there is no failure
     resume: bool = False
     source_job: str | None = None
+    #: a dataset version, copied and checked against its hashes
+    dataset: specs.DatasetRef | None = None
 
 
 def _model_step(spec: specs.JobCreate) -> Step | None:

@@ -19,6 +19,7 @@ from corral import settings
 from corral.domain import algorithms, errors, jobs, models, resources, specs
 from corral.domain.search import spec as search_spec
 from corral.scheduler import catalog as catalog_mod
+from corral.services import dataset_versions
 from corral.storage import objects, paths, runs
 from corral.store import (
     algorithm_repo,
@@ -95,6 +96,7 @@ def create_job(conn: sa.Connection, cat: catalog_mod.Catalog, body: specs.JobCre
     resources.check_fits_somewhere(flavor.resources, node_count, nodes, where=f"pool '{pool}'")
     sched = body.spec.schedule_policy or specs.SchedulePolicy()
     engine = cat.engine(body.algorithm.engine)
+    dataset_versions.pin(conn, body.algorithm.inputs, project_id)
     check_paths(body.algorithm, body.spec, places=places, project_id=project_id,
                 policy=policy)
     reg = models.registration(body, places.model_channel if places else "train_url")
@@ -197,7 +199,8 @@ def check_paths(algorithm: specs.Algorithm, spec: specs.Spec, *,
                                   or os.path.isabs(algorithm.working_dir)):
         local(algorithm.working_dir, "algorithm.working_dir")
     for ch in algorithm.inputs:
-        if remote(ch.url, f"input '{ch.name}'"):
+        # A dataset version's folder is the server's, not a path the project names.
+        if remote(ch.url, f"input '{ch.name}'") or ch.dataset is not None:
             continue
         path = local(ch.url, f"input '{ch.name}'")
         if not path.exists():
@@ -313,7 +316,7 @@ def normalize(body: specs.JobCreate, flavor: resources.Flavor, engine: settings.
         alg.boot_file = _remote_boot_file(alg.code_dir, alg.boot_file or "")
         alg.local_code_dir = str(staged / "code-src")
     for ch in alg.inputs:
-        ch.local_dir = (str(staged / "inputs" / ch.name) if objects.is_remote(ch.url)
+        ch.local_dir = (str(staged / "inputs" / ch.name) if is_staged(ch)
                         else str(runs.local_path(ch.url, ch.name)))
     for out in alg.outputs:
         out.local_dir = (str(staged / "outputs" / out.name) if objects.is_remote(out.url)
@@ -333,10 +336,16 @@ def normalize(body: specs.JobCreate, flavor: resources.Flavor, engine: settings.
     return data
 
 
+def is_staged(ch: specs.Input) -> bool:
+    """Whether the job reads a copy of the input that corral fetches into its run folder
+    before it is queued (object storage, a dataset version), not the path it names."""
+    return objects.is_remote(ch.url) or ch.dataset is not None
+
+
 def needs_staging(spec: specs.JobCreate, model_location: str | None) -> bool:
     alg = spec.algorithm
     return (objects.is_remote(alg.code_dir) or objects.is_remote(model_location)
-            or any(objects.is_remote(ch.url) for ch in alg.inputs)
+            or any(is_staged(ch) for ch in alg.inputs)
             or bool(alg.engine and alg.engine.requirements))
 
 

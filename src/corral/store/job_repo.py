@@ -17,6 +17,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from corral.domain import errors, jobs, specs
+from corral.domain.search import spec as search_spec
 from corral.store import rows, schema
 
 JOBS = schema.jobs
@@ -236,10 +237,15 @@ def deleted_jobs(conn: sa.Connection) -> list[rows.DeletedJob]:
 
 
 def active_with_tasks(conn: sa.Connection) -> list[tuple[rows.Job, list[rows.Task]]]:
-    """Every job holding resources, with the tasks of its latest attempt. A search's own
-    job (`staging` set for good) holds none: its controller moves it (kinds/search/)."""
+    """Every job holding resources, with the tasks of its latest attempt. A job whose
+    inputs are still being fetched is not here (it is not queued yet), unless it is being
+    stopped: it then ends as any job stopped before it started. A search's own job
+    (`staging` set for good) holds none: its controller moves it (kinds/search/)."""
+    stopped_while_staging = sa.and_(JOBS.c.phase == jobs.Phase.TERMINATING.value,
+                                    JOBS.c.staging != search_spec.JOB_STAGING)
     found = rows.Job.all(conn.execute(
-        sa.select(JOBS).where(JOBS.c.phase.in_(ACTIVE), JOBS.c.staging.is_(None))
+        sa.select(JOBS).where(JOBS.c.phase.in_(ACTIVE),
+                              sa.or_(JOBS.c.staging.is_(None), stopped_while_staging))
         .order_by(JOBS.c.seq)))
     if not found:
         return []

@@ -39,6 +39,25 @@ class Dataset(rows.FromRow):
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
+class DatasetVersion(rows.FromRow):
+    """A dataset's samples frozen as they were (the `dataset_versions` table)."""
+
+    id: str
+    dataset_id: str
+    project_id: str
+    number: int  #: 1, 2, ... in its dataset
+    description: str
+    location: str  #: the folder of its frozen files (local, or s3://)
+    format: str
+    number_of_samples: int
+    size_bytes: int
+    content_hash: str  #: sha256 of its files' paths, sizes and hashes
+    files: str  #: JSON: [{path, size, sha256}]
+    user_name: str
+    created_at: int
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
 class Loop(rows.FromRow):
     """An incremental-learning loop (the `il_loops` table)."""
 

@@ -48,6 +48,30 @@ datasets = sa.Table(
     sa.UniqueConstraint("project_id", "name", name="ux_datasets_project_name"),
 )
 
+#: a dataset's versions: its samples frozen as they were, for jobs to read
+dataset_versions = sa.Table(
+    "dataset_versions", metadata,
+    sa.Column("id", sa.String(36), primary_key=True),
+    sa.Column("dataset_id", sa.String(36), sa.ForeignKey("datasets.id", ondelete="CASCADE"),
+              nullable=False),
+    sa.Column("project_id", sa.String(64), sa.ForeignKey("projects.id"), nullable=False),
+    #: 1, 2, ... in its dataset (its name: V0001, V0002, ...)
+    sa.Column("number", sa.Integer, nullable=False),
+    sa.Column("description", sa.String(256), nullable=False),
+    #: the folder of its frozen files: local, or an s3:// URL beside a remote index file
+    sa.Column("location", sa.Text, nullable=False),
+    sa.Column("format", sa.String(8), nullable=False),
+    sa.Column("number_of_samples", sa.BigInteger, nullable=False),
+    sa.Column("size_bytes", sa.BigInteger, nullable=False),
+    #: sha256 of its manifest's files (path, size, sha256 each)
+    sa.Column("content_hash", sa.String(80), nullable=False),
+    #: JSON: the manifest's files, [{path, size, sha256}]
+    sa.Column("files", sa.Text, nullable=False),
+    sa.Column("user_name", sa.String(128), nullable=False),
+    sa.Column("created_at", sa.BigInteger, nullable=False),
+    sa.UniqueConstraint("dataset_id", "number", name="ux_dataset_versions_number"),
+)
+
 #: incremental-learning loops (IncrementalLearningJob): their spec and where they stand
 il_loops = sa.Table(
     "il_loops", metadata,

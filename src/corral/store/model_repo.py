@@ -64,10 +64,11 @@ def take_number(conn: sa.Connection, model_id: str, now: int) -> int:
 
 def add_version(conn: sa.Connection, values: Mapping[str, Any]) -> None:
     """Insert a version: `values` are its columns, with metrics, parameters and inputs as
-    dicts (stored as JSON)."""
+    dicts and the dataset versions read as a list (stored as JSON)."""
     row = dict(values)
     for key in ("metrics", "parameters", "inputs"):
         row[key] = json.dumps(row.get(key) or {})
+    row["datasets"] = json.dumps(row.get("datasets") or [])
     conn.execute(VERSIONS.insert().values(**row))
 
 

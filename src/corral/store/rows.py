@@ -427,6 +427,7 @@ class ModelVersion(FromRow):
     inputs: str  #: JSON: the job's input channels, name -> URL
     code_hash: str | None
     git_commit: str | None
+    datasets: str  #: JSON: the dataset versions the job read (its lineage)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

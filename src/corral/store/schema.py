@@ -378,6 +378,9 @@ model_versions = sa.Table(
     sa.Column("inputs", sa.Text, nullable=False),
     sa.Column("code_hash", sa.String(80)),
     sa.Column("git_commit", sa.String(64)),
+    #: JSON: the dataset versions the job read, [{channel, dataset_id, dataset_name,
+    #: version_id, version_name, content_hash}]
+    sa.Column("datasets", sa.Text, nullable=False, server_default="[]"),
     sa.UniqueConstraint("model_id", "source_job_id", name="ux_model_versions_source"),
 )
 
