@@ -44,9 +44,18 @@ export interface JobStatus {
   preempting?: boolean;
 }
 
+/** A dataset version an input reads (pinned at submit: ids, names, where its files are). */
+export interface DatasetRef {
+  id?: string;
+  version_id?: string;
+  obs_url?: string;
+  name?: string;
+  version_name?: string;
+}
+
 export interface Channel {
   name: string;
-  remote?: { obs?: { obs_url?: string } };
+  remote?: { obs?: { obs_url?: string }; dataset?: DatasetRef };
 }
 
 export interface Job {
@@ -290,6 +299,18 @@ export interface ModelVersion {
   source_phase: string;
   metrics: Record<string, number>;
   parameters: Record<string, string>;
+  /** the dataset versions its job read: job -> dataset version -> this version */
+  datasets?: DatasetRead[];
+}
+
+export interface DatasetRead {
+  channel: string;
+  dataset_id: string | null;
+  dataset_name: string | null;
+  version_id: string | null;
+  version_name: string | null;
+  content_hash: string | null;
+  number_of_samples: number | null;
 }
 
 export interface Model {

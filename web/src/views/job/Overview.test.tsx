@@ -56,3 +56,15 @@ it("shows each attempt with how it ended, and the tasks' exit codes", async () =
   expect(await screen.findByText("Job failed")).toBeInTheDocument();
   expect(screen.queryByTestId("why-it-waits")).toBeNull();
 });
+
+it("shows an input that reads a dataset version by the dataset and version it read", async () => {
+  vi.stubGlobal("fetch", vi.fn(async () => json({ total: 0, events: [] })));
+  const reading = job({ phase: "Completed" });
+  reading.algorithm.inputs = [
+    { name: "data_url", remote: { dataset: { id: "d1", version_id: "v2", obs_url: "/srv/corral/datasets/p1/d1/v2", name: "stream", version_name: "V0002" } } },
+    { name: "extra", remote: { obs: { obs_url: "/data/extra" } } },
+  ];
+  renderAt(<Overview pid="p1" job={reading} />);
+  expect(screen.getByTestId("dataset-data_url")).toHaveTextContent("dataset stream version V0002 /srv/corral/datasets/p1/d1/v2");
+  expect(screen.getByText("/data/extra")).toBeInTheDocument();
+});

@@ -69,11 +69,22 @@ function channels(list: Job["algorithm"]["inputs"]) {
   if (!list?.length) return null;
   return (
     <ul className="plain">
-      {list.map((c) => (
-        <li key={c.name}>
-          {c.name}: <code>{c.remote?.obs?.obs_url ?? ""}</code>
-        </li>
-      ))}
+      {list.map((c) => {
+        const ds = c.remote?.dataset;
+        return (
+          <li key={c.name}>
+            {c.name}:{" "}
+            {ds ? (
+              <span data-testid={`dataset-${c.name}`}>
+                dataset {ds.name ?? ds.id} version {ds.version_name ?? ds.version_id}{" "}
+                <code className="muted small">{ds.obs_url ?? ""}</code>
+              </span>
+            ) : (
+              <code>{c.remote?.obs?.obs_url ?? ""}</code>
+            )}
+          </li>
+        );
+      })}
     </ul>
   );
 }

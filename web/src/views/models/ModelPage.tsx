@@ -2,7 +2,7 @@ import { useMutation, useQuery, useQueryClient } from "@tanstack/react-query";
 import { useState } from "react";
 import { Link, useParams } from "react-router";
 import { api } from "../../api/client";
-import type { AliasMove, Model } from "../../api/types";
+import type { AliasMove, Model, ModelVersion } from "../../api/types";
 import { ErrorNote, Loading, Section } from "../../components/bits";
 import { Time } from "../../components/Time";
 import { download } from "../../lib/download";
@@ -73,6 +73,7 @@ export default function ModelPage() {
                   <span className="muted small">
                     channel {v.source_channel} · {v.source_phase}
                   </span>
+                  <DatasetsRead version={v} />
                 </td>
                 <td className="small">
                   {Object.entries(v.metrics)
@@ -99,6 +100,26 @@ export default function ModelPage() {
         </table>
       </Section>
     </div>
+  );
+}
+
+/** The dataset versions the version's job read: the start of its lineage. */
+function DatasetsRead({ version }: { version: ModelVersion }) {
+  const read = version.datasets ?? [];
+  if (!read.length) return null;
+  return (
+    <ul className="plain small" data-testid={`datasets-v${version.version}`}>
+      {read.map((d) => (
+        <li key={d.channel} title={d.content_hash ?? "the version is gone"}>
+          read dataset {d.dataset_name ?? d.dataset_id} {d.version_name ?? d.version_id}{" "}
+          <span className="muted">
+            as {d.channel}
+            {d.number_of_samples !== null ? ` · ${d.number_of_samples} samples` : ""}
+            {d.content_hash ? ` · ${d.content_hash.slice(0, 19)}` : " · gone"}
+          </span>
+        </li>
+      ))}
+    </ul>
   );
 }
 
