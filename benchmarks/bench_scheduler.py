@@ -450,7 +450,8 @@ def _tick_world(home: pathlib.Path, queued: int, nodes: int,
     """A store, a reconciler over `nodes` simulated nodes that earlier passes filled (3,000
     jobs of the trace's mix), and `queued` more jobs waiting; and the tasks running."""
     from corral import settings
-    from corral.scheduler import catalog, reconciler
+    from corral.scheduler import reconciler
+    from corral.services import catalog
     from corral.store import db, queue_repo, schema
 
     rnd = random.Random(seed)

@@ -21,19 +21,19 @@ from typing import Any
 
 from corral import settings as settings_mod
 from corral.api import deps
-from corral.domain import pacing
+from corral.domain import leadership, pacing
 from corral.executors import base
 from corral.kinds import loop
-from corral.scheduler import catalog as catalog_mod
-from corral.scheduler import leadership, reconciler, sampling
-from corral.services import environments, retention, sync
+from corral.scheduler import reconciler, sampling
+from corral.services import catalog as catalog_mod
+from corral.services import environments, leasing, retention, sync
 from corral.store import db
 
 log = logging.getLogger(__name__)
 
 
 #: makes a term's reconciler, fenced by the guard it is given
-NewReconciler = Callable[[leadership.Fence], reconciler.Reconciler]
+NewReconciler = Callable[[leasing.Fence], reconciler.Reconciler]
 
 
 @dataclasses.dataclass
@@ -47,15 +47,15 @@ class Platform:
     syncer: sync.Syncer
     kinds: loop.Loop
     locks: list[Any]
-    leader: leadership.Leader
+    leader: leasing.Leader
     #: the guard of the current term's writes, for the work beside the reconciler's, and
     #: the database as that work writes it
-    fence: leadership.Fence
+    fence: leasing.Fence
     fenced: db.Store
     #: a reconciler for a new term, fenced by its own guard (in-memory state does not
     #: carry over from one term to the next: each begins as a restart would)
     new_reconciler: NewReconciler
-    rec_fence: leadership.Fence
+    rec_fence: leasing.Fence
     wake_event: threading.Event = dataclasses.field(default_factory=threading.Event)
     stop_event: threading.Event = dataclasses.field(default_factory=threading.Event)
     threads: list[threading.Thread] = dataclasses.field(default_factory=list)
@@ -109,7 +109,7 @@ class Platform:
 
     def _begin_term(self, epoch: int) -> None:
         if self.terms:
-            self.rec_fence = leadership.Fence(self.leader)
+            self.rec_fence = leasing.Fence(self.leader)
             self.reconciler = self.new_reconciler(self.rec_fence)
         self.terms += 1
         self.rec_fence.epoch = self.fence.epoch = epoch

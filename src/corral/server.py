@@ -1,7 +1,7 @@
 """The embedded platform in one process: API, reconciler and executors.
 
 Several servers may share one PostgreSQL database: each serves the API, and the one that
-holds the leadership lease schedules (scheduler/leadership.py; docs/high-availability.md).
+holds the leadership lease schedules (services/leasing.py; docs/high-availability.md).
 A SQLite database serves one server: it holds an exclusive lock on its CORRAL_HOME and on
 the database file for as long as it runs.
 """
@@ -36,10 +36,10 @@ from corral.domain import errors, specs
 from corral.executors import base, routing
 from corral.executors.local import machine, tasks
 from corral.kinds import incremental, loop, notebooks, owned, pipelines, search
-from corral.scheduler import catalog as catalog_mod
-from corral.scheduler import launching, leadership, reconciler
+from corral.scheduler import reconciler
 from corral.sdk import credentials
-from corral.services import accounts, secretbox, submit, sync
+from corral.services import accounts, jobpaths, leasing, secretbox, submit, sync
+from corral.services import catalog as catalog_mod
 from corral.storage import objects, paths
 from corral.store import db, identity_repo
 from corral.web import console
@@ -69,14 +69,14 @@ def build(settings: settings_mod.Settings) -> Platform:
     locks: list[Any] = [_lock_home(settings)] if used else []
     try:
         # Tasks on a Ray cluster are started by its agents, as their own user allows.
-        run_as = (launching.task_user(settings)
+        run_as = (jobpaths.task_user(settings)
                   if settings_mod.LOCAL in settings.pool_executors().values() else None)
         executor = make_executor(settings)
     except BaseException:
         for lock in locks:
             lock.close()
         raise
-    times = leadership.Times(lease_ms=round(settings.leader_lease * 1000),
+    times = leasing.Times(lease_ms=round(settings.leader_lease * 1000),
                              renew_ms=round(settings.leader_renew * 1000))
     # (a connection silent longer than a leader may act on one renewal is given up)
     store = db.Store(settings.db_url, pooled=settings.database_pooler,
@@ -98,9 +98,9 @@ def build(settings: settings_mod.Settings) -> Platform:
                        default_project_id=project_id, box=box, stores=stores,
                        containment=(executor.containment()
                                     if isinstance(executor, base.Contains) else "none"))
-    leader = leadership.Leader(store, settings.server_name or leadership.default_name(),
+    leader = leasing.Leader(store, settings.server_name or leasing.default_name(),
                                None, times, exclusive=store.is_sqlite)
-    fence = leadership.Fence(leader)
+    fence = leasing.Fence(leader)
     ctx.server_id = leader.me
     fenced = store.fenced(fence)
 
@@ -119,13 +119,13 @@ def build(settings: settings_mod.Settings) -> Platform:
         ctx.changes.changed(ids)
         kinds.jobs_changed(ids)
 
-    def new_reconciler(guard: leadership.Fence) -> reconciler.Reconciler:
+    def new_reconciler(guard: leasing.Fence) -> reconciler.Reconciler:
         return reconciler.Reconciler(store.fenced(guard), executor, ctx.catalog, settings,
                                      run_as=run_as, on_catalog=follow, on_change=changed,
                                      wake=wake.set, hang_timeout=settings.hang_timeout,
                                      leading=leader.holds)
 
-    rec_fence = leadership.Fence(leader)
+    rec_fence = leasing.Fence(leader)
     syncer = sync.Syncer(store=fenced, settings=settings, stores=stores,
                          changed=changed, wake=wake.set)
     ctx.wake = wake.set

@@ -16,7 +16,7 @@ from corral.domain import errors, jobs, resources
 from corral.domain.incremental import loopspec
 from corral.kinds import owned
 from corral.kinds.incremental import actions, controller
-from corral.scheduler import catalog as catalog_mod
+from corral.services import catalog as catalog_mod
 from corral.services import datasets, finishing, submit
 from corral.storage import objects, paths
 from corral.store import (

@@ -24,7 +24,8 @@ import pytest
 import sqlalchemy as sa
 
 from corral import server
-from corral.scheduler import leadership
+from corral.domain import leadership
+from corral.services import leasing
 from corral.store import db
 from tests import factories
 from tests.conftest import make_settings
@@ -83,7 +84,7 @@ class Pair:
         """The epoch and the server holding an unexpired lease, if any."""
         store = db.Store(self.db_url)
         try:
-            lease, now = leadership.current(store)
+            lease, now = leasing.current(store)
         finally:
             store.dispose()
         if lease.holder is None or lease.expires_at <= now:
@@ -301,7 +302,7 @@ def test_a_server_that_lost_its_lease_stops_scheduling_and_leads_again_afresh(
     try:
         first = platform.reconciler
         assert platform.fence.epoch == 1 and platform.term_threads
-        other = leadership.Leader(platform.store, "there", None, leadership.Times())
+        other = leasing.Leader(platform.store, "there", None, leasing.Times())
         with platform.store.begin() as conn:  # as if this server had been paused
             conn.execute(sa.text("UPDATE leadership SET expires_at = 0"))
         assert other.step()

@@ -14,7 +14,7 @@ import sqlalchemy as sa
 
 from corral.domain import specs
 from corral.kinds import loop, owned
-from corral.scheduler import catalog as catalog_mod
+from corral.services import catalog as catalog_mod
 from corral.services import submit
 from corral.store import db, job_repo, kind_repo, schema
 from tests import conftest, factories

@@ -1,4 +1,4 @@
-"""The lease's SQL (store/lease_repo.py, scheduler/leadership.py) on SQLite and
+"""The lease's SQL (store/lease_repo.py, services/leasing.py) on SQLite and
 PostgreSQL: one leader at a time, takeovers raise the epoch, and the fencing guard refuses
 the writes of a leader whose epoch is over."""
 
@@ -13,12 +13,13 @@ import pytest
 import sqlalchemy as sa
 
 from corral import server
-from corral.scheduler import leadership
+from corral.domain import leadership
+from corral.services import leasing
 from corral.store import db, lease_repo
 from tests import factories
 from tests.conftest import make_settings
 
-TIMES = leadership.Times(lease_ms=10_000, renew_ms=2_000)
+TIMES = leasing.Times(lease_ms=10_000, renew_ms=2_000)
 
 
 def expire(store: db.Store) -> None:
@@ -28,18 +29,18 @@ def expire(store: db.Store) -> None:
 
 
 def test_one_server_leads_and_the_other_follows(store: db.Store) -> None:
-    a = leadership.Leader(store, "a", "http://a", TIMES)
-    b = leadership.Leader(store, "b", "http://b", TIMES)
+    a = leasing.Leader(store, "a", "http://a", TIMES)
+    b = leasing.Leader(store, "b", "http://b", TIMES)
     assert a.step() and not b.step()
     assert a.step()  # a renewal
-    lease, now = leadership.current(store)
+    lease, now = leasing.current(store)
     assert (lease.holder, lease.epoch, lease.url) == (a.me, 1, "http://a")
     assert now < lease.expires_at <= now + TIMES.lease_ms
 
 
 def test_a_takeover_fences_the_old_leaders_writes(store: db.Store) -> None:
-    a = leadership.Leader(store, "a", None, TIMES)
-    b = leadership.Leader(store, "b", None, TIMES)
+    a = leasing.Leader(store, "a", None, TIMES)
+    b = leasing.Leader(store, "b", None, TIMES)
     assert a.step()
     fenced_a = store.fenced(a.guard(1))
     with fenced_a.begin() as conn:  # a leads: its writes land
@@ -50,13 +51,13 @@ def test_a_takeover_fences_the_old_leaders_writes(store: db.Store) -> None:
     with pytest.raises(leadership.LostLease), fenced_a.begin() as conn:  # ...but is fenced
         conn.execute(sa.text("UPDATE leadership SET url = 'stale'"))
     assert not a.step() and not a.holds()  # and then learns it
-    lease, _ = leadership.current(store)
+    lease, _ = leasing.current(store)
     assert (lease.holder, lease.epoch) == (b.me, 2)
 
 
 def test_a_released_lease_is_taken_at_once(store: db.Store) -> None:
-    a = leadership.Leader(store, "a", None, TIMES)
-    b = leadership.Leader(store, "b", None, TIMES)
+    a = leasing.Leader(store, "a", None, TIMES)
+    b = leasing.Leader(store, "b", None, TIMES)
     assert a.step() and not b.step()
     a.release()
     assert b.step() and not a.holds()
@@ -65,13 +66,13 @@ def test_a_released_lease_is_taken_at_once(store: db.Store) -> None:
 def test_a_dead_holder_of_the_same_name_is_replaced_at_once(store: db.Store) -> None:
     with store.begin() as conn:  # a process of this machine that is no longer there
         assert lease_repo.take(conn, "here:999999999:1", None, 0, TIMES.lease_ms)
-    assert leadership.Leader(store, "here", None, TIMES).step()
+    assert leasing.Leader(store, "here", None, TIMES).step()
 
 
 def test_a_live_holder_of_another_name_is_waited_for(store: db.Store) -> None:
     with store.begin() as conn:
         assert lease_repo.take(conn, "there:999999999:1", None, 0, TIMES.lease_ms)
-    assert not leadership.Leader(store, "here", None, TIMES).step()
+    assert not leasing.Leader(store, "here", None, TIMES).step()
 
 
 def test_a_takeover_waits_for_the_fenced_writes_under_way(pg_url: str) -> None:
@@ -80,10 +81,10 @@ def test_a_takeover_waits_for_the_fenced_writes_under_way(pg_url: str) -> None:
     store = db.Store(pg_url)
     store.migrate()
     try:
-        a = leadership.Leader(store, "a", None, TIMES)
+        a = leasing.Leader(store, "a", None, TIMES)
         # (b takes the lease over without waiting for it to expire: as if a were known
         # dead; an expiry could not be written while a's transaction holds the row)
-        b = leadership.Leader(store, "b", None, TIMES, exclusive=True)
+        b = leasing.Leader(store, "b", None, TIMES, exclusive=True)
         assert a.step()
         order: list[str] = []
         took = threading.Thread(target=lambda: order.append(f"b leads: {b.step()}"))
@@ -94,14 +95,14 @@ def test_a_takeover_waits_for_the_fenced_writes_under_way(pg_url: str) -> None:
             order.append("a wrote")
         took.join(timeout=30)
         assert order == ["a wrote", "b leads: True"]
-        lease, _ = leadership.current(store)
+        lease, _ = leasing.current(store)
         assert (lease.holder, lease.epoch, lease.url) == (b.me, 2, None)
     finally:
         store.dispose()
 
 
 #: short lease times, for the tests that wait for the database to end a transaction
-SHORT = leadership.Times(lease_ms=2_000, renew_ms=500)
+SHORT = leasing.Times(lease_ms=2_000, renew_ms=500)
 
 
 def backend(conn: sa.Connection) -> int:
@@ -124,8 +125,8 @@ def test_a_follower_frozen_in_its_step_holds_the_leader_back_in_nothing(pg_url: 
     until it woke, and no one led meanwhile.)"""
     store, other = db.Store(pg_url), db.Store(pg_url)
     store.migrate()
-    a = leadership.Leader(store, "a", None, TIMES)
-    b = leadership.Leader(other, "b", None, TIMES)
+    a = leasing.Leader(store, "a", None, TIMES)
+    b = leasing.Leader(other, "b", None, TIMES)
     frozen: list[int] = []
     wake = threading.Event()
 
@@ -138,14 +139,14 @@ def test_a_follower_frozen_in_its_step_holds_the_leader_back_in_nothing(pg_url: 
     follower = threading.Thread(target=b.step)
     try:
         assert a.step()
-        before, _ = leadership.current(store)
+        before, _ = leasing.current(store)
         follower.start()
         factories.wait_for(lambda: frozen, 30, "the follower to be inside its step")
         assert a.step()
         with store.fenced(a.guard(1)).begin() as conn:
             conn.execute(sa.text("UPDATE leadership SET url = 'a was here'"))
         assert in_transaction(store, frozen[0])  # done while the follower is still frozen
-        after, _ = leadership.current(store)
+        after, _ = leasing.current(store)
         assert after.expires_at > before.expires_at and after.url == "a was here"
     finally:
         wake.set()
@@ -161,8 +162,8 @@ def test_a_takeover_waits_for_the_row_no_longer_than_a_leader_acts_on_a_renewal(
     step gives up, and the standby tries again at its next one."""
     store = db.Store(pg_url)
     store.migrate()
-    a = leadership.Leader(store, "a", None, SHORT)
-    b = leadership.Leader(store, "b", None, SHORT)
+    a = leasing.Leader(store, "a", None, SHORT)
+    b = leasing.Leader(store, "b", None, SHORT)
     busy = threading.Thread(target=_lock_and_sleep, args=(store, a, 30))
     try:
         assert a.step()
@@ -189,7 +190,7 @@ def test_a_write_of_a_frozen_server_holds_the_leaders_writes_back_no_longer_than
     store = db.Store(pg_url)
     store.migrate()
     other = db.Store(pg_url, dead_after=1.0)
-    a = leadership.Leader(store, "a", None, TIMES)
+    a = leasing.Leader(store, "a", None, TIMES)
     wrote: list[str] = []
 
     def write() -> None:
@@ -207,7 +208,7 @@ def test_a_write_of_a_frozen_server_holds_the_leaders_writes_back_no_longer_than
             leader.join(30)
             assert wrote == ["a"] and not in_transaction(store, pid)
             conn.execute(sa.text("SELECT 1"))  # woken, it finds its transaction gone
-        lease, _ = leadership.current(store)
+        lease, _ = leasing.current(store)
         assert lease.url == "a was here"
     finally:
         leader.join(30)
@@ -231,12 +232,12 @@ def test_a_servers_connections_give_a_silent_database_up_after_hold_ms(
                            sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_USER_TIMEOUT))
             finally:
                 sock.detach()  # (the connection's, not ours to close)
-        assert options == (1, leadership.Times(4000, 1000).hold_ms)
+        assert options == (1, leasing.Times(4000, 1000).hold_ms)
     finally:
         platform.stop()
 
 
-def _lock_and_sleep(store: db.Store, a: leadership.Leader, seconds: float) -> None:
+def _lock_and_sleep(store: db.Store, a: leasing.Leader, seconds: float) -> None:
     with contextlib.suppress(sa.exc.OperationalError), \
             store.fenced(a.guard(1)).begin() as conn:
         conn.execute(sa.text("SELECT pg_sleep(:s)"), {"s": seconds})
@@ -250,7 +251,7 @@ def _sleeping(store: db.Store) -> bool:
 
 
 def _expired(store: db.Store) -> bool:
-    lease, now = leadership.current(store)
+    lease, now = leasing.current(store)
     return lease.expires_at <= now
 
 

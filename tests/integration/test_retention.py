@@ -10,7 +10,7 @@ from typing import Any
 from click import testing
 
 from corral.cli import main, state
-from corral.scheduler import catalog as catalog_mod
+from corral.services import catalog as catalog_mod
 from corral.services import retention
 from corral.storage import runs
 from corral.store import db, job_repo, model_repo, schema

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from corral.scheduler import leadership
+from corral.services import leasing
 from corral.store import db
 from tests import factories
 from tests.integration import test_crash as crash
@@ -120,7 +120,7 @@ def given_up(db_url: str, leader: crash.ServerProcess, epoch: int) -> bool:
     standby could not have taken it over before it expired, but for its being given up)."""
     store = db.Store(db_url)
     try:
-        lease, now = leadership.current(store)
+        lease, now = leasing.current(store)
     finally:
         store.dispose()
     if lease.epoch > epoch:
@@ -149,7 +149,7 @@ def test_a_sigterm_as_the_platform_starts_is_a_graceful_stop_too(
     assert "corral stopped on SIGTERM" in done.stdout + done.stderr
     store = db.Store(db_url)
     try:
-        lease, now = leadership.current(store)
+        lease, now = leasing.current(store)
     finally:
         store.dispose()
     assert lease.expires_at <= now, "the server kept its lease"

@@ -9,7 +9,7 @@ import pytest
 import sqlalchemy as sa
 
 from corral.domain import errors, jobs, resources, specs
-from corral.scheduler import catalog as catalog_mod
+from corral.services import catalog as catalog_mod
 from corral.services import submit
 from corral.store import db, identity_repo, job_repo, schema
 from tests import conftest, factories

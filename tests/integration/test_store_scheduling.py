@@ -10,7 +10,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from corral.domain import resources, scheduling
-from corral.scheduler import catalog as catalog_mod
+from corral.services import catalog as catalog_mod
 from corral.services import pools
 from corral.store import db, job_repo, queue_repo, rows, schema
 from tests.integration.test_store import NOW, catalog, create, project  # noqa: F401

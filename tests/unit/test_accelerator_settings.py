@@ -11,7 +11,7 @@ import pytest
 
 from corral import settings
 from corral.domain import resources
-from corral.scheduler import catalog
+from corral.services import catalog
 
 TOML = """
 [accelerators]

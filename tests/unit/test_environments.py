@@ -9,7 +9,7 @@ import pytest
 
 from corral import settings as settings_mod
 from corral.domain import environments, errors, specs
-from corral.scheduler import catalog as catalog_mod
+from corral.services import catalog as catalog_mod
 from corral.services import environments as env_service
 from corral.services import submit
 from tests import factories

@@ -8,7 +8,8 @@ import pathlib
 import pytest
 
 from corral.domain import resources, specs
-from corral.scheduler import catalog, launching
+from corral.scheduler import launching
+from corral.services import catalog
 from tests import factories
 from tests.conftest import make_settings
 

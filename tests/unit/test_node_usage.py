@@ -7,8 +7,8 @@ from types import SimpleNamespace
 
 from corral.domain import resources
 from corral.executors import base, routing
-from corral.scheduler import catalog as catalog_mod
 from corral.scheduler import sampling
+from corral.services import catalog as catalog_mod
 from corral.store import db, node_repo
 from tests.conftest import make_settings
 from tests.unit import fakes

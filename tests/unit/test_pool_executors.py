@@ -16,7 +16,7 @@ from corral import server
 from corral import settings as settings_mod
 from corral.domain import errors, resources
 from corral.executors import base, routing
-from corral.scheduler import catalog as catalog_mod
+from corral.services import catalog as catalog_mod
 from corral.store import db, identity_repo
 from tests.conftest import make_settings
 from tests.unit import fakes

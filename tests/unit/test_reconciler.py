@@ -15,8 +15,8 @@ import sqlalchemy as sa
 
 from corral import settings as settings_mod
 from corral.domain import errors, faults, faultspec, resources, specs
-from corral.scheduler import catalog as catalog_mod
 from corral.scheduler import reconciler
+from corral.services import catalog as catalog_mod
 from corral.services import submit
 from corral.storage import runs
 from corral.store import db, identity_repo, job_repo

@@ -16,7 +16,7 @@ from corral import server
 from corral import settings as settings_mod
 from corral.domain import errors, resources, specs
 from corral.scheduler import admission, usage
-from corral.scheduler import catalog as catalog_mod
+from corral.services import catalog as catalog_mod
 from corral.services import pools, submit
 from corral.store import db, identity_repo, queue_repo, schema
 from tests import factories

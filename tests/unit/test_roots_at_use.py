@@ -12,6 +12,7 @@ import pytest
 
 from corral.domain import errors, specs
 from corral.scheduler import launching
+from corral.services import jobpaths
 from corral.storage import paths as storage_paths
 from corral.storage import runs
 from tests import conftest, factories
@@ -63,7 +64,7 @@ def test_an_output_under_a_link_out_of_the_roots_is_not_made(
 def world(tmp_path: pathlib.Path, data: pathlib.Path) -> Iterator[World]:
     w = make_world(tmp_path, storage={"roots": [str(data)], "open_default_project": False})
     # What the server gives the reconciler: each project's roots, from the store.
-    w.rec.launches.policies = launching.Policies(w.store, w.settings)
+    w.rec.launches.policies = jobpaths.Policies(w.store, w.settings)
     yield w
     w.store.dispose()
 

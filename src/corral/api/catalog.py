@@ -10,7 +10,7 @@ import corral
 from corral.api import auth, deps, jobs, schemas, views
 from corral.api.deps import Ctx
 from corral.domain import downsample
-from corral.scheduler import leadership
+from corral.services import leasing
 from corral.store import identity_repo, node_repo, rows
 
 router = APIRouter(tags=["catalog"])
@@ -88,7 +88,7 @@ def _usage(node: Any, samples: list[rows.NodeSample], points: int | None) -> dic
 
 
 def _leader(ctx: deps.Context) -> dict[str, Any] | None:
-    lease, now = leadership.current(ctx.store)
+    lease, now = leasing.current(ctx.store)
     if lease.holder is None or lease.expires_at <= now:
         return None
     return {"server": lease.holder, "name": lease.holder.rsplit(":", 2)[0], "url": lease.url,

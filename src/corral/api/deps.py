@@ -17,7 +17,7 @@ from fastapi import Depends, Request
 from corral import settings as settings_mod
 from corral.api import authcache, watch
 from corral.domain import pacing, specs
-from corral.scheduler import catalog as catalog_mod
+from corral.services import catalog as catalog_mod
 from corral.services import secretbox, submit
 from corral.storage import objects, paths
 from corral.store import db, identity_repo
@@ -48,7 +48,7 @@ class Context:
     #: asks the job kinds' controllers for a pass (a user acted on one of their objects)
     wake_kinds: Callable[[], None] = lambda: None
     clock: Callable[[], float] = time.time
-    #: this server as a leadership lease names it (scheduler/leadership.identity)
+    #: this server as a leadership lease names it (services/leasing.identity)
     server_id: str = ""
     #: the port notebooks are served on (None: nowhere; api/notebook_proxy.py)
     notebook_port: int | None = None

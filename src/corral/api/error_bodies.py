@@ -14,8 +14,7 @@ from fastapi.responses import JSONResponse
 from starlette import routing
 from starlette.exceptions import HTTPException
 
-from corral.domain import errors, identity, specs
-from corral.scheduler import leadership
+from corral.domain import errors, identity, leadership, specs
 
 log = logging.getLogger(__name__)
 

@@ -10,7 +10,7 @@ import sqlalchemy as sa
 from fastapi import Query
 
 from corral.domain import downsample, jobs, resources
-from corral.scheduler import catalog as catalog_mod
+from corral.services import catalog as catalog_mod
 from corral.services import pools
 from corral.store import job_repo, rows
 

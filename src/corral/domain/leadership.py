@@ -21,6 +21,15 @@ from __future__ import annotations
 import dataclasses
 import enum
 
+from corral.domain import errors
+
+
+class LostLease(errors.CorralError):
+    """This server no longer holds the lease: its scheduler's writes are refused."""
+
+    error_code = "ModelArts.0503"
+
+
 #: milliseconds a lease lasts from its last renewal (the database's clock)
 LEASE_MS = 10_000
 #: milliseconds between renewals

@@ -20,7 +20,7 @@ from typing import Protocol
 
 import sqlalchemy as sa
 
-from corral.scheduler import leadership
+from corral.domain import leadership
 from corral.store import db, job_repo, kind_repo
 
 log = logging.getLogger(__name__)

@@ -20,7 +20,8 @@ import sqlalchemy as sa
 
 from corral import settings as settings_mod
 from corral.domain import errors, jobs
-from corral.scheduler import launching, passes, workers
+from corral.scheduler import passes, workers
+from corral.services import jobpaths
 from corral.storage import objects, reserve, runs
 from corral.store import db, job_repo, rows
 
@@ -52,8 +53,8 @@ class Files:
         self.runs_dir = settings.runs_dir
         self.now = now
         #: a log_export_path is checked against the job's roots again as it is written
-        self.policies = launching.Policies(store, settings)
-        #: the user logs are exported as (launching.task_user); None: the server's own
+        self.policies = jobpaths.Policies(store, settings)
+        #: the user logs are exported as (jobpaths.task_user); None: the server's own
         self.owner = _export_user(settings)
         #: room kept for the database on the disk of CORRAL_HOME (see storage/reserve.py)
         self.reserve = reserve.Reserve(settings.home, settings.disk_reserve_mb << 20,
@@ -82,7 +83,7 @@ class Files:
     def _export(self, job_id: str, project_id: str, attempt: int, dest: str) -> None:
         try:
             # Checked at submit; but a job may have made a link of the folder since.
-            real = launching.named(self.policies.of(project_id),
+            real = jobpaths.named(self.policies.of(project_id),
                                    runs.local_path(dest, "log_export_path"),
                                    "log_export_path")
             runs.export_logs(runs.RunPaths(self.runs_dir, job_id), attempt, real,
@@ -122,7 +123,7 @@ def _export_user(settings: settings_mod.Settings) -> tuple[int, int] | None:
     """The user tasks run as, whom logs are exported as; None (the server's user) where
     there is no such user on this machine (tasks run on a Ray cluster's nodes)."""
     try:
-        return launching.task_user(settings, quiet=True)
+        return jobpaths.task_user(settings, quiet=True)
     except errors.CorralError as exc:
         log.warning("logs are exported as the server's user: %s", exc.message)
         return None

@@ -26,8 +26,9 @@ import sqlalchemy as sa
 from corral import settings as settings_mod
 from corral.domain import errors, jobs, resources, specs
 from corral.executors import base
-from corral.scheduler import catalog as catalog_mod
 from corral.scheduler import launching, passes, workers
+from corral.services import catalog as catalog_mod
+from corral.services import jobpaths
 from corral.storage import envs as storage_envs
 from corral.storage import paths as storage_paths  # `paths` names a job's RunPaths here
 from corral.storage import runs
@@ -68,11 +69,11 @@ class Launches:
         self.executor = executor
         self.settings = settings
         self.catalog = catalog  #: kept current by the reconciler as nodes come and go
-        self.run_as = run_as  #: (uid, gid) tasks run as (launching.task_user)
+        self.run_as = run_as  #: (uid, gid) tasks run as (jobpaths.task_user)
         self.wake = wake  #: asks for a pass (a copy of code is done)
         #: each project's storage roots, which the paths a job named must still lie in as
         #: its attempt is prepared
-        self.policies = launching.Policies(store, settings)
+        self.policies = jobpaths.Policies(store, settings)
         #: what every task's environment starts from: the server's, as it is now, less
         #: what never reaches a job
         self.inherited = launching.base_env(os.environ if environ is None else environ,

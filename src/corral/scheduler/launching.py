@@ -7,10 +7,8 @@ ModelArts); corral adds its own variables and the distributed-training ones.
 from __future__ import annotations
 
 import functools
-import logging
 import os
 import pathlib
-import pwd
 import re
 import secrets
 import shlex
@@ -22,13 +20,12 @@ from corral import settings as settings_mod
 from corral.domain import distributed, errors, faultspec, jobfields, metrics, resources, specs
 from corral.executors import base
 from corral.oskit import beneath
-from corral.scheduler import catalog as catalog_mod
+from corral.services import catalog as catalog_mod
+from corral.services import jobpaths
 from corral.storage import envs as storage_envs
 from corral.storage import objects, runs
 from corral.storage import paths as storage_paths  # `paths` names a job's RunPaths here
-from corral.store import db, identity_repo
 
-log = logging.getLogger(__name__)
 #: variables of the server's own environment that never reach a job: corral's own settings
 #: (the server key among them) always, and by default the usual cloud and database
 #: credentials (`job_env_deny` in the settings); a job gets only its own `environments`
@@ -183,68 +180,11 @@ def devices_env(cat: catalog_mod.Catalog, node: str,
             for name in sorted(names | set(given))}
 
 
-def task_user(settings: settings_mod.Settings, *, quiet: bool = False,
-              ) -> tuple[int, int] | None:
-    """(uid, gid) tasks run as: `run_as` when the server runs as root, else None (its own).
-
-    A root server without `run_as` runs tasks as root, and says so once in its log
-    (unless `quiet`: it was said already).
-    """
-    if settings.run_as is None:
-        if os.geteuid() == 0 and not quiet:
-            log.warning("corral runs as root and no run_as user is set: jobs run as root")
-        return None
-    try:
-        pw = pwd.getpwnam(settings.run_as)
-    except KeyError:
-        raise errors.CorralError(f"run_as: there is no user '{settings.run_as}'") from None
-    if pw.pw_uid == os.geteuid():
-        return None
-    if os.geteuid() != 0:
-        raise errors.CorralError(
-            f"run_as '{settings.run_as}' needs the server to run as root")
-    return pw.pw_uid, pw.pw_gid
-
-
 def needs_snapshot(paths: runs.RunPaths, attempt: int, alg: specs.Algorithm) -> bool:
     """Whether preparing the attempt copies its code, which takes as long as the code is
     big, or only makes directories (the snapshot exists already, or the job runs a
     command)."""
     return bool(alg.code_dir) and not runs.is_real_dir(paths.code_dir(attempt))
-
-
-class Policies:
-    """Each project's storage roots (storage/paths.py), to check the paths a job named
-    again when they are used: a job may have put a link in one since it was submitted.
-
-    Kept per project: a policy depends only on the settings and the project's name, and a
-    project is never renamed or removed.
-    """
-
-    def __init__(self, store: db.Store, settings: settings_mod.Settings) -> None:
-        self.store = store
-        self.settings = settings
-        self._known: dict[str, storage_paths.Policy] = {}
-
-    def of(self, project_id: str) -> storage_paths.Policy:
-        policy = self._known.get(project_id)
-        if policy is None:
-            with self.store.read() as conn:
-                name = identity_repo.find_project(conn, project_id).name
-                default = identity_repo.default_project(conn)
-            policy = self._known[project_id] = storage_paths.policy_for(
-                self.settings, project_id=project_id, project_name=name,
-                is_default=project_id == default)
-        return policy
-
-
-def named(policy: storage_paths.Policy | None, path: str | os.PathLike[str],
-          what: str) -> pathlib.Path:
-    """The real path of a local path a job named, checked against its project's roots
-    (`policy`) now, as it is used; what is done with it then must not follow a link."""
-    if policy is None:
-        return pathlib.Path(os.path.realpath(path))
-    return storage_paths.confine(policy, path, what)
 
 
 def prepare_attempt(paths: runs.RunPaths, attempt: int, alg: specs.Algorithm,
@@ -265,25 +205,27 @@ def prepare_attempt(paths: runs.RunPaths, attempt: int, alg: specs.Algorithm,
     if alg.code_dir:
         code = paths.code_dir(attempt)
         # A remote code_dir was fetched to local_code_dir before the job was admitted.
-        src = (own(paths, alg.local_code_dir) if alg.local_code_dir
-               else named(policy, runs.local_path(alg.code_dir, "code_dir"),
-                          "algorithm.code_dir"))
+        src = (jobpaths.own(paths, alg.local_code_dir) if alg.local_code_dir
+               else jobpaths.named(policy, runs.local_path(alg.code_dir, "code_dir"),
+                                   "algorithm.code_dir"))
         runs.snapshot(src, code, cancelled, owner)
     for out in alg.outputs:
         # One in object storage is written to a folder of the job's run directory first.
-        made = (own(paths, out.local_dir or out.url) if objects.is_remote(out.url)
-                else named(policy, out.local_dir or out.url, f"output '{out.name}'"))
+        made = (jobpaths.own(paths, out.local_dir or out.url) if objects.is_remote(out.url)
+                else jobpaths.named(policy, out.local_dir or out.url,
+                                    f"output '{out.name}'"))
         beneath.make_dirs(made, owner)
     if policy is not None:
         for ch in alg.inputs:
             # (a dataset version's copy is in the run folder, as a remote input's is)
             if not objects.is_remote(ch.url) and ch.dataset is None:
-                named(policy, ch.local_dir or ch.url, f"input '{ch.name}'")
+                jobpaths.named(policy, ch.local_dir or ch.url, f"input '{ch.name}'")
     cwd = code or paths.attempt_dir(attempt)  # both exist by now
     if alg.working_dir:
         wd = pathlib.Path(os.path.normpath(cwd / alg.working_dir))
         inside = not os.path.isabs(alg.working_dir) and wd.is_relative_to(cwd)
-        cwd = wd if inside or policy is None else named(policy, wd, "algorithm.working_dir")
+        cwd = (wd if inside or policy is None
+               else jobpaths.named(policy, wd, "algorithm.working_dir"))
     return code, cwd
 
 
@@ -300,16 +242,6 @@ def in_environment(envs: storage_envs.Cache | None, engine: settings_mod.EngineC
     env["VIRTUAL_ENV"] = str(folder)
     env.pop("PYTHONHOME", None)
     return engine.model_copy(update={"python": str(folder / "bin" / "python")}), env
-
-
-def own(paths: runs.RunPaths, path: str) -> pathlib.Path:
-    """The real path of a folder corral made for the job in its run directory (where a
-    remote code_dir, input or output is kept), which no job can have replaced by a link:
-    only the runs directory may be one (the administrator's)."""
-    real = pathlib.Path(os.path.realpath(path))
-    if not real.is_relative_to(paths.job_dir):
-        raise errors.LaunchError(f"'{path}' is not in the job's run directory")
-    return real
 
 
 def checkpoint_dir(spec: specs.JobCreate) -> str | None:

@@ -25,20 +25,19 @@ from collections.abc import Callable, Collection, Mapping
 import sqlalchemy as sa
 
 from corral import settings as settings_mod
-from corral.domain import faults, pacing
+from corral.domain import faults, leadership, pacing
 from corral.executors import base, routing
 from corral.scheduler import (
     admission,
     cleanup,
     launches,
-    leadership,
     observe,
     passes,
     recovery,
     settle,
     watchdog,
 )
-from corral.scheduler import catalog as catalog_mod
+from corral.services import catalog as catalog_mod
 from corral.store import db, job_repo
 
 log = logging.getLogger(__name__)

@@ -12,7 +12,7 @@ from typing import Any
 
 from corral.domain import resources
 from corral.executors import base
-from corral.scheduler import catalog as catalog_mod
+from corral.services import catalog as catalog_mod
 from corral.store import db, job_repo, node_repo
 
 #: seconds between samples of the nodes' own use, at least (the Nodes page's charts need

@@ -11,7 +11,7 @@ from __future__ import annotations
 import sqlalchemy as sa
 
 from corral.domain import algorithms, errors, specs
-from corral.scheduler import catalog as catalog_mod
+from corral.services import catalog as catalog_mod
 from corral.services import submit
 from corral.storage import paths
 from corral.store import algorithm_repo, identity_repo

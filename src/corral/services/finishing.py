@@ -16,8 +16,7 @@ import sqlalchemy as sa
 
 from corral import settings as settings_mod
 from corral.domain import errors, models, specs
-from corral.scheduler import launching
-from corral.services import collect, dataset_versions, staging
+from corral.services import collect, dataset_versions, jobpaths, staging
 from corral.storage import objects, runs
 from corral.store import db, job_repo, model_repo, rows, version_repo
 
@@ -185,7 +184,7 @@ def _output_source(store: db.Store, stores: objects.Stores, settings: settings_m
     if out.local_dir:
         real = staging.checked_folder(
             settings, job.id, out.local_dir, f"output '{out.name}'",
-            lambda: launching.Policies(store, settings).of(job.project_id))
+            lambda: jobpaths.Policies(store, settings).of(job.project_id))
         source = objects.local(real, staging.reader_of(settings))
         if source.is_dir() or not objects.is_remote(out.url):
             return source

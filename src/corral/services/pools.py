@@ -12,7 +12,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from corral.domain import jobs, resources, scheduling
-from corral.scheduler import catalog as catalog_mod
+from corral.services import catalog as catalog_mod
 from corral.store import identity_repo, queue_repo, rows
 
 R = resources.Resources

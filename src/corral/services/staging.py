@@ -27,8 +27,7 @@ from collections.abc import Callable
 from corral import settings as settings_mod
 from corral.domain import errors, jobs, specs
 from corral.oskit import walk
-from corral.scheduler import launching
-from corral.services import dataset_versions, environments
+from corral.services import dataset_versions, environments, jobpaths
 from corral.storage import objects, runs
 from corral.storage import paths as storage_paths
 from corral.store import db, job_repo, rows, version_repo
@@ -51,8 +50,8 @@ def checked_folder(settings: settings_mod.Settings, job_id: str, path: str | os.
     paths = runs.RunPaths(settings.runs_dir, job_id)
     norm = pathlib.Path(os.path.normpath(path))
     if any(norm.is_relative_to(d) for d in (settings.runs_dir / job_id, paths.job_dir)):
-        return launching.own(paths, str(norm))
-    return launching.named(policy(), norm, what)
+        return jobpaths.own(paths, str(norm))
+    return jobpaths.named(policy(), norm, what)
 
 
 def reader_of(settings: settings_mod.Settings) -> walk.Reader | None:
@@ -62,7 +61,7 @@ def reader_of(settings: settings_mod.Settings) -> walk.Reader | None:
     if settings.run_as is None:
         return None
     try:
-        owner = launching.task_user(settings, quiet=True)
+        owner = jobpaths.task_user(settings, quiet=True)
     except errors.CorralError:
         return walk.Reader(-1, frozenset())
     return walk.Reader.of(owner) if owner is not None else None
@@ -205,7 +204,7 @@ class Fetcher:
         return checked_folder(self.settings, job_id, path, what, self._policy)
 
     def _policy(self) -> storage_paths.Policy:
-        return launching.Policies(self.store, self.settings).of(self.job.project_id)
+        return jobpaths.Policies(self.store, self.settings).of(self.job.project_id)
 
     def _resume_steps(self, spec: specs.JobCreate) -> list[Step]:
         with self.store.read() as conn:
@@ -317,7 +316,7 @@ def upload(stores: objects.Stores, settings: settings_mod.Settings, up: Upload) 
 
     The local folder is in the job's run directory (LaunchError when it leads out of it);
     what is left out of it is kept in `up.skipped`, and said in the server's log once."""
-    src = objects.local(launching.own(runs.RunPaths(settings.runs_dir, up.job_id),
+    src = objects.local(jobpaths.own(runs.RunPaths(settings.runs_dir, up.job_id),
                                       str(up.local_dir)), reader_of(settings))
     dst = stores.open(up.url, up.project_id)
     last: Exception | None = None

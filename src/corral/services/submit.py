@@ -18,7 +18,7 @@ import sqlalchemy as sa
 from corral import settings
 from corral.domain import algorithms, errors, jobs, models, resources, specs
 from corral.domain.search import spec as search_spec
-from corral.scheduler import catalog as catalog_mod
+from corral.services import catalog as catalog_mod
 from corral.services import dataset_versions
 from corral.storage import objects, paths, runs
 from corral.store import (

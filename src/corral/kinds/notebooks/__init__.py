@@ -15,7 +15,7 @@ from collections.abc import Callable
 from corral import settings as settings_mod
 from corral.kinds import owned
 from corral.kinds.notebooks import controller
-from corral.scheduler import catalog as catalog_mod
+from corral.services import catalog as catalog_mod
 from corral.store import db
 
 

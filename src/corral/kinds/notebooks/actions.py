@@ -14,7 +14,7 @@ import sqlalchemy as sa
 from corral import settings as settings_mod
 from corral.domain import errors, notebooks
 from corral.kinds.notebooks import session
-from corral.scheduler import catalog as catalog_mod
+from corral.services import catalog as catalog_mod
 from corral.storage import paths
 from corral.store import kind_repo, kind_rows, notebook_repo
 

@@ -24,8 +24,8 @@ from corral.domain import errors, jobs, notebooks
 from corral.executors import base
 from corral.kinds import loop, owned
 from corral.kinds.notebooks import jupyter, session, sockets
-from corral.scheduler import catalog as catalog_mod
-from corral.scheduler import launching
+from corral.services import catalog as catalog_mod
+from corral.services import jobpaths
 from corral.store import db, job_repo, kind_repo, kind_rows, notebook_repo, rows
 
 log = logging.getLogger(__name__)
@@ -121,7 +121,7 @@ class Controller:
 
     def _submit(self, nb: kind_rows.Notebook, now: int) -> None:
         try:
-            owner = launching.task_user(self.settings, quiet=True)
+            owner = jobpaths.task_user(self.settings, quiet=True)
             read, remote = nb, session.remote(self.catalog(), nb.pool_id)
             if remote:  # on a Ray node: a port and a token of its own
                 port, token = session.tcp_session()

@@ -26,7 +26,7 @@ from corral import settings as settings_mod
 from corral.domain import errors, notebooks, specs
 from corral.kinds.notebooks import labstart, sockets
 from corral.oskit import beneath
-from corral.scheduler import catalog as catalog_mod
+from corral.services import catalog as catalog_mod
 from corral.store import kind_rows
 
 

@@ -4,8 +4,9 @@ guard its scheduler's writes run first.
 The rules are domain/leadership.py's and the SQL store/lease_repo.py's. `Leader.step` is
 one renewal (or takeover attempt), made every `leader_renew` seconds by the server's
 leadership thread; `Leader.guard(epoch)` is what a term's store runs at the start of each
-write transaction (see db.Store.fenced): it refuses, by raising `LostLease`, once this
-server's own clock says the lease may have run out or the row names another epoch.
+write transaction (see db.Store.fenced): it refuses, by raising `leadership.LostLease`,
+once this server's own clock says the lease may have run out or the row names another
+epoch.
 """
 
 from __future__ import annotations
@@ -20,17 +21,11 @@ from collections.abc import Callable
 
 import sqlalchemy as sa
 
-from corral.domain import errors, leadership
+from corral.domain import leadership
 from corral.oskit import procs
 from corral.store import db, lease_repo
 
 log = logging.getLogger(__name__)
-
-
-class LostLease(errors.CorralError):
-    """This server no longer holds the lease: its scheduler's writes are refused."""
-
-    error_code = "ModelArts.0503"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -150,7 +145,8 @@ class Leader:
             with self._lock:
                 mine = self.term.epoch == epoch and self.term.holds(self.clock())
             if not mine or not lease_repo.guard(conn, self.me, epoch, self.times.hold_ms):
-                raise LostLease(f"epoch {epoch} is over: this server no longer leads")
+                raise leadership.LostLease(
+                    f"epoch {epoch} is over: this server no longer leads")
 
         return check
 
@@ -186,5 +182,6 @@ class Fence:
     def __call__(self, conn: sa.Connection) -> None:
         epoch = self.epoch
         if epoch is None:
-            raise LostLease("this server does not lead: its scheduler's writes are refused")
+            raise leadership.LostLease(
+                "this server does not lead: its scheduler's writes are refused")
         self.leader.guard(epoch)(conn)
