@@ -1,8 +1,8 @@
 """Creating a job in the console, against a real `corral server` (SQLite): the form makes
-a job that runs to completion, a saved algorithm fills in its parameters, a bad value is
-said beside its field (found by the form, or refused by the API), two jobs ticked in the
-list are stopped at once, and a failed job's page shows its last log lines and copies its
-id."""
+a job that reads a dataset version and runs to completion, a saved algorithm fills in its
+parameters, a bad value is said beside its field (found by the form, or refused by the
+API), two jobs ticked in the list are stopped at once, and a failed job's page shows its
+last log lines and copies its id."""
 
 from __future__ import annotations
 
@@ -23,10 +23,12 @@ import argparse, pathlib
 p = argparse.ArgumentParser()
 p.add_argument("--epochs", type=int)
 p.add_argument("--train_url")
+p.add_argument("--data_url")
 a = p.parse_args()
+samples = pathlib.Path(a.data_url, "samples.txt").read_text().split() if a.data_url else []
 for i in range(a.epochs):
     print(f"epoch {i}", flush=True)
-pathlib.Path(a.train_url, "model.txt").write_text(f"trained {a.epochs} epochs")
+pathlib.Path(a.train_url, "model.txt").write_text(f"{a.epochs} epochs, {len(samples)} samples")
 """
 
 
@@ -63,10 +65,14 @@ def _posts(page: Any) -> list[str]:
     return sent
 
 
-def test_a_job_made_with_the_form_runs_to_completion(console: Console, code: pathlib.Path,
-                                                    tmp_path: pathlib.Path) -> None:
+def test_a_job_made_with_the_form_reads_a_dataset_version_and_runs_to_completion(
+        console: Console, code: pathlib.Path, tmp_path: pathlib.Path) -> None:
     srv = console.srv
     out = tmp_path / "out"
+    index = tmp_path / "samples.txt"
+    index.write_text("a\nb\nc\n")
+    srv.ok("POST", srv.path("/datasets"), 201, json={"name": "letters", "url": str(index)})
+    version = srv.ok("POST", srv.path("/datasets/letters/versions"), 201, json={})
     page = console.project("jobs")
     page.get_by_role("link", name="Create training job").click()
     expect(page.get_by_role("heading", name="Create training job")).to_be_visible()
@@ -80,10 +86,16 @@ def test_a_job_made_with_the_form_runs_to_completion(console: Console, code: pat
     page.get_by_role("button", name="add an output").click()
     page.get_by_label("output name").fill("train_url")
     page.get_by_label("output path train_url").fill(str(out))
+    page.get_by_role("button", name="add an input").click()
+    page.get_by_label("input name").fill("data_url")
+    page.get_by_label("what data_url reads").select_option(label="a dataset version")
+    page.get_by_label("dataset of data_url").select_option(label="letters")
+    expect(page.get_by_label("version of data_url")).to_have_value(version["version_id"])
     page.get_by_label("retries").fill("1")
     expect(page.get_by_test_id("free-now")).to_contain_text("room for 2 tasks of this flavor")
     preview = page.get_by_test_id("preview")
     expect(preview).to_contain_text('"obs_url": "' + str(out))
+    expect(preview).to_contain_text('"version_id": "' + version["version_id"])
     shown = json.loads(preview.inner_text())
     page.evaluate("() => document.querySelector('main').scrollTo(0, 0)")
     console.shot("create-job")
@@ -95,7 +107,9 @@ def test_a_job_made_with_the_form_runs_to_completion(console: Console, code: pat
     job = srv.job(page.url.rsplit("/", 1)[1])
     assert job["metadata"]["name"] == "made-in-form"
     assert job["metadata"]["annotations"]["fault-tolerance/job-retry-num"] == "1"
-    assert (out / "model.txt").read_text() == "trained 3 epochs"
+    assert (out / "model.txt").read_text() == "3 epochs, 3 samples"
+    read = job["algorithm"]["inputs"][0]["remote"]["dataset"]
+    assert (read["name"], read["version_name"]) == ("letters", "V0001")
 
 
 def test_an_algorithm_fills_in_its_parameters_and_a_bad_value_is_said_beside_its_field(

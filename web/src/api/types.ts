@@ -389,6 +389,24 @@ export interface Engine {
   engine_version: string;
 }
 
+/** GET /v2/{project_id}/datasets: a dataset (an index file of samples) */
+export interface Dataset {
+  id: string;
+  name: string;
+  description: string;
+  number_of_samples: number;
+}
+
+/** GET /v2/{project_id}/datasets/{dataset}/versions: a frozen version of a dataset */
+export interface DatasetVersion {
+  version_id: string;
+  version_name: string;
+  dataset_id: string;
+  number_of_samples: number;
+  create_time: number;
+  description: string;
+}
+
 /** What a parameter of an algorithm may be (ModelArts' constraint). */
 export interface Constraint {
   type?: string;
@@ -406,7 +424,7 @@ export interface Algorithm {
     boot_file?: string;
     command?: string;
     parameters?: { name: string; value?: string; description?: string | null; constraint?: Constraint | null }[];
-    inputs?: { name: string; description?: string | null }[];
+    inputs?: { name: string; description?: string | null; remote_constraints?: { data_type?: string | null }[] }[];
     outputs?: { name: string; description?: string | null }[];
     engine?: { engine_id?: string; engine_name?: string; engine_version?: string; requirements?: string[] } | null;
     parameters_customization?: boolean | null;

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import type { Algorithm, Pool } from "../api/types";
-import { check, EMPTY, placeErrors, requestBody, roomFor, violation, withAlgorithm, type JobForm } from "./jobform";
+import { check, EMPTY, placeErrors, requestBody, roomFor, takes, violation, withAlgorithm, type JobForm } from "./jobform";
 
 const ALG: Algorithm = {
   metadata: { id: "a1", name: "mlp", description: "", user_name: "ann", create_time: 1 },
@@ -58,6 +58,31 @@ describe("the request body", () => {
       inputs: [{ name: "data_url", remote: { obs: { obs_url: "/data" } } }],
       outputs: [{ name: "train_url", remote: { obs: { obs_url: "" } } }],
     });
+  });
+});
+
+describe("a dataset input", () => {
+  const row = { name: "data_url", path: "", fromAlgorithm: false, kind: "dataset" as const, dataset: "d1", version: "v2" };
+
+  it("is sent as remote.dataset{id, version_id}", () => {
+    const body = requestBody({ ...CODE, inputs: [row] }) as { algorithm: { inputs: unknown[] } };
+    expect(body.algorithm.inputs).toEqual([{ name: "data_url", remote: { dataset: { id: "d1", version_id: "v2" } } }]);
+  });
+
+  it("needs a dataset and a version of it", () => {
+    expect(check({ ...CODE, inputs: [row] })).toEqual({});
+    expect(check({ ...CODE, inputs: [{ ...row, dataset: "", version: "" }] })).toEqual({ "input:0": "pick a dataset" });
+    expect(check({ ...CODE, inputs: [{ ...row, version: "" }] })).toEqual({ "input:0": "pick a version of the dataset" });
+  });
+
+  it("is what an algorithm's channel that takes datasets only starts as", () => {
+    expect(takes([])).toEqual(["path", "dataset"]);
+    expect(takes(["dataset"])).toEqual(["dataset"]);
+    expect(takes(["obs", ""])).toEqual(["path"]);
+    const alg = { ...ALG, job_config: { ...ALG.job_config, inputs: [{ name: "data_url", remote_constraints: [{ data_type: "dataset" }] }] } };
+    const form = withAlgorithm({ ...CODE, source: "algorithm" }, alg);
+    expect(form.inputs[0]).toMatchObject({ kind: "dataset", kinds: ["dataset"] });
+    expect(check(form)["input:0"]).toBe("pick a dataset");
   });
 });
 
@@ -129,6 +154,7 @@ describe("where an error the API answers is shown", () => {
       ["algorithm.parameters.0.name: parameter names are 1-128 characters", "param:0"],
       ["input 'data_url' of algorithm 'mlp': give its data", "input:0"],
       ["output 'train_url' of algorithm 'mlp': say where it goes", "output:0"],
+      ["input 'data_url': dataset 'nope' does not exist in this project", "input:0"],
       ["node_count 5 x 1 CPU, 11.0 GiB memory can never be placed: pool 'default' holds at most 2", "node_count"],
       ["flavor 'nope' does not exist; known flavors: corral.cpu.1u", "flavor"],
       ["algorithm 'mlp' needs flavor_type in GPU; the job's flavor and node count give CPU", "flavor"],

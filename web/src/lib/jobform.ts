@@ -12,11 +12,21 @@ export interface ParamRow {
   fromAlgorithm: boolean;
 }
 
+/** what an input reads: a path or URL, or a version of a dataset of the project */
+export type InputKind = "path" | "dataset";
+
 export interface ChannelRow {
   name: string;
   path: string;
   description?: string;
   fromAlgorithm: boolean;
+  /** inputs: what it reads (a path when not said) */
+  kind?: InputKind;
+  /** inputs: the kinds it may read (an algorithm's channel may take one only) */
+  kinds?: InputKind[];
+  /** a dataset input: the dataset's id and the version's */
+  dataset?: string;
+  version?: string;
 }
 
 export interface JobForm {
@@ -62,23 +72,38 @@ const MAX_MINUTES = 365 * 24 * 60;
 export function withAlgorithm(form: JobForm, alg: Algorithm | undefined): JobForm {
   if (!alg) return { ...form, algorithmId: "", params: [], inputs: [], outputs: [], checkpoint: "" };
   const cfg = alg.job_config;
-  const channel = (c: { name: string; description?: string | null }) => ({ name: c.name, path: "", description: c.description ?? undefined, fromAlgorithm: true });
+  const channel = (c: { name: string; description?: string | null }): ChannelRow => ({ name: c.name, path: "", description: c.description ?? undefined, fromAlgorithm: true });
   return {
     ...form,
     algorithmId: alg.metadata.id,
     params: (cfg.parameters ?? []).map((p) => ({
       name: p.name, value: p.value ?? "", description: p.description ?? undefined, constraint: p.constraint ?? undefined, fromAlgorithm: true,
     })),
-    inputs: (cfg.inputs ?? []).map(channel),
+    inputs: (cfg.inputs ?? []).map((c) => {
+      const kinds = takes((c.remote_constraints ?? []).map((r) => r.data_type ?? ""));
+      return { ...channel(c), kinds, kind: kinds[0] };
+    }),
     outputs: (cfg.outputs ?? []).map(channel),
     checkpoint: "",
   };
 }
 
+/** What an algorithm's input channel takes, by its constraints' data types (either when
+ * they name none), as the server judges it. */
+export function takes(types: string[]): InputKind[] {
+  const named = types.filter(Boolean);
+  const path = !named.length || named.some((t) => t === "obs" || t === "OBS");
+  const dataset = !named.length || named.some((t) => t === "dataset" || t === "DATASET");
+  return [...(path ? ["path" as const] : []), ...(dataset ? ["dataset" as const] : [])];
+}
+
+function remote(c: ChannelRow) {
+  if (c.kind === "dataset") return { dataset: { id: c.dataset ?? "", version_id: c.version ?? "" } };
+  return { obs: { obs_url: c.path.trim() } };
+}
+
 function channels(rows: ChannelRow[]) {
-  return rows
-    .filter((c) => c.fromAlgorithm || c.name || c.path)
-    .map((c) => ({ name: c.name, remote: { obs: { obs_url: c.path.trim() } } }));
+  return rows.filter((c) => c.fromAlgorithm || c.name || c.path || c.dataset).map((c) => ({ name: c.name, remote: remote(c) }));
 }
 
 /** The body of POST /v2/{project_id}/training-jobs the form makes, as it is sent. */
@@ -148,9 +173,12 @@ function checkParams(form: JobForm, out: Record<string, string>) {
 function checkChannels(rows: ChannelRow[], what: "input" | "output", out: Record<string, string>) {
   rows.forEach((c, i) => {
     const key = `${what}:${i}`;
-    if (!c.fromAlgorithm && !c.name && c.path) out[key] = "give the channel a name";
+    const given = c.kind === "dataset" ? !!c.dataset : !!c.path.trim();
+    if (!c.fromAlgorithm && !c.name && given) out[key] = "give the channel a name";
     else if (c.name && !CHANNEL_RE.test(c.name)) out[key] = "a name starts with a letter or '_' and holds letters, digits, '_' or '-'";
-    else if ((c.fromAlgorithm || c.name) && !c.path.trim()) out[key] = `give ${what === "input" ? "its data's" : "its"} path`;
+    else if ((c.fromAlgorithm || c.name) && c.kind === "dataset" && !c.dataset) out[key] = "pick a dataset";
+    else if ((c.fromAlgorithm || c.name) && c.kind === "dataset" && !c.version) out[key] = "pick a version of the dataset";
+    else if ((c.fromAlgorithm || c.name) && !given) out[key] = `give ${what === "input" ? "its data's" : "its"} path`;
   });
 }
 

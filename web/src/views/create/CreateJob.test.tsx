@@ -31,6 +31,8 @@ const FLAVORS = [
 ];
 const POOL = { pool_id: "default", nodes: [], capacity: { cpu: 4, memory_gb: 16, gpu: 0 }, used: { cpu: 1, memory_gb: 4, gpu: 0 }, free: { cpu: 3, memory_gb: 12, gpu: 0 }, pending_jobs: 0, projects: [] };
 
+const VERSION = (n: number, samples: number) => ({ version_id: `v${n}`, version_name: `V000${n}`, dataset_id: "d1", number_of_samples: samples, create_time: n, description: "" });
+
 function server(posted: unknown[], answer: () => Response) {
   setToken("crl_x");
   return vi.fn(async (url: string, init?: RequestInit) => {
@@ -43,6 +45,8 @@ function server(posted: unknown[], answer: () => Response) {
     if (url.startsWith("/v2/p1/training-job-engines")) return json({ total: 1, items: [{ engine_id: "python-3.11", engine_name: "Python", engine_version: "3.11.7" }] });
     if (url.startsWith("/v2/p1/training-job-flavors")) return json({ total_count: 2, flavors: FLAVORS });
     if (url.startsWith("/v2/p1/training-pools")) return json({ total: 1, pools: [POOL] });
+    if (url.startsWith("/v2/p1/datasets/d1/versions")) return json({ total: 2, versions: [VERSION(1, 40), VERSION(2, 55)] });
+    if (url.startsWith("/v2/p1/datasets")) return json({ total: 1, datasets: [{ id: "d1", name: "helmets", description: "", number_of_samples: 60 }] });
     return json({});
   });
 }
@@ -152,4 +156,19 @@ it("goes to the new job's page once it is created", async () => {
       spec: { resource: { flavor_id: "corral.cpu.1u", node_count: 1 } },
     },
   ]);
+});
+
+it("gives an input a dataset's version, the latest once the dataset is picked", async () => {
+  vi.stubGlobal("fetch", server([], () => json({})));
+  shown();
+  fireEvent.click(screen.getByRole("button", { name: "add an input" }));
+  fireEvent.change(screen.getByLabelText("input name"), { target: { value: "data_url" } });
+  fireEvent.change(screen.getByLabelText("what data_url reads"), { target: { value: "dataset" } });
+  await screen.findByRole("option", { name: "helmets" });
+  fireEvent.change(screen.getByLabelText("dataset of data_url"), { target: { value: "d1" } });
+  const version = screen.getByLabelText("version of data_url");
+  await waitFor(() => expect(version).toHaveValue("v2"));
+  expect(within(version).getAllByRole("option").map((o) => o.textContent)).toEqual(["version", "V0002 · 55 samples", "V0001 · 40 samples"]);
+  fireEvent.change(version, { target: { value: "v1" } });
+  expect(preview().algorithm.inputs).toEqual([{ name: "data_url", remote: { dataset: { id: "d1", version_id: "v1" } } }]);
 });

@@ -142,10 +142,10 @@ export default function CreateJob() {
             <ParamRows rows={form.params} errors={errors} canAdd={!algorithm || algorithm.job_config.parameters_customization !== false} onChange={(params) => set({ params }, ...changed("param", form.params, params))} />
           </Section>
           <Section title="Inputs">
-            <ChannelRows what="input" rows={form.inputs} errors={errors} canAdd={form.source === "code"} onChange={(inputs) => set({ inputs }, ...changed("input", form.inputs, inputs))} />
+            <ChannelRows pid={pid} what="input" rows={form.inputs} errors={errors} canAdd={form.source === "code"} onChange={(inputs) => set({ inputs }, ...changed("input", form.inputs, inputs))} />
           </Section>
           <Section title="Outputs">
-            <ChannelRows what="output" rows={form.outputs} errors={errors} canAdd={form.source === "code"} onChange={(outputs) => set({ outputs, checkpoint: outputs.some((o) => o.name === form.checkpoint) ? form.checkpoint : "" }, ...changed("output", form.outputs, outputs))} />
+            <ChannelRows pid={pid} what="output" rows={form.outputs} errors={errors} canAdd={form.source === "code"} onChange={(outputs) => set({ outputs, checkpoint: outputs.some((o) => o.name === form.checkpoint) ? form.checkpoint : "" }, ...changed("output", form.outputs, outputs))} />
           </Section>
           <RetryFields form={form} outputs={outputs} errors={errors} set={set} />
           <div className="actions">

@@ -1,10 +1,12 @@
 // The pieces of the "Create training job" form: a field with its error beside it, the
 // parameters' and channels' rows, and the flavor with what is free now.
 
-import type { ReactNode } from "react";
-import type { Constraint, Flavor, Pool } from "../../api/types";
+import { useQuery } from "@tanstack/react-query";
+import { useEffect, type ReactNode } from "react";
+import { api } from "../../api/client";
+import type { Constraint, Dataset, DatasetVersion, Flavor, Pool } from "../../api/types";
 import { number } from "../../lib/format";
-import { roomFor, type ChannelRow, type ParamRow } from "../../lib/jobform";
+import { roomFor, type ChannelRow, type InputKind, type ParamRow } from "../../lib/jobform";
 
 export type Errors = Record<string, string>;
 
@@ -84,7 +86,60 @@ export function ParamRows({ rows, errors, canAdd, onChange }: { rows: ParamRow[]
   );
 }
 
-export function ChannelRows({ what, rows, errors, canAdd, onChange }: { what: "input" | "output"; rows: ChannelRow[]; errors: Errors; canAdd: boolean; onChange: (rows: ChannelRow[]) => void }) {
+const KINDS: Record<InputKind, string> = { path: "a path or URL", dataset: "a dataset version" };
+
+/** What an input reads, where it may read either. */
+function KindPick({ row, onChange }: { row: ChannelRow; onChange: (patch: Partial<ChannelRow>) => void }) {
+  const kinds = row.kinds ?? (["path", "dataset"] as InputKind[]);
+  if (kinds.length < 2) return null;
+  return (
+    <select aria-label={`what ${row.name || "the input"} reads`} value={row.kind ?? "path"} onChange={(e) => onChange({ kind: e.target.value as InputKind })}>
+      {kinds.map((k) => (
+        <option key={k} value={k}>
+          {KINDS[k]}
+        </option>
+      ))}
+    </select>
+  );
+}
+
+/** A dataset of the project and one of its versions (the latest, once a dataset is picked). */
+function DatasetPick({ pid, row, bad, onChange }: { pid: string; row: ChannelRow; bad: object; onChange: (patch: Partial<ChannelRow>) => void }) {
+  const datasets = useQuery({ queryKey: ["datasets", pid], queryFn: () => api<{ datasets: Dataset[] }>(`/v2/${pid}/datasets`), staleTime: 30_000 });
+  const versions = useQuery({
+    queryKey: ["dataset-versions", pid, row.dataset],
+    queryFn: () => api<{ versions: DatasetVersion[] }>(`/v2/${pid}/datasets/${row.dataset}/versions`),
+    enabled: !!row.dataset,
+  });
+  const newest = [...(versions.data?.versions ?? [])].reverse();
+  const latest = newest[0]?.version_id;
+  useEffect(() => {
+    if (row.dataset && !row.version && latest) onChange({ version: latest });
+  }, [row.dataset, row.version, latest]); // (onChange is made anew at each render)
+  const label = row.name || "the input";
+  return (
+    <>
+      <select aria-label={`dataset of ${label}`} value={row.dataset ?? ""} onChange={(e) => onChange({ dataset: e.target.value, version: "" })} {...bad}>
+        <option value="">{datasets.data && !datasets.data.datasets.length ? "the project has no dataset" : "pick a dataset"}</option>
+        {(datasets.data?.datasets ?? []).map((d) => (
+          <option key={d.id} value={d.id}>
+            {d.name}
+          </option>
+        ))}
+      </select>
+      <select aria-label={`version of ${label}`} value={row.version ?? ""} disabled={!row.dataset} onChange={(e) => onChange({ version: e.target.value })} {...bad}>
+        <option value="">{row.dataset && versions.data && !newest.length ? "no version yet" : "version"}</option>
+        {newest.map((v) => (
+          <option key={v.version_id} value={v.version_id}>
+            {v.version_name} · {number(v.number_of_samples)} samples
+          </option>
+        ))}
+      </select>
+    </>
+  );
+}
+
+export function ChannelRows({ pid, what, rows, errors, canAdd, onChange }: { pid: string; what: "input" | "output"; rows: ChannelRow[]; errors: Errors; canAdd: boolean; onChange: (rows: ChannelRow[]) => void }) {
   const set = (i: number, patch: Partial<ChannelRow>) => onChange(rows.map((r, j) => (j === i ? { ...r, ...patch } : r)));
   const placeholder = what === "input" ? "/data/train, or s3://bucket/data" : "/results/run-1, or s3://bucket/out";
   return (
@@ -96,7 +151,12 @@ export function ChannelRows({ what, rows, errors, canAdd, onChange }: { what: "i
           <Field key={i} label={c.fromAlgorithm ? c.name : what} errorKey={key} error={errors[key]} hint={c.description}>
             <div className="param">
               {c.fromAlgorithm ? null : <input aria-label={`${what} name`} placeholder="name (--name=path)" value={c.name} onChange={(e) => set(i, { name: e.target.value })} {...invalid(errors, key)} />}
-              <input className="path" aria-label={`${what} path ${c.name || i + 1}`} placeholder={placeholder} value={c.path} onChange={(e) => set(i, { path: e.target.value })} {...invalid(errors, key)} />
+              {what === "input" ? <KindPick row={c} onChange={(patch) => set(i, patch)} /> : null}
+              {c.kind === "dataset" ? (
+                <DatasetPick pid={pid} row={c} bad={invalid(errors, key)} onChange={(patch) => set(i, patch)} />
+              ) : (
+                <input className="path" aria-label={`${what} path ${c.name || i + 1}`} placeholder={placeholder} value={c.path} onChange={(e) => set(i, { path: e.target.value })} {...invalid(errors, key)} />
+              )}
               {c.fromAlgorithm ? null : (
                 <button type="button" className="link" onClick={() => onChange(rows.filter((_, j) => j !== i))}>
                   remove
