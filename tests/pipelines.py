@@ -101,11 +101,10 @@ class Harness:
         return int(time.time() * 1000) + self.skew_ms
 
     def create(self, body: dict[str, Any]) -> str:
-        submit = self.controller.platform.jobs.submit
         with self.store.begin() as conn:
-            p = actions.create(conn, self.platform.settings, submit,
+            p = actions.create(conn, self.controller.platform.services,
                                project_id=self.project_id, user_name="tester", data=body,
-                               now=self.now(), stores=self.platform.context.stores)
+                               now=self.now())
         return p.id
 
     def step(self) -> None:

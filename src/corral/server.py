@@ -11,13 +11,11 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import fcntl
-import functools
 import gc
 import importlib.util
 import json
 import logging
 import os
-import pathlib
 import signal
 import socket
 import threading
@@ -26,21 +24,20 @@ import types
 from collections.abc import Iterable, Iterator
 from typing import IO, Any
 
-import sqlalchemy as sa
 import uvicorn
 
 from corral import running
 from corral import settings as settings_mod
 from corral.api import app, deps
-from corral.domain import errors, specs
+from corral.domain import errors
 from corral.executors import base, routing
 from corral.executors.local import machine, tasks
-from corral.kinds import incremental, loop, notebooks, owned, pipelines, search
+from corral.kinds import incremental, loop, notebooks, pipelines, search
 from corral.scheduler import reconciler
 from corral.sdk import credentials
-from corral.services import accounts, jobpaths, leasing, secretbox, submit, sync
+from corral.services import accounts, jobpaths, leasing, runtime, secretbox, sync
 from corral.services import catalog as catalog_mod
-from corral.storage import objects, paths
+from corral.storage import objects
 from corral.store import db, identity_repo
 from corral.web import console
 
@@ -99,7 +96,7 @@ def build(settings: settings_mod.Settings) -> Platform:
                        containment=(executor.containment()
                                     if isinstance(executor, base.Contains) else "none"))
     leader = leasing.Leader(store, settings.server_name or leasing.default_name(),
-                               None, times, exclusive=store.is_sqlite)
+                            None, times, exclusive=store.is_sqlite)
     fence = leasing.Fence(leader)
     ctx.server_id = leader.me
     fenced = store.fenced(fence)
@@ -108,11 +105,8 @@ def build(settings: settings_mod.Settings) -> Platform:
         ctx.catalog = new
 
     wake = threading.Event()
-    kinds = loop.Loop(_controllers(ctx, fenced,
-                                   owned.Jobs(submit=functools.partial(_submit, ctx),
-                                              wake=wake.set,
-                                              confine=functools.partial(_confine, ctx))),
-                      interval=settings.tick_interval, store=store)
+    ctx.wake = wake.set
+    kinds = loop.Loop(_controllers(ctx, fenced), interval=settings.tick_interval, store=store)
 
     def changed(job_ids: Iterable[str]) -> None:  # who waits on jobs, and their owners
         ids = list(job_ids)
@@ -128,7 +122,6 @@ def build(settings: settings_mod.Settings) -> Platform:
     rec_fence = leasing.Fence(leader)
     syncer = sync.Syncer(store=fenced, settings=settings, stores=stores,
                          changed=changed, wake=wake.set)
-    ctx.wake = wake.set
     ctx.wake_kinds = kinds.wake
     executor.set_waker(wake.set)
     return Platform(settings=settings, store=store, executor=executor, catalog=cat,
@@ -137,28 +130,14 @@ def build(settings: settings_mod.Settings) -> Platform:
                     fenced=fenced, new_reconciler=new_reconciler, rec_fence=rec_fence)
 
 
-def _controllers(ctx: deps.Context, store: db.Store,
-                 jobs: owned.Jobs) -> list[loop.Controller]:
+def _controllers(services: runtime.Runtime, store: db.Store) -> list[loop.Controller]:
     """The controllers of the job kinds this server runs (when it leads), writing to
-    `store`."""
-    return [incremental.controller_for(store, jobs, ctx.stores),
-            pipelines.controller_for(store, jobs, ctx.settings, ctx.stores),
-            notebooks.controller_for(store, ctx.settings, jobs, lambda: ctx.catalog),
-            search.controller_for(store, jobs, ctx.settings, ctx.stores)]
-
-
-def _submit(ctx: deps.Context, conn: sa.Connection, body: specs.JobCreate, *,
-            project_id: str, user_name: str, now: int, owner: tuple[str, str, str]) -> str:
-    """A job a controller owns, submitted as the API submits one (kinds/owned.py)."""
-    return submit.create_job(conn, ctx.catalog, body, project_id=project_id, now=now,
-                             user_name=user_name, policy=ctx.path_policy(conn, project_id),
-                             places=ctx.places, owner=owner)
-
-
-def _confine(ctx: deps.Context, conn: sa.Connection, project_id: str, path: str,
-             what: str) -> pathlib.Path:
-    """A path a controller reads or writes for a project's jobs (kinds/owned.py)."""
-    return paths.confine(ctx.path_policy(conn, project_id), path, what)
+    `store` and calling the services (submitting their jobs) with `services`: the same
+    runtime the API's context is."""
+    return [incremental.controller_for(store, services),
+            pipelines.controller_for(store, services),
+            notebooks.controller_for(store, services.settings, services),
+            search.controller_for(store, services)]
 
 
 def _open_state(settings: settings_mod.Settings, store: db.Store,

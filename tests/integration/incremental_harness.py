@@ -9,15 +9,12 @@ import json
 import pathlib
 from typing import Any
 
-import sqlalchemy as sa
-
 from corral import settings as settings_mod
 from corral.domain import errors, jobs, resources
 from corral.domain.incremental import loopspec
-from corral.kinds import owned
 from corral.kinds.incremental import actions, controller
 from corral.services import catalog as catalog_mod
-from corral.services import datasets, finishing, submit
+from corral.services import datasets, finishing, runtime, submit
 from corral.storage import objects, paths
 from corral.store import (
     dataset_repo,
@@ -210,21 +207,12 @@ def make(store: db.Store, tmp_path: pathlib.Path, **settings_: Any) -> Harness:
     stores = objects.Stores(settings)
     root = tmp_path / "work"
     root.mkdir()
-    harness: Harness
-
-    def submit_owned(conn: sa.Connection, body: Any, *, project_id: str, user_name: str,
-                     now: int, owner: tuple[str, str, str]) -> str:
-        return submit.create_job(conn, harness.catalog(), body, project_id=project_id, now=now,
-                                 user_name=user_name, policy=policy,
-                                 places=submit.Places(runs_dir=settings.runs_dir,
-                                                      stores=stores), owner=owner)
-
-    def confine(conn: sa.Connection, project_id: str, path: str, what: str) -> pathlib.Path:
-        return paths.confine(policy, path, what)
-
-    jobs_ = owned.Jobs(submit=submit_owned, wake=lambda: None, confine=confine)
+    services = runtime.Runtime(
+        store=store, settings=settings, default_project_id=project_id, stores=stores,
+        catalog=catalog_mod.Catalog.build(settings, [resources.Node(name="local", cpu=4,
+                                                                    memory_mb=8192)]))
     harness = Harness(store=store, settings=settings, project_id=project_id, root=root,
-                      controller=controller.Controller(store, jobs_, stores), policy=policy,
+                      controller=controller.Controller(store, services, stores), policy=policy,
                       stores=stores)
     return harness
 

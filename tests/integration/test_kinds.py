@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import enum
 import functools
+import pathlib
 import re
 import time
 from typing import Any
@@ -15,7 +16,7 @@ import sqlalchemy as sa
 from corral.domain import specs
 from corral.kinds import loop, owned
 from corral.services import catalog as catalog_mod
-from corral.services import submit
+from corral.services import runtime, submit
 from corral.store import db, job_repo, kind_repo, schema
 from tests import conftest, factories
 from tests.integration.test_store import NOW, catalog, project  # noqa: F401
@@ -23,12 +24,10 @@ from tests.integration.test_store import NOW, catalog, project  # noqa: F401
 KIND = "test_kind"
 
 
-def jobs_for(cat: catalog_mod.Catalog) -> owned.Jobs:
-    def submit_owned(conn: sa.Connection, body: specs.JobCreate, *, project_id: str,
-                     user_name: str, now: int, owner: tuple[str, str, str]) -> str:
-        return submit.create_job(conn, cat, body, project_id=project_id, now=now,
-                                 user_name=user_name, owner=owner)
-    return owned.Jobs(submit=submit_owned, wake=lambda: None)
+def services_for(store: db.Store, cat: catalog_mod.Catalog, project_id: str,
+                 home: pathlib.Path) -> runtime.Runtime:
+    return runtime.Runtime(store=store, catalog=cat, default_project_id=project_id,
+                           settings=conftest.make_settings(home))
 
 
 def an_owner(project_id: str, name: str = "loop-a") -> owned.Owner:
@@ -41,8 +40,9 @@ def body() -> specs.JobCreate:
 
 
 def test_a_role_is_submitted_once_however_often_it_is_asked(
-        store: db.Store, catalog: catalog_mod.Catalog, project: str) -> None:  # noqa: F811
-    how, owner = jobs_for(catalog), an_owner(project)
+        store: db.Store, catalog: catalog_mod.Catalog, project: str,  # noqa: F811
+        tmp_path: pathlib.Path) -> None:
+    how, owner = services_for(store, catalog, project, tmp_path), an_owner(project)
     with store.begin() as conn:
         first = owned.submit(conn, how, owner, "round-1/train", body(), NOW)
     with store.begin() as conn:  # a controller that lost track of it asks again
@@ -62,8 +62,10 @@ def test_a_role_is_submitted_once_however_often_it_is_asked(
 
 
 def test_owned_jobs_are_stopped_and_deleted_with_their_owner(
-        store: db.Store, catalog: catalog_mod.Catalog, project: str) -> None:  # noqa: F811
-    how, owner, bystander = jobs_for(catalog), an_owner(project), an_owner(project, "b")
+        store: db.Store, catalog: catalog_mod.Catalog, project: str,  # noqa: F811
+        tmp_path: pathlib.Path) -> None:
+    how = services_for(store, catalog, project, tmp_path)
+    owner, bystander = an_owner(project), an_owner(project, "b")
     with store.begin() as conn:
         mine = [owned.submit(conn, how, owner, f"r{i}", body(), NOW) for i in range(2)]
         theirs = owned.submit(conn, how, bystander, "r0", body(), NOW)
@@ -150,9 +152,11 @@ def test_one_controllers_failure_does_not_stop_the_others(caplog: Any) -> None:
 
 
 def test_jobs_owned_by_an_object_are_told_apart(
-        store: db.Store, catalog: catalog_mod.Catalog, project: str) -> None:  # noqa: F811
+        store: db.Store, catalog: catalog_mod.Catalog, project: str,  # noqa: F811
+        tmp_path: pathlib.Path) -> None:
     with store.begin() as conn:
-        mine = owned.submit(conn, jobs_for(catalog), an_owner(project), "r0", body(), NOW)
+        mine = owned.submit(conn, services_for(store, catalog, project, tmp_path),
+                            an_owner(project), "r0", body(), NOW)
         plain = submit.create_job(conn, catalog, body(), project_id=project, now=NOW,
                                   user_name="ann")
     with store.read() as conn:

@@ -7,20 +7,15 @@ import concurrent.futures
 import contextlib
 import dataclasses
 import functools
-import time
 from collections.abc import Callable, Iterator
 from typing import Annotated, ParamSpec, TypeVar
 
 import sqlalchemy as sa
 from fastapi import Depends, Request
 
-from corral import settings as settings_mod
 from corral.api import authcache, watch
-from corral.domain import pacing, specs
-from corral.services import catalog as catalog_mod
-from corral.services import secretbox, submit
-from corral.storage import objects, paths
-from corral.store import db, identity_repo
+from corral.domain import pacing
+from corral.services import runtime
 
 T = TypeVar("T")
 P = ParamSpec("P")
@@ -32,22 +27,11 @@ LOG_BYTES_PER_S = 32 * 1024 * 1024
 
 
 @dataclasses.dataclass
-class Context:
-    store: db.Store
-    catalog: catalog_mod.Catalog
-    settings: settings_mod.Settings
-    default_project_id: str
-    #: seals and opens stored secret keys (None only where nothing verifies signatures)
-    box: secretbox.SecretBox | None = None
-    #: the object stores s3:// URLs resolve to (versions and models: issue 6)
-    stores: objects.Stores | None = None
+class Context(runtime.Runtime):
+    """The services' runtime, and what the API alone keeps beside it."""
+
     #: how the executors hold each task's processes together (`corral info`)
     containment: str = "none"
-    #: asks the scheduler for a pass at once (a job submitted, stopped or deleted, a quota)
-    wake: Callable[[], None] = lambda: None
-    #: asks the job kinds' controllers for a pass (a user acted on one of their objects)
-    wake_kinds: Callable[[], None] = lambda: None
-    clock: Callable[[], float] = time.time
     #: this server as a leadership lease names it (services/leasing.identity)
     server_id: str = ""
     #: the port notebooks are served on (None: nowhere; api/notebook_proxy.py)
@@ -63,13 +47,9 @@ class Context:
     threads: concurrent.futures.ThreadPoolExecutor = dataclasses.field(
         default_factory=lambda: concurrent.futures.ThreadPoolExecutor(
             API_THREADS, thread_name_prefix="corral-api"), init=False)
-    _policies: dict[str, paths.Policy] = dataclasses.field(default_factory=dict, init=False)
 
     def __post_init__(self) -> None:
         self.auth_cache = authcache.CredentialCache(self.settings.auth_cache_seconds)
-
-    def now(self) -> int:
-        return int(self.clock() * 1000)
 
     async def blocking(self, fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> T:
         """`fn(*args)` on a thread of the API's own pool, for a handler whose work blocks
@@ -89,33 +69,6 @@ class Context:
                 yield conn
         finally:
             self.auth_cache.clear()
-
-    @property
-    def places(self) -> submit.Places:
-        return submit.Places(runs_dir=self.settings.runs_dir, stores=self.stores,
-                             model_channel=self.settings.model_channel)
-
-    def submit_owned(self, conn: sa.Connection, body: specs.JobCreate, *, project_id: str,
-                     user_name: str, now: int, owner: tuple[str, str, str]) -> str:
-        """Submit a job an object of a job kind owns as the API submits any job
-        (`kinds.owned.Submit`): how such objects are checked when they are made."""
-        return submit.create_job(conn, self.catalog, body, project_id=project_id, now=now,
-                                 user_name=user_name, policy=self.path_policy(conn, project_id),
-                                 places=self.places, owner=owner)
-
-    def path_policy(self, conn: sa.Connection, project_id: str) -> paths.Policy:
-        """Where the project's jobs may read and write on local disk (storage/paths.py).
-
-        Kept per project: it depends only on the settings and the project's name, and a
-        project is never renamed or removed (building it resolves every root on disk).
-        """
-        policy = self._policies.get(project_id)
-        if policy is None:
-            policy = self._policies[project_id] = paths.policy_for(
-                self.settings, project_id=project_id,
-                project_name=identity_repo.find_project(conn, project_id).name,
-                is_default=project_id == self.default_project_id)
-        return policy
 
 
 async def get_context(request: Request) -> Context:

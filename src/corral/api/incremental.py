@@ -119,7 +119,7 @@ def _create(ctx: deps.Context, project_id: str, body: loopspec.LoopCreate,
         identity_repo.require_project(conn, project_id)
         confine = functools.partial(paths.confine, ctx.path_policy(conn, project_id))
         loop_id = actions.create(conn, body, project_id=project_id, user_name=user_name,
-                                 confine=confine, now=now, submit=ctx.submit_owned)
+                                 confine=confine, now=now, services=ctx)
         out = incremental_views.loop(conn, loop_repo.get_loop(conn, project_id, loop_id), now)
     ctx.wake_kinds()
     return out

@@ -66,8 +66,8 @@ def _create(ctx: deps.Context, project_id: str, data: Any, user_name: str) -> di
     if not isinstance(data, dict):
         raise errors.BadParameter("a pipeline body is a mapping (metadata, tasks, ...)")
     with ctx.store.begin() as conn:
-        p = actions.create(conn, ctx.settings, ctx.submit_owned, project_id=project_id,
-                           user_name=user_name, data=data, now=now, stores=ctx.stores)
+        p = actions.create(conn, ctx, project_id=project_id, user_name=user_name, data=data,
+                           now=now)
         out = _view(conn, p, now)
     ctx.wake_kinds()
     return out

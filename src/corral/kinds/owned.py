@@ -3,22 +3,20 @@
 A job records its owner (the kind and the object's id) and its role there, and the three
 are unique together: a controller that submits the same role again (after a crash between
 its submission and its next pass, say) gets the job it made, never a second one.
-Submitting goes through the same checks as the API's (flavor, pool, paths under the
-project's storage roots), as the user who made the owning object.
+Submitting goes through the same service as the API's (`runtime.Runtime.submit_job`: flavor,
+pool, paths under the project's storage roots), as the user who made the owning object.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import pathlib
 import re
 import uuid
-from collections.abc import Callable
-from typing import Protocol
 
 import sqlalchemy as sa
 
 from corral.domain import errors, jobs, specs
+from corral.services import runtime
 from corral.store import job_repo, rows
 
 
@@ -33,39 +31,6 @@ class Owner:
     name: str  #: the object's name: its jobs' names start with it
 
 
-class Submit(Protocol):
-    """services.submit.create_job with the platform's catalog, storage roots and places
-    (built by the server): a job's id, or errors.CorralError when it is refused."""
-
-    def __call__(self, conn: sa.Connection, body: specs.JobCreate, *, project_id: str,
-                 user_name: str, now: int, owner: tuple[str, str, str]) -> str: ...
-
-
-class Confine(Protocol):
-    """storage.paths.confine with the project's storage roots (built by the server): the
-    resolved path, or errors.BadParameter when the project may not use it."""
-
-    def __call__(self, conn: sa.Connection, project_id: str, path: str,
-                 what: str) -> pathlib.Path: ...
-
-
-def _nowhere(conn: sa.Connection, project_id: str, path: str, what: str) -> pathlib.Path:
-    raise errors.BadParameter(f"{what} '{path}': no storage roots were given to this "
-                              "controller")
-
-
-@dataclasses.dataclass(frozen=True)
-class Jobs:
-    """What a controller needs to own training jobs."""
-
-    submit: Submit
-    #: asks the scheduler for a pass (once the transaction that submitted has committed)
-    wake: Callable[[], None]
-    #: where the files a controller reads and writes for its jobs (their data, their
-    #: models) may be: the same roots as its jobs' own paths
-    confine: Confine = _nowhere
-
-
 def job_name(owner: Owner, role: str) -> str:
     """The name of the job playing `role` for `owner`: the owner's name and the role, in
     the letters a job name may have, at most 64 of them."""
@@ -73,36 +38,38 @@ def job_name(owner: Owner, role: str) -> str:
     return f"{owner.name[:63 - len(suffix)]}-{suffix}"[-64:]
 
 
-def submit(conn: sa.Connection, how: Jobs, owner: Owner, role: str, body: specs.JobCreate,
-           now: int) -> rows.Job:
+def submit(conn: sa.Connection, services: runtime.Runtime, owner: Owner, role: str,
+           body: specs.JobCreate, now: int) -> rows.Job:
     """The job playing `role` for `owner`: the one submitted before, or a new one made
-    from `body` (named after the owner and the role). Call `how.wake` once committed."""
+    from `body` (named after the owner and the role), submitted as the API submits one
+    (`runtime.Runtime.submit_job`). Call `services.wake` once committed."""
     existing = job_repo.owned_jobs(conn, owner.kind, owner.id).get(role)
     if existing is not None:
         return existing
     named = body.model_copy(update={"metadata": body.metadata.model_copy(
         update={"name": job_name(owner, role)})})
-    job_id = how.submit(conn, named, project_id=owner.project_id, user_name=owner.user_name,
-                        now=now, owner=(owner.kind, owner.id, role))
+    job_id = services.submit_job(conn, named, project_id=owner.project_id,
+                                 user_name=owner.user_name, now=now,
+                                 owner=(owner.kind, owner.id, role))
     job = job_repo.job_by_id(conn, job_id)
     assert job is not None
     return job
 
 
-def try_submit(conn: sa.Connection, how: Jobs, owner: Owner, role: str,
+def try_submit(conn: sa.Connection, services: runtime.Runtime, owner: Owner, role: str,
                body: specs.JobCreate, now: int) -> rows.Job | errors.CorralError:
     """`submit` in a savepoint of the caller's transaction: a refusal (a flavor gone, a
     path the project may no longer use) is returned, with nothing of it written, so that
     the caller's transaction goes on to record it."""
     try:
         with conn.begin_nested():
-            return submit(conn, how, owner, role, body, now)
+            return submit(conn, services, owner, role, body, now)
     except errors.CorralError as exc:
         return exc
 
 
-def probe(conn: sa.Connection, how: Submit, owner: Owner, role: str, body: specs.JobCreate,
-          now: int) -> None:
+def probe(conn: sa.Connection, services: runtime.Runtime, owner: Owner, role: str,
+          body: specs.JobCreate, now: int) -> None:
     """Submit `body` as the job would be, and take it back: the checks any job gets (its
     flavor, pool and engine, that its code and inputs exist, paths the project may use),
     nothing kept; errors.CorralError for what it refuses. An object is probed when it is
@@ -112,8 +79,9 @@ def probe(conn: sa.Connection, how: Submit, owner: Owner, role: str, body: specs
         update={"name": f"probe-{uuid.uuid4().hex[:12]}"})})
     savepoint = conn.begin_nested()
     try:
-        how(conn, named, project_id=owner.project_id, user_name=owner.user_name, now=now,
-            owner=(owner.kind, owner.id, f"probe/{role}"))
+        services.submit_job(conn, named, project_id=owner.project_id,
+                            user_name=owner.user_name, now=now,
+                            owner=(owner.kind, owner.id, f"probe/{role}"))
     finally:
         savepoint.rollback()
 

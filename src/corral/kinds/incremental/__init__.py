@@ -22,13 +22,11 @@ on where it was and never makes a job twice.
 
 from __future__ import annotations
 
-from corral.kinds import owned
 from corral.kinds.incremental import controller
-from corral.storage import objects
+from corral.services import runtime
 from corral.store import db
 
 
-def controller_for(store: db.Store, jobs: owned.Jobs,
-                   stores: objects.Stores | None) -> controller.Controller:
-    """The incremental-learning controller, as the server runs it."""
-    return controller.Controller(store, jobs, stores)
+def controller_for(store: db.Store, services: runtime.Runtime) -> controller.Controller:
+    """The incremental-learning controller, as the server runs it (writing to `store`)."""
+    return controller.Controller(store, services, services.stores)

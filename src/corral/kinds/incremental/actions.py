@@ -17,7 +17,7 @@ from corral.domain import errors, specs
 from corral.domain.incremental import loopspec, samples, states
 from corral.kinds import owned
 from corral.kinds.incremental import bodies, common, current, deploys
-from corral.services import datasets
+from corral.services import datasets, runtime
 from corral.storage import objects, wholefiles
 from corral.store import dataset_repo, job_repo, kind_rows, loop_repo, model_repo, rows
 
@@ -26,9 +26,9 @@ LS, RS, DS = states.LoopState, states.RoundState, states.DeployState
 
 def create(conn: sa.Connection, body: loopspec.LoopCreate, *, project_id: str,
            user_name: str, confine: datasets.Confine, now: int,
-           submit: owned.Submit | None = None) -> str:
+           services: runtime.Runtime | None = None) -> str:
     """Make a loop (Waiting; its service, if it has one, starts with the current model);
-    returns its id. BadParameter for what cannot work; with `submit`, each job the loop
+    returns its id. BadParameter for what cannot work; with `services`, each job the loop
     would submit is submitted as a probe and taken back, so that what the platform would
     refuse (a flavor, a code_dir that does not exist) is refused now."""
     spec = body.spec
@@ -54,8 +54,8 @@ def create(conn: sa.Connection, body: loopspec.LoopCreate, *, project_id: str,
     loop = loop_repo.loop_by_id(conn, loop_id)
     assert loop is not None
     def probe(job: specs.JobCreate) -> None:
-        if submit is not None:
-            owned.probe(conn, submit, common.owner(loop), "check", job, now)
+        if services is not None:
+            owned.probe(conn, services, common.owner(loop), "check", job, now)
 
     try:
         bodies.check(stored, loop, dataset, probe)

@@ -14,7 +14,7 @@ import sqlalchemy as sa
 from corral.domain import errors, specs
 from corral.domain.incremental import loopspec, samples, states, triggers
 from corral.kinds import owned
-from corral.services import datasets
+from corral.services import datasets, runtime
 from corral.storage import objects
 from corral.store import db, kind_rows, rows
 
@@ -24,7 +24,7 @@ KIND = states.KIND
 @dataclasses.dataclass(frozen=True)
 class Ctx:
     store: db.Store
-    jobs: owned.Jobs
+    services: runtime.Runtime
     #: the object stores s3:// datasets and model stores resolve to
     stores: objects.Stores | None = None
 
@@ -39,14 +39,14 @@ def owner(loop: kind_rows.Loop) -> owned.Owner:
 
 
 def confine(ctx: Ctx, conn: sa.Connection, loop: kind_rows.Loop) -> datasets.Confine:
-    return functools.partial(ctx.jobs.confine, conn, loop.project_id)
+    return functools.partial(ctx.services.confine, conn, loop.project_id)
 
 
 def confine_alone(ctx: Ctx, loop: kind_rows.Loop) -> datasets.Confine:
     """`confine` reading the project's roots in a transaction of its own."""
     def confined(path: str, what: str) -> pathlib.Path:
         with ctx.store.read() as conn:
-            return ctx.jobs.confine(conn, loop.project_id, path, what)
+            return ctx.services.confine(conn, loop.project_id, path, what)
     return confined
 
 
@@ -78,7 +78,7 @@ def submit(ctx: Ctx, conn: sa.Connection, loop: kind_rows.Loop, role: str,
     savepoint, so that a refusal leaves the rest of the transaction whole)."""
     try:
         with conn.begin_nested():
-            return owned.submit(conn, ctx.jobs, owner(loop), role, body, now)
+            return owned.submit(conn, ctx.services, owner(loop), role, body, now)
     except errors.CorralError as exc:
         return exc.message
 

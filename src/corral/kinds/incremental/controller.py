@@ -12,8 +12,9 @@ from __future__ import annotations
 import functools
 
 from corral.domain.incremental import states
-from corral.kinds import loop, owned
+from corral.kinds import loop
 from corral.kinds.incremental import checks, common, deploys, hardexamples, rounds
+from corral.services import runtime
 from corral.storage import objects
 from corral.store import db, loop_repo
 
@@ -21,9 +22,9 @@ from corral.store import db, loop_repo
 class Controller:
     kind = states.KIND
 
-    def __init__(self, store: db.Store, jobs: owned.Jobs,
+    def __init__(self, store: db.Store, services: runtime.Runtime,
                  stores: objects.Stores | None = None) -> None:
-        self.ctx = common.Ctx(store=store, jobs=jobs, stores=stores)
+        self.ctx = common.Ctx(store=store, services=services, stores=stores)
 
     def reconcile(self, now: int) -> bool:
         with self.ctx.store.read() as conn:

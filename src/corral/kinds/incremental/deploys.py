@@ -87,7 +87,7 @@ def _write(ctx: common.Ctx, loop: kind_rows.Loop, spec: loopspec.LoopSpec, d: ki
            now: int) -> bool:
     try:
         with ctx.store.read() as conn:
-            where = layout.Layout.of(conn, ctx.jobs, loop, spec)
+            where = layout.Layout.of(conn, ctx.services, loop, spec)
             model = current.version(conn, loop.project_id, d.model_name, d.version)
         _copy(ctx, loop, model, where)
         wholefiles.write(where.config, config(where, d))
@@ -108,7 +108,7 @@ def _write(ctx: common.Ctx, loop: kind_rows.Loop, spec: loopspec.LoopSpec, d: ki
             return True
         loop_repo.move_deploy(conn, fresh, to=DS.PENDING, written_at=now, service_role=started,
                               deadline=now + spec.deploySpec.model.ack_timeout_s * 1000)
-    ctx.jobs.wake()
+    ctx.services.wake()
     return True
 
 
@@ -182,7 +182,7 @@ def _await(ctx: common.Ctx, loop: kind_rows.Loop, spec: loopspec.LoopSpec, d: ki
            now: int) -> bool:
     with ctx.store.read() as conn:
         try:
-            ack = read_ack(layout.Layout.of(conn, ctx.jobs, loop, spec))
+            ack = read_ack(layout.Layout.of(conn, ctx.services, loop, spec))
         except errors.CorralError:
             ack = None
         job = job_repo.owned_jobs(conn, states.KIND, loop.id).get(d.service_role or "")
@@ -217,7 +217,7 @@ def _end(ctx: common.Ctx, loop: kind_rows.Loop, d: kind_rows.Deploy, state: stat
         last = _last_loaded(conn, loop.id) if state == DS.FAILED else None
     if last is not None:
         _restore(ctx, loop, spec, last)
-    ctx.jobs.wake()
+    ctx.services.wake()
     return True
 
 
@@ -232,7 +232,7 @@ def _restore(ctx: common.Ctx, loop: kind_rows.Loop, spec: loopspec.LoopSpec,
     service that never loaded the failed one sees the token it has and does nothing)."""
     try:
         with ctx.store.read() as conn:
-            where = layout.Layout.of(conn, ctx.jobs, loop, spec)
+            where = layout.Layout.of(conn, ctx.services, loop, spec)
         wholefiles.write(where.config, config(where, last))
     except (OSError, errors.CorralError) as exc:
         log.warning("loop %s: model_config.json not restored: %s", loop.name, exc)

@@ -31,7 +31,7 @@ def ingest(ctx: common.Ctx, loop: kind_rows.Loop, spec: loopspec.LoopSpec, now: 
         return False
     with ctx.store.read() as conn:
         try:
-            path = layout.Layout.of(conn, ctx.jobs, loop, spec).hard_examples
+            path = layout.Layout.of(conn, ctx.services, loop, spec).hard_examples
         except errors.CorralError:
             return False
     offset = loop.hard_examples_read

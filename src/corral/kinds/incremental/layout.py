@@ -14,7 +14,7 @@ The server writes the first ones; the service writes only in its own output chan
 which corral makes for it (as the user jobs run as) like any job's.
 
 outputDir is stored resolved; each time it is used it must still be allowed to the
-project (`owned.Jobs.confine`) and still lead to itself, and the files under it are
+project (`runtime.Runtime.confine`) and still lead to itself, and the files under it are
 written and read without following links.
 """
 
@@ -27,8 +27,7 @@ import pathlib
 import sqlalchemy as sa
 
 from corral.domain.incremental import loopspec
-from corral.kinds import owned
-from corral.services import datasets
+from corral.services import datasets, runtime
 from corral.store import kind_rows
 
 
@@ -37,9 +36,9 @@ class Layout:
     root: pathlib.Path
 
     @classmethod
-    def of(cls, conn: sa.Connection, jobs: owned.Jobs, loop: kind_rows.Loop,
+    def of(cls, conn: sa.Connection, services: runtime.Runtime, loop: kind_rows.Loop,
            spec: loopspec.LoopSpec) -> Layout:
-        confine = functools.partial(jobs.confine, conn, loop.project_id)
+        confine = functools.partial(services.confine, conn, loop.project_id)
         return cls(datasets.unmoved(confine, spec.outputDir, "outputDir"))
 
     def round_dir(self, number: int) -> pathlib.Path:

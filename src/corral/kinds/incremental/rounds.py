@@ -77,7 +77,7 @@ def start(ctx: common.Ctx, loop_id: str, trigger: dict[str, Any], now: int) -> b
         if locked is None or not _same(locked, plan.loop):
             return False  # moved on meanwhile: the next pass sees where it is
         _begin(ctx, conn, locked, plan, trigger, eval_hash, now)
-    ctx.jobs.wake()
+    ctx.services.wake()
     return True
 
 
@@ -93,7 +93,7 @@ def _plan(ctx: common.Ctx, loop_id: str) -> _Plan | tuple[kind_rows.Loop, str] |
         try:
             return _Plan(
                 loop=loop, spec=spec, dataset=dataset,
-                where=layout.Layout.of(conn, ctx.jobs, loop, spec),
+                where=layout.Layout.of(conn, ctx.services, loop, spec),
                 base=current.current(conn, loop, spec),
                 judged=current.baseline(conn, loop, spec, _promoted(conn, loop)),
                 snap=datasets.read(dataset, ctx.stores, common.confine(ctx, conn, loop)))
@@ -204,7 +204,7 @@ def advance(ctx: common.Ctx, loop: kind_rows.Loop, spec: loopspec.LoopSpec, now:
             _after_eval(conn, locked, spec, fresh, now)
         else:
             _deploy(conn, locked, spec, fresh, now)
-    ctx.jobs.wake()
+    ctx.services.wake()
     return True
 
 
@@ -256,7 +256,7 @@ def _after_train(ctx: common.Ctx, conn: sa.Connection, loop: kind_rows.Loop,
     try:
         judged = current.version(conn, loop.project_id, rnd.current_model or "",
                                  rnd.current_version or 0)
-        where = layout.Layout.of(conn, ctx.jobs, loop, spec)
+        where = layout.Layout.of(conn, ctx.services, loop, spec)
         dataset = dataset_repo.by_id(conn, loop.dataset_id)
         assert dataset is not None
         body = bodies.evaluation(spec, loop, where, rnd.number, new, judged, dataset)

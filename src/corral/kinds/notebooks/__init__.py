@@ -10,16 +10,13 @@ what users do to them (the API calls it).
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from corral import settings as settings_mod
-from corral.kinds import owned
 from corral.kinds.notebooks import controller
-from corral.services import catalog as catalog_mod
+from corral.services import runtime
 from corral.store import db
 
 
-def controller_for(store: db.Store, settings: settings_mod.Settings, jobs: owned.Jobs,
-                   catalog: Callable[[], catalog_mod.Catalog]) -> controller.Controller:
+def controller_for(store: db.Store, settings: settings_mod.Settings,
+                   services: runtime.Runtime) -> controller.Controller:
     """The notebooks' controller, as the server runs it."""
-    return controller.Controller(store, settings, jobs, catalog)
+    return controller.Controller(store, settings, services)

@@ -14,7 +14,6 @@ import dataclasses
 import functools
 import logging
 import shutil
-from collections.abc import Callable
 from typing import Any
 
 import sqlalchemy as sa
@@ -24,8 +23,7 @@ from corral.domain import errors, jobs, notebooks
 from corral.executors import base
 from corral.kinds import loop, owned
 from corral.kinds.notebooks import jupyter, session, sockets
-from corral.services import catalog as catalog_mod
-from corral.services import jobpaths
+from corral.services import jobpaths, runtime
 from corral.store import db, job_repo, kind_repo, kind_rows, notebook_repo, rows
 
 log = logging.getLogger(__name__)
@@ -81,8 +79,7 @@ def endpoint_of(conn: sa.Connection, settings: settings_mod.Settings,
 class Controller:
     store: db.Store
     settings: settings_mod.Settings
-    jobs: owned.Jobs
-    catalog: Callable[[], catalog_mod.Catalog]
+    services: runtime.Runtime
     kind: str = notebooks.KIND
     #: sessions whose JupyterLab was asked to shut down (asking again is harmless)
     _asked: set[tuple[str, int]] = dataclasses.field(default_factory=set)
@@ -122,19 +119,19 @@ class Controller:
     def _submit(self, nb: kind_rows.Notebook, now: int) -> None:
         try:
             owner = jobpaths.task_user(self.settings, quiet=True)
-            read, remote = nb, session.remote(self.catalog(), nb.pool_id)
+            read, remote = nb, session.remote(self.services.catalog, nb.pool_id)
             if remote:  # on a Ray node: a port and a token of its own
                 port, token = session.tcp_session()
                 nb = dataclasses.replace(nb, port=port, jupyter_token=token)
             session.prepare(self.settings, nb, owner)
             if remote:
                 session.write_token(self.settings, nb, owner)
-            body = session.job_body(self.settings, self.catalog(), nb)
+            body = session.job_body(self.settings, self.services.catalog, nb)
             with self.store.begin() as conn:
                 if remote and not notebook_repo.update(conn, read, now, port=nb.port,
                                                        jupyter_token=nb.jupyter_token):
                     return  # changed since it was read: the next pass looks again
-                job = owned.submit(conn, self.jobs, owner_of(nb), session.role(nb.session),
+                job = owned.submit(conn, self.services, owner_of(nb), session.role(nb.session),
                                    body, now)
                 kind_repo.add_event(conn, self.kind, nb.id, now,
                                     f"Session {nb.session} queued: job {job.id}")
@@ -142,7 +139,7 @@ class Controller:
             reason = exc.message if isinstance(exc, errors.CorralError) else str(exc)
             self._fail(nb, now, f"its session could not be submitted: {reason}")
             return
-        self.jobs.wake()
+        self.services.wake()
         log.info("notebook %s: session %d is job %s", nb.id, nb.session, job.id)
 
     def _came_up(self, nb: kind_rows.Notebook, job: rows.Job, now: int) -> None:
@@ -270,7 +267,7 @@ class Controller:
         with self.store.begin() as conn:
             owned.stop(conn, owner_of(nb), now, f"Notebook {nb.name} stopped: "
                        f"{nb.stop_reason or 'deleted'}")
-        self.jobs.wake()
+        self.services.wake()
 
     def _deleting(self, nb: kind_rows.Notebook, all_jobs: list[rows.Job], now: int) -> None:
         running = [j for j in all_jobs if not owned.ended(j)]
@@ -283,7 +280,7 @@ class Controller:
             notebook_repo.delete(conn, nb.id)
         shutil.rmtree(session.state_dir(self.settings, nb.id), ignore_errors=True)
         sockets.remove(session.sockets_dir(self.settings), session.socket_pattern(nb.id))
-        self.jobs.wake()
+        self.services.wake()
 
     # --- a session that ended by itself ----------------------------------------------------
 
@@ -316,7 +313,7 @@ class Controller:
                 stop_reason=reason, **_closed())
             if moved and stop_job:
                 owned.stop(conn, owner_of(nb), now, f"Notebook {nb.name} failed: {reason}")
-        self.jobs.wake()
+        self.services.wake()
 
     def _forget_socket(self, nb: kind_rows.Notebook) -> None:
         """Remove the session's socket, the server's once it was taken (a job could not)."""

@@ -15,15 +15,15 @@ status, `when`) are pure and live in `domain.pipelines`. The modules:
 
 from __future__ import annotations
 
-from corral import settings as settings_mod
-from corral.kinds import owned
 from corral.kinds.pipelines import common, controller
+from corral.services import runtime
 from corral.storage import objects
 from corral.store import db
 
 
-def controller_for(store: db.Store, jobs: owned.Jobs, settings: settings_mod.Settings,
-                   stores: objects.Stores | None) -> controller.Controller:
-    """The pipelines' controller, as the server runs it."""
+def controller_for(store: db.Store, services: runtime.Runtime) -> controller.Controller:
+    """The pipelines' controller, as the server runs it (writing to `store`)."""
+    settings = services.settings
     return controller.Controller(common.Platform(
-        store=store, jobs=jobs, settings=settings, stores=stores or objects.Stores(settings)))
+        store=store, services=services, settings=settings,
+        stores=services.stores or objects.Stores(settings)))

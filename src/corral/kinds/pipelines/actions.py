@@ -23,8 +23,9 @@ from corral.domain import errors
 from corral.domain.pipelines import build, dag, shape, status
 from corral.kinds import owned
 from corral.kinds.pipelines import cleaning, common
+from corral.services import runtime
 from corral.services import submit as submitting
-from corral.storage import objects, paths
+from corral.storage import paths
 from corral.store import db, kind_repo, kind_rows, pipeline_repo
 
 TaskState = status.TaskState
@@ -36,11 +37,11 @@ class Rerun(enum.StrEnum):
     ALL = "all"  #: every run runs again
 
 
-def create(conn: sa.Connection, settings: settings_mod.Settings, submit: owned.Submit, *,
-           project_id: str, user_name: str, data: Any, now: int,
-           stores: objects.Stores | None = None) -> kind_rows.Pipeline:
+def create(conn: sa.Connection, services: runtime.Runtime, *, project_id: str,
+           user_name: str, data: Any, now: int) -> kind_rows.Pipeline:
     """A new pipeline from a body (validated; BadParameter otherwise), its first attempt
-    waiting for the controller. `stores`: those an s3:// output_root may name."""
+    waiting for the controller; each task's job is probed as `services` would submit it."""
+    settings, stores = services.settings, services.stores
     checked = build.parse(data)
     body = checked.body
     pipeline_id = str(uuid.uuid4())
@@ -53,7 +54,7 @@ def create(conn: sa.Connection, settings: settings_mod.Settings, submit: owned.S
     base = f"{root.rstrip('/')}/{body.metadata.name}-{pipeline_id[:8]}"
     for _key, task, item in checked.runs():
         if item in (None, 0):
-            _probe(conn, submit, checked, task, item, base=base, project_id=project_id,
+            _probe(conn, services, checked, task, item, base=base, project_id=project_id,
                    user_name=user_name, pipeline_id=pipeline_id, now=now)
     pipeline_repo.insert(conn, {
         "id": pipeline_id, "project_id": project_id, "name": body.metadata.name,
@@ -72,7 +73,7 @@ def create(conn: sa.Connection, settings: settings_mod.Settings, submit: owned.S
     return p
 
 
-def _probe(conn: sa.Connection, submit: owned.Submit, checked: shape.Shape, task: str,
+def _probe(conn: sa.Connection, services: runtime.Runtime, checked: shape.Shape, task: str,
            item: int | None, *, base: str, project_id: str, user_name: str,
            pipeline_id: str, now: int) -> None:
     """Submit the task's job as it would be, and take it back: the same checks, nothing
@@ -81,7 +82,7 @@ def _probe(conn: sa.Connection, submit: owned.Submit, checked: shape.Shape, task
     owner = owned.Owner(kind=common.KIND, id=pipeline_id, project_id=project_id,
                         user_name=user_name, name=checked.body.metadata.name)
     try:
-        owned.probe(conn, submit, owner, task, body, now)
+        owned.probe(conn, services, owner, task, body, now)
     except errors.CorralError as exc:
         raise type(exc)(f"task '{task}': {exc.message}") from None
 

@@ -14,6 +14,7 @@ import sqlalchemy as sa
 from corral import settings as settings_mod
 from corral.domain.pipelines import shape, spec, status
 from corral.kinds import owned
+from corral.services import runtime
 from corral.storage import objects, paths
 from corral.store import db, identity_repo, job_repo, kind_rows, pipeline_repo
 
@@ -22,11 +23,12 @@ KIND = pipeline_repo.KIND
 
 @dataclasses.dataclass(frozen=True)
 class Platform:
-    """What pipelines need of the server: the store, the way to own jobs, the settings
-    (runs and storage roots), the object stores (model registration)."""
+    """What pipelines need of the server: the store, the services (that submit their
+    jobs), the settings (runs and storage roots), the object stores (model
+    registration)."""
 
     store: db.Store
-    jobs: owned.Jobs
+    services: runtime.Runtime
     settings: settings_mod.Settings
     stores: objects.Stores
 

@@ -79,7 +79,7 @@ class Controller:
                 more = self._write(conn, p, attempt, runs, steps, starts, metrics, states, now,
                                    timed_out=timed_out, stop=stop)
             if stop or any(s.to == TaskState.RUNNING for s in steps):
-                self.platform.jobs.wake()
+                self.platform.services.wake()
         outcome = status.status(states.values())
         if outcome != status.Status.RUNNING:
             more = self._end(p, attempt, checked, outcome, now) or more
@@ -165,7 +165,7 @@ class Controller:
         with self.platform.store.begin() as conn:
             owned.delete(conn, common.owner(p), now)
             pipeline_repo.purge(conn, p.id)
-        self.platform.jobs.wake()
+        self.platform.services.wake()
 
 
 def _metrics_read(conn: sa.Connection, runs: Mapping[str, kind_rows.PipelineRun],

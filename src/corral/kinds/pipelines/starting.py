@@ -89,7 +89,7 @@ def carry_out(conn: sa.Connection, platform: common.Platform, p: kind_rows.Pipel
               {**given, "origin": "cached", "job_id": hit.job_id, "source": common.source(hit),
                "outputs": hit.outputs, "metrics": hit.metrics, "ended_at": now})
         return TaskState.CACHED
-    job = owned.try_submit(conn, platform.jobs, common.owner(p),
+    job = owned.try_submit(conn, platform.services, common.owner(p),
                            common.role(run.attempt, run.task, run.item), start.body, now)
     if isinstance(job, errors.CorralError):
         _move(conn, run, TaskState.FAILED, now, f"{run.key} could not start: {job.message}",

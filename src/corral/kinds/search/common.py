@@ -12,6 +12,7 @@ from corral.domain import models, specs
 from corral.domain.search import spec
 from corral.kinds import owned
 from corral.kinds.search import rewards
+from corral.services import runtime
 from corral.storage import objects
 from corral.store import db, kind_rows, rows, search_repo
 
@@ -20,11 +21,12 @@ KIND = search_repo.KIND
 
 @dataclasses.dataclass(frozen=True)
 class Platform:
-    """What searches need of the server: the store, the way to own jobs, the settings
-    (runs), the object stores (model registration), the trials' reward reader."""
+    """What searches need of the server: the store, the services (that submit their
+    jobs), the settings (runs), the object stores (model registration), the trials'
+    reward reader."""
 
     store: db.Store
-    jobs: owned.Jobs
+    services: runtime.Runtime
     settings: settings_mod.Settings
     stores: objects.Stores
     rewards: rewards.Reader

@@ -77,7 +77,7 @@ class Controller:
             asked += self._stop_losers(conn, v, now)
             started = self._submit(conn, v, now) if not v.stopping else 0
         if asked or started:
-            self.platform.jobs.wake()
+            self.platform.services.wake()
         if all(State(t.state) in trials.ENDED for t in v.stored) and not started:
             return ending.end_if_done(self.platform, v.s, v.search, v.job, now, v.refused)
         return False
@@ -174,7 +174,7 @@ class Controller:
             number = len(v.stored)
             params, attrs = study.ask(v.search, built)
             body = common.trial_body(v.job, number, params)
-            made = owned.try_submit(conn, self.platform.jobs, common.owner(v.job),
+            made = owned.try_submit(conn, self.platform.services, common.owner(v.job),
                                     common.role(number), body, now)
             if isinstance(made, Exception):
                 kind_repo.add_event_unless_last(
