@@ -115,6 +115,8 @@ def test_a_failing_job_shows_its_exit_code(live_server: Any, tmp_path: pathlib.P
     job_file = write_job(tmp_path, "mlp-bad")
     body = yaml.safe_load(job_file.read_text())
     body["algorithm"]["parameters"] = [{"name": "epochs", "value": "many"}]  # argparse: exit 2
+    # No restarts (the example allows two, 5 and 10 s apart): the first exit is the end.
+    body["metadata"]["annotations"]["fault-tolerance/job-retry-num"] = "0"
     job_file.write_text(yaml.safe_dump(body))
     job_id = submit(live_server, job_file)
 
