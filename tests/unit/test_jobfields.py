@@ -24,7 +24,7 @@ def world(tmp_path: pathlib.Path) -> Iterator[World]:
     w.store.dispose()
 
 
-def test_a_job_past_its_auto_stop_is_stopped_as_past_max_run_time(world: World) -> None:
+def test_a_job_past_its_auto_stop_is_stopped_saying_so(world: World) -> None:
     job_id = world.submit(spec={"resource": {"flavor_id": "corral.cpu.1u"},
                                 "auto_stop": {"time_unit": "HOURS", "duration": 1}})
     world.tick()
@@ -35,11 +35,21 @@ def test_a_job_past_its_auto_stop_is_stopped_as_past_max_run_time(world: World) 
     world.tick(3)
     job = world.job(job_id)
     assert (job.phase, job.failure_class) == ("Failed", "timeout")
-    assert job.failure_message == "timeout: ran past its max_run_time of 60 min"
+    assert job.failure_message == "timeout: ran past its auto_stop of 60 min"
 
 
 def spec_of(**spec: Any) -> specs.Spec:
     return specs.Spec.model_validate({"resource": {}, **spec})
+
+
+def test_the_reason_names_the_limit_that_applies() -> None:
+    hour = {"time_unit": "HOURS", "duration": 1}
+    assert spec_of(fault_tolerance={"max_run_time": 600}).run_limit_name == "max_run_time"
+    assert spec_of(auto_stop=hour).run_limit_name == "auto_stop"
+    earlier = spec_of(fault_tolerance={"max_run_time": 7200}, auto_stop=hour)
+    assert (earlier.max_run_time, earlier.run_limit_name) == (3600, "auto_stop")
+    later = spec_of(fault_tolerance={"max_run_time": 600}, auto_stop=hour)
+    assert (later.max_run_time, later.run_limit_name) == (600, "max_run_time")
 
 
 def test_the_earlier_of_auto_stop_and_max_run_time_applies() -> None:

@@ -84,13 +84,15 @@ class Policy:
     backoff: faultspec.Backoff = dataclasses.field(default_factory=faultspec.Backoff)
     hang_timeout: int = DEFAULT_HANG_TIMEOUT  #: seconds; 0: hangs are not looked for
     max_run_time: int | None = None  #: seconds from the job's start; None: no limit
+    limit_name: str = "max_run_time"  #: the field it comes from (or auto_stop)
 
     @classmethod
     def of(cls, annotations: Mapping[str, str], ft: faultspec.FaultTolerance | None,
            hang_timeout: int = DEFAULT_HANG_TIMEOUT,
-           max_run_time: int | None = None) -> Policy:
+           max_run_time: int | None = None, limit_name: str = "max_run_time") -> Policy:
         """`hang_timeout`: the server's, for a job that sets none; `max_run_time`: the
-        job's limit where it is not ft's alone (spec.auto_stop, specs.Spec.max_run_time)."""
+        job's limit where it is not ft's alone (spec.auto_stop, specs.Spec.max_run_time),
+        and `limit_name` the field it comes from."""
         ft = ft or faultspec.FaultTolerance()
         own = tuple(Matcher(r.action, frozenset(r.exit_codes or ()), r.log_contains or "")
                     for r in ft.rules)
@@ -102,7 +104,8 @@ class Policy:
             budgets={jobs.FailureClass(k): n for k, n in ft.budgets.items()},
             backoff=ft.backoff or faultspec.Backoff(),
             hang_timeout=hang_timeout if ft.hang_timeout is None else ft.hang_timeout,
-            max_run_time=ft.max_run_time if max_run_time is None else max_run_time)
+            max_run_time=ft.max_run_time if max_run_time is None else max_run_time,
+            limit_name=limit_name)
 
 
 def flag(value: str | None) -> bool:

@@ -403,6 +403,13 @@ class Spec(Model):
                               self.auto_stop and self.auto_stop.seconds) if t]
         return min(limits, default=None)
 
+    @property
+    def run_limit_name(self) -> str:
+        """The field `max_run_time` comes from, as a stopped job's reason names it."""
+        own = self.fault_tolerance and self.fault_tolerance.max_run_time
+        auto = self.auto_stop and self.auto_stop.seconds
+        return "auto_stop" if auto and (not own or auto < own) else "max_run_time"
+
 
 #: the description of the `model_url` parameter corral adds for a job's model
 MODEL_PARAMETER_NOTE = "corral: the files of model"

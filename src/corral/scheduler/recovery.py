@@ -62,7 +62,8 @@ class Policies:
             else:
                 policy = faults.Policy.of(spec.metadata.annotations,
                                           spec.spec.fault_tolerance, self.hang_timeout,
-                                          spec.spec.max_run_time)
+                                          spec.spec.max_run_time,
+                                          spec.spec.run_limit_name)
             self._known[job.id] = policy
         return policy
 
@@ -179,8 +180,8 @@ def restart(conn: sa.Connection, p: passes.Pass, job: rows.Job,
 
 
 def _timed_out(policy: faults.Policy) -> faults.Failure:
-    return faults.Failure(jobs.FailureClass.TIMEOUT, "", "timeout: ran past its max_run_time "
-                          f"of {faults.duration(policy.max_run_time or 0)}")
+    return faults.Failure(jobs.FailureClass.TIMEOUT, "", f"timeout: ran past its "
+                          f"{policy.limit_name} of {faults.duration(policy.max_run_time or 0)}")
 
 
 def _log_tail(runs_dir: pathlib.Path, t: rows.Task) -> str:

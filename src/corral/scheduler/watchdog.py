@@ -43,8 +43,8 @@ class Watchdog:
             return
         if faults.past_run_time(policy, job.start_time, p.now):
             assert policy.max_run_time is not None
-            self._stop(conn, p, job, recovery.TIMEOUT, "ran past its max_run_time of "
-                       f"{faults.duration(policy.max_run_time)}")
+            self._stop(conn, p, job, recovery.TIMEOUT, f"ran past its {policy.limit_name} "
+                       f"of {faults.duration(policy.max_run_time)}")
             return
         if policy.hang_timeout <= 0 or p.now < self._next.get(job.id, 0):
             return
