@@ -251,6 +251,12 @@ class Settings(BaseSettings):
     #: MB of each task's log kept: its first half and its last half; the middle is dropped
     #: and said so (0: no cap)
     task_log_max_mb: int = Field(default=100, ge=0)
+    #: what runs the jobs that give `engine.image_url` in their image: "podman" (found on
+    #: the server's PATH); unset, such jobs are refused (docs/environments.md#images)
+    container_runtime: Literal["podman"] | None = None
+    #: options added to every `podman run` of a task, before the image, for what this
+    #: machine needs (["--runtime=runc"], ulimits within the server's own, ...)
+    container_options: list[str] = Field(default_factory=list)
     #: object storage for every project that has none of its own in `project_s3`
     s3: S3Config | None = None
     #: object storage per project, keyed by project id (`corral info` shows the default one)

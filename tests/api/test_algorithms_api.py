@@ -152,6 +152,7 @@ def test_create_show_list_modify_and_delete(live: conftest.Live, code: pathlib.P
      "is not an Integer"),
     ({"parameters": [{"name": "n", "constraint": {"type": "Complex"}}]}, "not one of"),
     ({"outputs": [{"name": "data"}]}, "duplicate channel names: data"),
+    ({"engine": {"image_url": "swr.example.com/t:1"}}, "needs container_runtime = 'podman'"),
 ])
 def test_a_bad_algorithm_is_refused_and_nothing_is_saved(
         live: conftest.Live, code: pathlib.Path, change: dict[str, Any], says: str) -> None:

@@ -52,7 +52,7 @@ def test_what_corral_cannot_honour_is_refused_in_words_and_nothing_is_made(
     with_volume = f.make_job(command="true")
     with_volume["spec"]["volumes"] = [{"nfs": {"nfs_server_path": "10.0.0.1:/d",
                                                "local_path": "/d"}}]
-    assert "corral runs no containers and mounts no volumes" in _refused(live, with_volume)
+    assert "corral mounts no volumes" in _refused(live, with_volume)
     tensorboard = f.make_job(command="true", annotations={"tensorboard/enable": "true"})
     assert "corral starts no TensorBoard" in _refused(live, tensorboard)
     lab = f.make_job(command="true", annotations={"jupyter-lab/enable": "true"})

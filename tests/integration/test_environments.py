@@ -177,11 +177,13 @@ def test_bad_requirements_are_refused_at_submit(live: Live, tmp_path: pathlib.Pa
     assert found["items"] == []
 
 
-def test_image_url_is_refused_naming_requirements(live: Live, tmp_path: pathlib.Path) -> None:
+def test_image_url_is_refused_saying_what_the_server_lacks(live: Live,
+                                                         tmp_path: pathlib.Path) -> None:
     body = job_with(tmp_path, "six", [])
     body["algorithm"]["engine"] = {"image_url": "swr.example.com/train:1"}
 
     r = live.http.post(live.path("/training-jobs"), json=body)
 
     assert r.status_code == 400, r.text
-    assert "algorithm.engine.requirements" in r.json()["error_msg"]
+    assert r.json()["error_code"] == "ModelArts.2788"
+    assert "needs container_runtime = 'podman'" in r.json()["error_msg"]

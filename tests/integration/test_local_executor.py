@@ -68,6 +68,23 @@ def test_exit_code_and_output_are_kept(rig: local_rig.Rig, code: int) -> None:
     assert "to stderr" in log
 
 
+def test_a_launchs_cleanup_runs_once_the_task_and_what_it_left_have_ended(
+        rig: local_rig.Rig) -> None:
+    ex = rig.executor()
+    left = rig.root / "left.pid"
+    seen = rig.root / "cleanup-saw"
+    spec = dataclasses.replace(rig.spec(f"""
+        import subprocess
+        child = subprocess.Popen(["sleep", "60"], start_new_session=True)
+        open({str(left)!r}, "w").write(str(child.pid))
+    """), cleanup=("/bin/sh", "-c", f"kill -0 $(cat {left}) 2>/dev/null; echo $? > {seen}"))
+
+    status = local_rig.wait_status(ex, rig.launch(ex, spec))
+
+    assert status.exit_code == 0
+    assert seen.read_text() == "1\n"  # it ran, and what the task left was gone by then
+
+
 def test_task_runs_in_its_cwd_with_its_environment(rig: local_rig.Rig) -> None:
     ex = rig.executor()
     spec = rig.spec("""

@@ -474,6 +474,16 @@ def test_show_gives_phase_tasks_and_runs(fake: FakeCorral, invoke: Any) -> None:
         assert text in result.stdout
 
 
+def test_show_names_the_image_a_job_runs_in(fake: FakeCorral, invoke: Any) -> None:
+    image = "swr.example.com/team/train:1.0"
+    job_id = fake.add(make_job(algorithm={"command": "train", "engine": {"image_url": image}}))
+
+    result = invoke("show", job_id)
+
+    assert result.exit_code == 0, result.output
+    assert re.search(rf"^image +{re.escape(image)}$", result.stdout, re.M)
+
+
 @pytest.mark.parametrize(
     ("phase", "secondary", "label"),
     [

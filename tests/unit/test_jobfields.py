@@ -76,14 +76,13 @@ def test_a_bad_auto_stop_is_refused(auto_stop: dict[str, Any], message: str) -> 
 
 @pytest.mark.parametrize(("volume", "words"), [
     ({"nfs": {"nfs_server_path": "10.0.0.1:/data", "local_path": "/data"}},
-     "spec.volumes[0].nfs: corral runs no containers and mounts no volumes; mount the NFS "
-     "export on the nodes"),
+     "spec.volumes[0].nfs: corral mounts no volumes; mount the NFS export on the nodes"),
     ({"obs": {"obs_path": "/bucket/data", "local_path": "/data"}},
-     "spec.volumes[0].obs: corral runs no containers and mounts no volumes; give the OBS "
-     "path as an input or output channel"),
-    ({"pfs": {"pfs_path": "/bucket/data"}}, "spec.volumes[0].pfs: corral runs no containers"),
-    ({"other": {}}, "spec.volumes[0]: corral runs no containers and mounts no volumes; give "
-     "the data as an input or output channel"),
+     "spec.volumes[0].obs: corral mounts no volumes; give the OBS path as an input or "
+     "output channel"),
+    ({"pfs": {"pfs_path": "/bucket/data"}}, "spec.volumes[0].pfs: corral mounts no volumes"),
+    ({"other": {}}, "spec.volumes[0]: corral mounts no volumes; give the data as an input or "
+     "output channel"),
 ])
 def test_a_volume_is_refused_with_what_to_use_instead(volume: dict[str, Any], words: str) -> None:
     body = factories.make_job(command="true")

@@ -156,9 +156,10 @@ def test_an_algorithm_id_alone_is_a_job_body() -> None:
     assert accepted(body).algorithm.id == "0b6c6f0e"
 
 
-def test_a_container_image_is_refused() -> None:
-    body = with_algorithm(engine={"image_url": "swr.example/train:1"})
-    assert "image_url is not supported" in refusal(body)
+def test_a_container_image_is_a_reference_without_a_transport() -> None:
+    assert accepted(with_algorithm(engine={"image_url": "swr.example/train:1"}))
+    body = with_algorithm(engine={"image_url": "oci:/var/lib/x"})
+    assert "is not an image reference" in refusal(body)
 
 
 def test_an_engine_by_name_is_accepted() -> None:

@@ -99,8 +99,12 @@ def show_algorithm(state: State, algorithm: str, as_json: bool) -> None:
         grid.add_row(key.replace("_", " "), render.esc(render.cell(meta.get(key))))
     grid.add_row("code", render.esc(_code(cfg)))
     engine = cfg.get("engine") or {}
-    grid.add_row("engine", render.esc(engine.get("engine_id") or " ".join(
-        filter(None, (engine.get("engine_name"), engine.get("engine_version")))) or "default"))
+    if engine.get("image_url"):
+        grid.add_row("image", render.esc(engine["image_url"]))
+    else:
+        grid.add_row("engine", render.esc(engine.get("engine_id") or " ".join(
+            filter(None, (engine.get("engine_name"), engine.get("engine_version"))))
+            or "default"))
     for p in cfg.get("parameters", []):
         grid.add_row(f"--{render.esc(p['name'])}", render.esc(_parameter(p)))
     for kind in ("inputs", "outputs"):

@@ -152,7 +152,9 @@ def _overview(job: dict[str, Any]) -> rich.table.Table:
         grid.add_row(label, render.esc(value))
     grid.add_row("tasks", ", ".join(status.get("tasks") or []) or "-")
     engine = algo.get("engine") or {}
-    if engine:
+    if engine.get("image_url"):
+        grid.add_row("image", render.esc(engine["image_url"]))
+    elif engine:
         grid.add_row(
             "engine",
             " ".join(filter(None, (engine.get("engine_name"), engine.get("engine_version"))))

@@ -107,8 +107,6 @@ class JobConfig(specs.Model):
             raise ValueError("job_config.code_dir and job_config.boot_file go together")
         if not self.code_dir and not self.command:
             raise ValueError("job_config needs code_dir + boot_file, or command")
-        if self.engine is not None and self.engine.image_url:
-            raise ValueError("engine.image_url is not supported: corral runs no containers")
         _unique("parameter", [p.name for p in self.parameters])
         _unique("channel", [c.name for c in self.inputs] + [c.name for c in self.outputs])
         for p in self.parameters:

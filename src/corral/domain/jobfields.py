@@ -115,8 +115,8 @@ def check_volumes(volumes: list[dict[str, Any]] | None) -> None:
         kinds = [k for k in volume if volume[k] is not None] if isinstance(volume, dict) else []
         kind = next((k for k in kinds if k in VOLUMES), None)
         instead = VOLUMES.get(kind or "", "give the data as an input or output channel")
-        raise ValueError(f"spec.volumes[{i}]{'.' + kind if kind else ''}: corral runs no "
-                         f"containers and mounts no volumes; {instead}")
+        raise ValueError(f"spec.volumes[{i}]{'.' + kind if kind else ''}: corral mounts "
+                         f"no volumes; {instead}")
 
 
 def check_applications(annotations: dict[str, str]) -> None:

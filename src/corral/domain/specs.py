@@ -26,7 +26,7 @@ from pydantic import (
 from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import core_schema
 
-from corral.domain import environments, errors, faultspec, jobfields, jobs
+from corral.domain import containers, environments, errors, faultspec, jobfields, jobs
 
 #: a job's or a model's name, as JSON Schema writes patterns (see `Pattern`)
 NAME_PATTERN = r"^[A-Za-z0-9_-]{1,64}$"
@@ -232,6 +232,17 @@ class Engine(Model):
     def _requirements(cls, v: list[str] | None) -> list[str] | None:
         return environments.normalize(v) or None if v is not None else None
 
+    @model_validator(mode="after")
+    def _one_of_three(self) -> Engine:
+        if self.image_url:  # the image is the whole environment (docs/environments.md#images)
+            containers.check_reference(self.image_url)
+            others = [f"engine.{k}" for k in ("engine_id", "engine_name", "engine_version",
+                                              "requirements") if getattr(self, k)]
+            if others:
+                raise ValueError(f"engine.image_url runs the job in that image: give it "
+                                 f"without {', '.join(others)}")
+        return self
+
 
 class Algorithm(Model):
     id: str | None = None
@@ -278,10 +289,6 @@ class Algorithm(Model):
                 "subscribed algorithms are not supported: give algorithm.id (an algorithm "
                 "of the project), code_dir + boot_file, or command"
             )
-        if self.engine is not None and self.engine.image_url:
-            raise ValueError("engine.image_url is not supported: corral runs no containers; "
-                             "to add Python packages to an engine, list them in "
-                             "algorithm.engine.requirements (docs/environments.md)")
         has_code = bool(self.code_dir or self.boot_file)
         if has_code and not (self.code_dir and self.boot_file):
             raise ValueError("algorithm.code_dir and algorithm.boot_file go together")

@@ -44,6 +44,10 @@ class LaunchSpec:
     input_dirs: tuple[str, ...] = ()
     gang: tuple[str, ...] = ()  #: the node of every task of the attempt, by rank
     strategy: str = "spread"  #: how the gang is placed: spread or pack (SchedulePolicy)
+    #: a command run once the task and all it left have ended (its container's record
+    #: removed: `podman rm`); run by the local executor's keeper (jobs in an image run on
+    #: this machine only)
+    cleanup: tuple[str, ...] = ()
 
 
 @dataclasses.dataclass(frozen=True)

@@ -17,9 +17,19 @@ import socket
 from collections.abc import Callable, Mapping, Sequence
 
 from corral import settings as settings_mod
-from corral.domain import distributed, errors, faultspec, jobfields, metrics, resources, specs
+from corral.domain import (
+    containers,
+    distributed,
+    errors,
+    faultspec,
+    jobfields,
+    metrics,
+    resources,
+    specs,
+)
 from corral.executors import base
 from corral.oskit import beneath
+from corral.scheduler import images
 from corral.services import catalog as catalog_mod
 from corral.services import jobpaths
 from corral.storage import envs as storage_envs
@@ -267,26 +277,31 @@ def launch_spec(
     of the server's); `envs`: where the environments of jobs' requirements are."""
     alg = spec.algorithm
     engine = cat.engine(alg.engine)
+    image = alg.engine.image_url if alg.engine is not None else None
+    if image:  # a boot file runs with the image's python
+        engine = engine.model_copy(update={"python": containers.IMAGE_PYTHON})
     if alg.engine is not None and alg.engine.requirements:
         engine, inherited = in_environment(envs, engine, alg.engine.requirements, inherited)
-    env = task_env(inherited=inherited, alg=alg,
+    # What corral and the job add to the server's environment: all a container gets of it.
+    own = task_env(inherited={}, alg=alg,
                    job_id=job_id, task=task, rank=rank, world=spec.spec.resource.node_count,
                    attempt=attempt, master_port=master_port, gpu_ids=gpu_ids,
                    devices=devices_env(cat, node, accel_ids))
-    env[metrics.FILE_ENV] = str(paths.metrics_path(attempt, task))
+    own[metrics.FILE_ENV] = str(paths.metrics_path(attempt, task))
     checkpoint = checkpoint_dir(spec)
     if checkpoint is not None:  # every attempt: the first must know where to write them
-        env[faultspec.CHECKPOINT_ENV] = checkpoint
+        own[faultspec.CHECKPOINT_ENV] = checkpoint
     summary = alg.summary_dir()
     if summary is not None:  # algorithm.summary: a folder of one of its output channels
-        env[jobfields.SUMMARY_ENV] = summary
+        own[jobfields.SUMMARY_ENV] = summary
+    env = {**inherited, **own}
     argv = argv_for(alg, code, engine)
     shell = bool(alg.command)
-    if alg.command:
+    if alg.command and not image:
         words = simple_command(alg.command, env.get("PATH", os.defpath))
         if words is not None:
             argv, shell = (*words, *argv[1:]), False
-    return base.LaunchSpec(
+    ls = base.LaunchSpec(
         job_id=job_id, task=task, attempt=attempt, launch_id=launch_id,
         argv=argv, shell=shell, cwd=str(cwd), env=env,
         log_path=str(paths.log_path(attempt, task)),
@@ -296,3 +311,8 @@ def launch_spec(
         output_dirs=tuple(out.local_dir or out.url for out in alg.outputs),
         input_dirs=input_paths(spec), gang=tuple(gang),
         strategy=(spec.spec.schedule_policy or specs.SchedulePolicy()).strategy)
+    if not image:
+        return ls
+    return images.contained(ls, image=image, runtime=cat.container_runtime,
+                            options=cat.container_options, own_env=own, inherited=inherited,
+                            job_dir=paths.job_dir, attempt_dir=paths.attempt_dir(attempt))

@@ -28,6 +28,7 @@ def check(body: algorithms.AlgorithmBody, cat: catalog_mod.Catalog, *, project_i
                                   f"workspace, '{WORKSPACE}'")
     cfg = body.job_config
     cat.engine(cfg.engine)
+    submit.check_image(cat, cfg.engine)
     code = specs.Algorithm(code_dir=cfg.code_dir, boot_file=cfg.boot_file, command=cfg.command)
     submit.check_paths(code, specs.Spec(), places=places, project_id=project_id, policy=policy)
 

@@ -37,6 +37,10 @@ class Catalog:
     #: GB jobs may fill on the run folders' disk: its size less disk_free_floor_gb and
     #: disk_reserve_mb (shared by every task; flavors' `disk`); None: not known
     disk_gb: int | None = None
+    #: what runs jobs in their image (`container_runtime`: "podman"; None: nothing), and
+    #: the options of every `podman run` (`container_options`)
+    container_runtime: str | None = None
+    container_options: tuple[str, ...] = ()
 
     @classmethod
     def build(cls, settings: settings_mod.Settings, nodes: list[resources.Node],
@@ -66,7 +70,9 @@ class Catalog:
                                 if a.visible_env},
                    pool_executor=settings.pool_executors(),
                    disk_gb=runs.room_gb(settings.runs_dir, int(
-                       settings.disk_free_floor_gb * 2**30) + (settings.disk_reserve_mb << 20)))
+                       settings.disk_free_floor_gb * 2**30) + (settings.disk_reserve_mb << 20)),
+                   container_runtime=settings.container_runtime,
+                   container_options=tuple(settings.container_options))
 
     def pool_nodes(self, pool_id: str) -> list[resources.Node]:
         return [n for n in self.nodes if self.pool_of.get(n.name, self.default_pool) == pool_id]

@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import pathlib
+import shutil
 
 import sqlalchemy as sa
 
@@ -88,6 +89,7 @@ def create_job(conn: sa.Connection, cat: catalog_mod.Catalog, body: specs.JobCre
                                    gpu=flavor.gpu, node_count=node_count)
     pool = cat.pool(body.spec.resource.pool_id)
     check_requirements(cat, body, pool)
+    check_image(cat, body.algorithm.engine, pool=pool, flavor=flavor)
     gpu_type = flavor.gpu_product if flavor.gpu else ""
     nodes = [n for n in cat.pool_nodes(pool)
              if not gpu_type or any(g.name == gpu_type for g in n.gpus)]
@@ -140,8 +142,10 @@ def create_job(conn: sa.Connection, cat: catalog_mod.Catalog, body: specs.JobCre
                                   number=version.number, parent=version.parent,
                                   resume=version.resume, output_bases=version.output_bases,
                                   now=now)
+    image = body.algorithm.engine.image_url if body.algorithm.engine else None
     job_repo.add_event(conn, job_id, now, f"Job created: flavor {flavor.flavor_id}, "
-                   f"{node_count} node(s), engine {engine.engine_id}" + (
+                   f"{node_count} node(s), " + (f"image {image}" if image else
+                                                 f"engine {engine.engine_id}") + (
                        f", from algorithm {made_of.metadata.name}" if made_of else ""))
     if search is not None:  # its trials register the model it saves, not it
         search_repo.insert(conn, job_id=job_id, project_id=project_id, policy=search,
@@ -304,10 +308,11 @@ def normalize(body: specs.JobCreate, flavor: resources.Flavor, engine: settings.
     data.spec.resource.flavor_id = flavor.flavor_id
     data.spec.resource.flavor_name = flavor.flavor_name
     asked = body.algorithm.engine
-    data.algorithm.engine = specs.Engine(engine_id=engine.engine_id,
-                                         engine_name=engine.engine_name,
-                                         engine_version=engine.engine_version,
-                                         requirements=asked.requirements if asked else None)
+    data.algorithm.engine = (
+        specs.Engine(image_url=asked.image_url) if asked and asked.image_url else
+        specs.Engine(engine_id=engine.engine_id, engine_name=engine.engine_name,
+                     engine_version=engine.engine_version,
+                     requirements=asked.requirements if asked else None))
     alg = data.algorithm
     staged = places.job_dir(job_id) if places else pathlib.Path("/nonexistent")
     alg.local_code_dir = None  # corral's own: where a remote code_dir is fetched to
@@ -359,3 +364,30 @@ def check_requirements(cat: catalog_mod.Catalog, body: specs.JobCreate, pool: st
             "on a Ray cluster: environments are built on the server's machine only; install "
             "the packages in an engine of the cluster's nodes ([[engines]]) or run the job "
             "on a pool of this machine")
+
+
+def check_image(cat: catalog_mod.Catalog, engine: specs.Engine | None, *,
+                pool: str | None = None, flavor: resources.Flavor | None = None) -> None:
+    """A job that gives `engine.image_url` runs in that image where the server is set up for
+    it; elsewhere it is refused, saying what is missing (docs/environments.md#images)."""
+    if engine is None or not engine.image_url:
+        return
+    runtime = cat.container_runtime
+    if runtime is None:
+        raise errors.BadParameter(
+            "engine.image_url needs container_runtime = 'podman' in the server's settings "
+            "(docs/environments.md#images)")
+    if shutil.which(runtime) is None:
+        raise errors.BadParameter(
+            f"engine.image_url: {runtime} is not installed on this machine (the server's "
+            f"settings say container_runtime = '{runtime}', but no folder of its PATH has it)")
+    if pool is not None and cat.executor_of(pool)["executor"] != settings.LOCAL:
+        raise errors.BadParameter(
+            f"engine.image_url is not supported on pool '{pool}', which runs on a Ray "
+            "cluster: jobs run in an image on the server's machine only; run the job on a "
+            "pool of this machine")
+    if flavor is not None and flavor.accelerators:
+        names = ", ".join(a.name for a in flavor.accelerators)
+        raise errors.BadParameter(
+            f"engine.image_url: flavor '{flavor.flavor_id}' gives {names} devices, which "
+            "corral does not pass into a container (GPUs only); choose a flavor without them")

@@ -18,7 +18,8 @@ a doubt. A keeper
 5. when the task's own process has ended, kills everything left in the cgroup and, being a
    child subreaper (every process the task orphans is re-parented to it), every process
    left under it; waits for the pipe to close; appends the log's held-back tail; reads
-   the cgroup's OOM kills and removes it; appends what the end says besides its exit code
+   the cgroup's OOM kills and removes it; runs the launch's `cleanup` command, if it has
+   one (a container's record removed); appends what the end says besides its exit code
    (`E <json>`: processes killed for memory, bytes of log dropped), then the exit code
    (128 + N for death by signal N), and exits. The launcher tells the server.
 
@@ -63,6 +64,8 @@ PR_SET_CHILD_SUBREAPER = 36
 #: how long, once its task has ended, a keeper waits for what the task left to die and its
 #: output to close, before it records the end all the same (a process stuck in the kernel)
 DRAIN_S = 10.0
+#: how long a launch's `cleanup` command may take
+CLEANUP_S = 30.0
 
 
 def start_ticks(pid: int | str) -> str:
@@ -345,8 +348,18 @@ class Keeper:
                 end["memory_mb"] = int(self.req["cgroup"].get("memory_mb") or 0)
             self.group.kill(timeout=1.0)
             self.group.remove()
+        self._clean_up()
         lines = (f"E {json.dumps(end)}\n" if end else "") + f"{self.code}\n"
         with contextlib.suppress(OSError):  # its disk is full, say
             os.write(self.claim_fd, lines.encode())
         os.close(self.claim_fd)
         os.close(self.ctl)
+
+    def _clean_up(self) -> None:
+        """Run the launch's `cleanup` command, as the server's user, within CLEANUP_S."""
+        argv = self.req.get("cleanup")
+        if argv:
+            with contextlib.suppress(OSError, subprocess.SubprocessError):
+                subprocess.run(argv, env=self.req["env"], stdin=subprocess.DEVNULL,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                               timeout=CLEANUP_S, check=False)

@@ -173,7 +173,8 @@ class LocalExecutor:
                "argv": spec.argv, "shell": spec.shell, "cwd": spec.cwd,
                "env": {**spec.env, processes.LAUNCH_ENV: spec.launch_id},
                "log": spec.log_path, "user": list(spec.run_as) if spec.run_as else None,
-               "task": spec.task, "log_max": self._log_max, "cgroup": self._cgroup(spec)}
+               "task": spec.task, "log_max": self._log_max, "cgroup": self._cgroup(spec),
+               "cleanup": list(spec.cleanup)}
         try:
             starter = self._running_launcher()
             reply = starter.request(req, LAUNCH_TIMEOUT_S)
