@@ -230,3 +230,15 @@ def test_the_schedulers_guarded_writes_skip_a_job_that_moved_on(
     assert rows[stopped].wait_code is None
     assert rows[runs].preempt_requested_at == NOW
     assert rows[waits].preempt_requested_at is None
+
+
+def test_migration_0017_leaves_existing_jobs_unpinned_and_goes_back_down(db_url: str) -> None:
+    with _migrated_from(db_url, "0016", "Pending", "Queuing") as engine:
+        with engine.connect() as conn:
+            assert conn.execute(sa.select(schema.jobs.c.node_name)).scalar_one() == ""
+            assert [j.node_name for j in queue_repo.queued(conn, 10)] == [""]
+        db.downgrade(engine, "0016")
+        with engine.connect() as conn:
+            columns = list(conn.execute(sa.text("SELECT * FROM jobs")).keys())
+            assert "node_name" not in columns
+        db.upgrade(engine)

@@ -552,3 +552,11 @@ def test_exclusions_that_leave_no_node_able_to_hold_the_job_are_dropped() -> Non
     assert slots_of(scheduling.decide([dropped], nodes), "j1") == ["n0"]
     every = scheduling.keep_off(job("j1", excluded=frozenset({"n0", "n1"})), nodes)
     assert every.excluded == frozenset()
+
+
+def test_a_job_pinned_to_a_node_goes_there_or_waits_for_it() -> None:
+    nodes = [node("n0", cpu=4), node("n1", cpu=4)]
+    d = scheduling.decide([job("j1", node="n1")], nodes)
+    assert slots_of(d, "j1") == ["n1"]  # not the first node that fits
+    d = scheduling.decide([job("j1", 2, node="n1")], nodes, [running("r", ["n1"], cpu=4)])
+    assert started(d) == [] and waits(d)["j1"].code is scheduling.WaitCode.NO_CAPACITY

@@ -98,6 +98,8 @@ ModelName = Annotated[str, Pattern(NAME_PATTERN,
 #: a resource pool's id, as the configuration defines them
 PoolId = Annotated[str, Pattern(r"^[A-Za-z0-9_.-]{1,64}$",
                                 "pool ids are 1-64 letters, digits, '_', '.' or '-'")]
+NodeName = Annotated[str, Pattern(r"^[A-Za-z0-9_.:-]{1,128}$",
+                                  "node names are 1-128 letters, digits, '_', '.', ':' or '-'")]
 ChannelName = Annotated[str, Pattern(
     CHANNEL_PATTERN,
     "channel names start with a letter or '_' and hold letters, digits, '_' or '-'")]
@@ -365,6 +367,8 @@ class Resource(Model):
     flavor_name: str | None = None
     node_count: int = Field(default=1, ge=1, le=1024)
     pool_id: PoolId | None = None
+    #: corral: the one node of its pool the job runs on (as `corral pools` names it)
+    node_name: NodeName | None = None
 
 
 class LogExportPath(Model):

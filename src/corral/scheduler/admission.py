@@ -203,7 +203,7 @@ def _queued(j: rows.QueuedJob, nodes: Sequence[scheduling.Node]) -> scheduling.Q
     q = scheduling.Queued(
         j.id, j.project_id, j.pool_id, passes.per_task(j), j.node_count, j.priority, j.seq,
         j.spread, j.gpu_type, was_head=j.wait_code in scheduling.HEAD_CODES,
-        excluded=frozenset(endings.excluded(j)))
+        excluded=frozenset(endings.excluded(j)), node=j.node_name)
     return scheduling.keep_off(q, nodes)
 
 

@@ -20,7 +20,7 @@ from corral import settings
 from corral.domain import algorithms, errors, jobs, models, resources, specs
 from corral.domain.search import spec as search_spec
 from corral.services import catalog as catalog_mod
-from corral.services import dataset_versions
+from corral.services import dataset_versions, tensorboards
 from corral.storage import objects, paths, runs
 from corral.store import (
     algorithm_repo,
@@ -91,7 +91,7 @@ def create_job(conn: sa.Connection, cat: catalog_mod.Catalog, body: specs.JobCre
     check_requirements(cat, body, pool)
     check_image(cat, body.algorithm.engine, pool=pool, flavor=flavor)
     gpu_type = flavor.gpu_product if flavor.gpu else ""
-    nodes = [n for n in cat.pool_nodes(pool)
+    nodes = [n for n in pinned(cat, pool, body.spec.resource.node_name)
              if not gpu_type or any(g.name == gpu_type for g in n.gpus)]
     if not nodes and cat.pool_nodes(pool):
         raise errors.NeverFits(f"no node of pool '{pool}' has {gpu_type} GPUs")
@@ -101,6 +101,7 @@ def create_job(conn: sa.Connection, cat: catalog_mod.Catalog, body: specs.JobCre
     dataset_versions.pin(conn, body.algorithm.inputs, project_id)
     check_paths(body.algorithm, body.spec, places=places, project_id=project_id,
                 policy=policy)
+    tensorboards.check(body)
     reg = models.registration(body, places.model_channel if places else "train_url")
     search = search_spec.checked_policy(body.algorithm)
     model_location = resolve_model(conn, body, project_id) if body.model else None
@@ -126,7 +127,7 @@ def create_job(conn: sa.Connection, cat: catalog_mod.Catalog, body: specs.JobCre
         "retry_limit": body.metadata.retry_limit, "create_time": now, "updated_at": now,
         "pool_id": pool, "priority": sched.priority or 1,
         "preemptible": bool(sched.preemptible), "spread": sched.strategy == "spread",
-        "gpu_type": gpu_type,
+        "gpu_type": gpu_type, "node_name": body.spec.resource.node_name or "",
         "family_id": version.family_id if version else job_id,
         "version": version.number if version else 1,
         "staging": staged,
@@ -280,6 +281,20 @@ def _remote_boot_file(code_dir: str, boot_file: str) -> str:
         raise errors.BadParameter(
             f"algorithm.boot_file '{boot_file}' must be a path inside code_dir '{code_dir}'")
     return boot_file
+
+
+def pinned(cat: catalog_mod.Catalog, pool: str, node: str | None) -> list[resources.Node]:
+    """The nodes of `pool` a job may run on: all, or the one it is pinned to (BadParameter
+    when the pool has no node of that name)."""
+    nodes = cat.pool_nodes(pool)
+    if not node:
+        return nodes
+    found = [n for n in nodes if n.name == node]
+    if not found:
+        names = ", ".join(n.name for n in nodes) or "none now"
+        raise errors.BadParameter(f"spec.resource.node_name: pool '{pool}' has no node "
+                                  f"'{node}' (its nodes: {names})")
+    return found
 
 
 def resolve_model(conn: sa.Connection, body: specs.JobCreate, project_id: str,

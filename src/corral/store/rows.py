@@ -92,6 +92,7 @@ class Job(FromRow):
     restart_at: int | None = None
     stop_cause: str | None = None  #: 'hang' or 'timeout' while corral stops its tasks
     excluded_nodes: str | None = None  #: JSON list of the nodes it is kept off
+    node_name: str = ""  #: the one node it runs on ("": any of its pool)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -116,6 +117,7 @@ class QueuedJob(FromRow):
     gpu_type: str
     retry_limit: int
     excluded_nodes: str | None = None  #: JSON list of the nodes it is kept off
+    node_name: str = ""  #: the one node it runs on ("": any of its pool)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -97,6 +97,9 @@ jobs = sa.Table(
     sa.Column("stop_cause", sa.String(16)),
     #: JSON list of the nodes it is kept off (it failed there with `retry_elsewhere`)
     sa.Column("excluded_nodes", sa.Text),
+    # --- node pinning (revision 0017) ---
+    #: the one node it runs on ("": any node of its pool)
+    sa.Column("node_name", sa.String(128), nullable=False, server_default=""),
 )
 sa.Index("ix_jobs_phase_seq", jobs.c.phase, jobs.c.seq)
 sa.Index("ix_jobs_project_created", jobs.c.project_id, jobs.c.create_time)

@@ -11,9 +11,9 @@ from typing import NamedTuple
 
 from corral.domain import resources
 
-#: (cpu, memory_mb, gpu, count, spread, gpu_type, accelerators, excluded nodes) of a
-#: queued job
-Shape = tuple[float, int, int, int, bool, str, resources.Accels, frozenset[str]]
+#: (cpu, memory_mb, gpu, count, spread, gpu_type, accelerators, excluded nodes, the node
+#: it is pinned to) of a queued job
+Shape = tuple[float, int, int, int, bool, str, resources.Accels, frozenset[str], str]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -45,6 +45,7 @@ class Queued:
     was_head: bool = False  #: it was its pool's head on the last pass
     #: nodes it is not placed on (it failed there; see `placement.keep_off`)
     excluded: frozenset[str] = frozenset()
+    node: str = ""  #: the one node it may run on ("": any node of its pool)
     #: what placement depends on, as plain values (cheap to hash: a long queue is mostly
     #: the same few shapes, and each is tried once per pass)
     shape: Shape = dataclasses.field(init=False, repr=False, compare=False)
@@ -52,7 +53,8 @@ class Queued:
     def __post_init__(self) -> None:
         d = self.per_task
         object.__setattr__(self, "shape", (d.cpu, d.memory_mb, d.gpu, self.count, self.spread,
-                                           self.gpu_type, d.accel, self.excluded))
+                                           self.gpu_type, d.accel, self.excluded,
+                                           self.node))
 
 
 class TaskSlot(NamedTuple):

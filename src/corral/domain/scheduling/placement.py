@@ -3,7 +3,8 @@
 A packed job fills the fullest nodes first (best fit), so that small jobs fill gaps and
 whole nodes stay free for big gangs; a spread job puts its tasks on as many nodes as it
 can, one per node while nodes are left. A job never goes to a node it is kept off
-(`Queued.excluded`), unless the rest of its pool could never hold it (`keep_off`).
+(`Queued.excluded`), unless the rest of its pool could never hold it (`keep_off`); a job
+pinned to a node (`Queued.node`) goes there or nowhere.
 """
 
 from __future__ import annotations
@@ -41,6 +42,8 @@ def fit(p: pool.Pool, q: inputs.Queued, room: pool.Room, order: Iterable[int] | 
     ok = [i for i in idx if not (d.gpu and q.gpu_type and p.gpu_type[i] != q.gpu_type)]
     if q.excluded:
         ok = [i for i in ok if p.names[i] not in q.excluded]
+    if q.node:
+        ok = [i for i in ok if p.names[i] == q.node]
     return (_spread if q.spread else _pack)(room, ok, d, q.count)
 
 
