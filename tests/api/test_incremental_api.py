@@ -10,7 +10,7 @@ from collections.abc import Iterator
 import pytest
 import yaml
 
-from tests import conftest
+from tests import conftest, factories
 from tests.integration import il_live
 
 pytestmark = pytest.mark.slow
@@ -91,7 +91,7 @@ def test_a_loop_is_made_from_yaml_and_shows_sednas_conditions(il: il_live.IL) ->
 @pytest.mark.parametrize(("change", "status", "words"), [
     ({"dataset": {"name": "nope"}}, 400, "dataset 'nope' does not exist"),
     ({"initialModel": {"name": "nope"}}, 400, "model 'nope' does not exist"),
-    ({"outputDir": "s3://bucket/out"}, 400, "local folder"),
+    ({"outputDir": "s3://bucket/out"}, 400, "object storage is not configured"),
     ({"trainSpec": {"template": {"algorithm": {"command": "true"}}, "trigger": {
         "condition": {"operator": ">", "threshold": 1, "metric": "accuracy"}}}}, 400,
      "num_of_samples"),
@@ -121,6 +121,28 @@ def test_a_template_whose_code_is_not_there_is_refused_and_nothing_is_made(
     assert il.ok("GET", "/incremental-learning-jobs")["total"] == 0
     assert il.ok("POST", "/training-job-searches", json={})["total"] == 1  # the model's
     assert not (il.root / "out").exists()
+
+
+def test_sednas_node_name_pins_the_service_to_a_node_of_its_pool_or_is_refused(
+        il: il_live.IL) -> None:
+    def create(spec: dict[str, object]) -> tuple[int, str]:
+        r = il.http.post(il.path("/incremental-learning-jobs"),
+                         json={"metadata": {"name": "pinned"}, "spec": spec})
+        return r.status_code, r.json().get("error_msg", "")
+
+    spec = il.spec(samples=100)
+    serve = spec["deploySpec"]["template"]
+    serve["spec"]["nodeName"] = "edge-9"
+    assert create(spec) == (400, "spec: a template cannot make a job: "
+                            "spec.resource.node_name: pool 'default' has no node 'edge-9' "
+                            "(its nodes: local)")
+    assert il.ok("GET", "/incremental-learning-jobs")["total"] == 0
+    serve["spec"]["nodeName"] = "local"  # this machine's one node
+    assert create(spec)[0] == 201
+    job = factories.wait_for(lambda: il.show("pinned")["status"]["service"], timeout=30,
+                             what="the service job")
+    shown = il.ok("GET", f"/training-jobs/{job['job_id']}")
+    assert shown["spec"]["resource"]["node_name"] == "local"
 
 
 def test_actions_the_state_does_not_allow_are_409s(il: il_live.IL) -> None:

@@ -60,9 +60,10 @@ def test_new_samples_are_split_and_the_evaluation_set_is_the_last_five_versions(
     w.act("loop", "trigger")
     w.tick()
     (rnd,) = w.rounds("loop")
-    out = layout.Layout(pathlib.Path(w.root / "out"))
-    assert out.train_index(1, "txt").read_text().split() == [f"b{i}-0" for i in range(7)]
-    evals = out.eval_index(1, "txt").read_bytes()
+    out = layout.Layout(str(w.root / "out"))
+    train = pathlib.Path(out.train_index(1, "txt")).read_text()
+    assert train.split() == [f"b{i}-0" for i in range(7)]
+    evals = pathlib.Path(out.eval_index(1, "txt")).read_bytes()
     assert evals.decode().split() == [f"b{i}-1" for i in range(2, 7)]
     assert rnd.eval_hash == samples.content_hash(evals) and rnd.eval_samples == 5
     assert json.loads(rnd.trigger) == {"num_of_samples": 7, "manual": True, "by": "bob"}
@@ -214,10 +215,10 @@ def test_a_deploy_waits_for_the_services_acknowledgement(w: h.Harness) -> None:
     first = w.deploys("loop")[0]
     assert (first.state, first.service_role, first.moves_alias) == ("Pending", "serve-1",
                                                                     False)
-    out = layout.Layout(pathlib.Path(w.root / "out"))
-    config = json.loads(out.config.read_text())["model_config"]
-    assert config["model_path"] == str(out.deployed("m", 1))
-    assert (out.deployed("m", 1) / "model.json").exists()
+    out = layout.Layout(str(w.root / "out"))
+    config = json.loads(pathlib.Path(out.config).read_text())["model_config"]
+    assert config["model_path"] == out.deployed("m", 1)
+    assert (pathlib.Path(out.deployed("m", 1)) / "model.json").exists()
     ack(out, config["model_update_time"])
     w.settle()
     assert w.deploys("loop")[0].state == "Loaded"
@@ -226,8 +227,8 @@ def test_a_deploy_waits_for_the_services_acknowledgement(w: h.Harness) -> None:
     assert rnd.state == "Deploying" and w.alias("m") is None  # not yet acknowledged
     second = w.deploys("loop")[-1]
     assert (second.state, second.service_role, second.round) == ("Pending", "serve-1", 1)
-    config = json.loads(out.config.read_text())["model_config"]
-    assert config["model_path"] == str(out.deployed("m", v2))
+    config = json.loads(pathlib.Path(out.config).read_text())["model_config"]
+    assert config["model_path"] == out.deployed("m", v2)
     ack(out, config["model_update_time"])
     w.settle(1)
     assert w.current_round("loop").state == "Promoted" and w.alias("m") == v2
@@ -238,24 +239,24 @@ def test_a_deploy_not_acknowledged_in_time_fails_its_round_and_restores_the_conf
         w: h.Harness) -> None:
     w.create(h.spec(w.root, deploy_template=True))
     w.tick()
-    out = layout.Layout(pathlib.Path(w.root / "out"))
-    before = out.config.read_text()
+    out = layout.Layout(str(w.root / "out"))
+    before = pathlib.Path(out.config).read_text()
     ack(out, json.loads(before)["model_config"]["model_update_time"])
     w.settle()
     round_to_verdict(w, 0.9, 0.8)
-    assert out.config.read_text() != before
+    assert pathlib.Path(out.config).read_text() != before
     w.settle(21)  # ackTimeoutSeconds is 20
     rnd = w.current_round("loop")
     assert rnd.state == "Failed"
     assert rnd.message == ("its deploy failed: the service did not acknowledge loading it "
                            "within 20 s")
-    assert w.alias("m") is None and out.config.read_text() == before
+    assert w.alias("m") is None and pathlib.Path(out.config).read_text() == before
     assert w.deploys("loop")[-1].state == "Failed"
 
 
 def ack(out: layout.Layout, token: str, status: str = "loaded") -> None:
-    out.ack.parent.mkdir(parents=True, exist_ok=True)
-    out.ack.write_text(json.dumps({"model_update_time": token, "status": status}))
+    pathlib.Path(out.ack).parent.mkdir(parents=True, exist_ok=True)
+    pathlib.Path(out.ack).write_text(json.dumps({"model_update_time": token, "status": status}))
 
 
 def test_a_forced_promotion_and_a_rollback_move_the_alias_with_their_reasons(
@@ -284,7 +285,7 @@ def test_hot_update_config_names_the_deployed_copy_and_superseded_deploys_are_ke
     (first, second) = w.deploys("loop")
     assert (first.state, second.state) == ("Superseded", "Writing")
     w.settle()
-    assert deploys.config(layout.Layout(pathlib.Path(w.root / "out")), w.deploys("loop")[1]
+    assert deploys.config(layout.Layout(str(w.root / "out")), w.deploys("loop")[1]
                           ).decode() == (w.root / "out" / "deploy" / "model_config.json"
                                          ).read_text()
 
@@ -352,9 +353,9 @@ def test_a_dataset_in_object_storage_is_counted_appended_to_and_read(
             "condition": {"operator": ">=", "threshold": 2, "metric": "num_of_samples"}}}))
         w.tick()
         (rnd,) = w.rounds("loop")
-        out = layout.Layout(pathlib.Path(w.root / "out"))
-        assert out.train_index(1, "txt").read_text().split() == ["0.1", "0.2"]
-        assert out.eval_index(1, "txt").read_text().split() == ["0.3", "0.4"]
+        out = layout.Layout(str(w.root / "out"))
+        assert pathlib.Path(out.train_index(1, "txt")).read_text().split() == ["0.1", "0.2"]
+        assert pathlib.Path(out.eval_index(1, "txt")).read_text().split() == ["0.3", "0.4"]
         assert rnd.train_samples == 2
     finally:
         server.stop()

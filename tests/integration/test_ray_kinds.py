@@ -8,12 +8,14 @@ own copies (never the server's folders) and which node it was.
 
 from __future__ import annotations
 
+import contextlib
 import pathlib
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
+from corral.executors.ray import nodes
 from tests import factories
 from tests import s3 as s3_mod
 from tests.conftest import Live, start_live, stop_live
@@ -129,6 +131,14 @@ def test_a_loop_trains_and_evaluates_on_the_cluster_and_its_service_on_the_node_
     spec["trainSpec"]["template"] = in_pool(spec["trainSpec"]["template"], "cpu")
     spec["deploySpec"]["template"] = in_pool(spec["deploySpec"]["template"], "edge")
     il.create(spec)
+    try:
+        on_the_edge(live, il, cluster, tmp_path)
+    finally:
+        ended_service(il)
+
+
+def on_the_edge(live: Live, il: il_live.IL, cluster: RayCluster,
+                tmp_path: pathlib.Path) -> None:
     il.service_log_with("reloaded")
     il.append(["0.9", "0.9", "0.9", "0.9"])
     done = il.wait_round(1, {"Promoted", "Failed", "Rejected"}, timeout=120)
@@ -142,12 +152,17 @@ def test_a_loop_trains_and_evaluates_on_the_cluster_and_its_service_on_the_node_
     off_server(train, tmp_path, "TRAIN_DATASET_URL", "BASE_MODEL_URL", "MODEL_URL")
     off_server(evaluation, tmp_path, "MODEL_URLS", "TEST_DATASET_URL")
     # Its acknowledgement is written in its node's copy of its output channel and copied
-    # back; model_config.json and the models it reads are the server's files, which the
-    # nodes of this cluster share (docs/incremental-learning.md: a shared outputDir).
-    off_server(serve, tmp_path, "MODEL_HOT_UPDATE_ACK")
-    assert serve["MODEL_HOT_UPDATE_CONFIG"] == str(tmp_path / "il" / "out" / "deploy"
-                                                   / "model_config.json")
+    # back; model_config.json and the models it reads are its node's copy of the deploy
+    # folder, which it follows: each model deployed reaches it there.
+    off_server(serve, tmp_path, "MODEL_HOT_UPDATE_ACK", "MODEL_HOT_UPDATE_CONFIG", "MODEL_URL")
+    off_server({"reloaded": reloaded(il)}, tmp_path, "reloaded")
     assert shown["status"]["model"]["version"] == 2
+
+
+def reloaded(il: il_live.IL) -> str:
+    """The models the service loaded, as it names them (';' between them)."""
+    return ";".join(line.split()[1] for line in il.service_log().splitlines()
+                    if line.startswith("reloaded "))
 
 
 #: a pipeline's task: its node and arguments, then each input's files read into its output
@@ -212,3 +227,59 @@ def test_a_pipeline_on_the_cluster_passes_data_between_nodes_through_object_stor
             {"in_data": runs[{"train": "prepare", "check": "train"}[name]]["outputs"]["out_data"]})
     key = runs["check"]["outputs"]["out_data"].split(f"s3://{bucket}/", 1)[1] + "/value.txt"
     assert store.get(bucket, key) == b"prepare;train;check"
+
+
+def test_a_loop_in_object_storage_serves_on_sednas_node_and_hot_reloads_there(
+        cluster: RayCluster, store: s3_mod.S3, tmp_path: pathlib.Path) -> None:
+    live = start_live(tmp_path / "home", ray_address=cluster.address,
+                      flavors=[*FLAVORS, SMALL], metrics_interval=0.5, s3=store.config,
+                      storage_interval=0.2, ray_connect_timeout=60.0)  # one pool: every node
+    il = il_live.IL(live.http, live.project_id, tmp_path / "il")
+    try:
+        on_sednas_node(live, il, cluster, store, tmp_path)
+    finally:
+        ended_service(il)
+        stop_live(live)
+
+
+def ended_service(il: il_live.IL) -> None:
+    """Stop the loop and wait for its service to end: a server that stops leaves its tasks
+    running on the cluster, where they would hold the node's CPU."""
+    with contextlib.suppress(AssertionError, TypeError, KeyError):
+        il.act("stop")
+        job = il.show()["status"]["service"]
+        factories.wait_for(lambda: il.ok("GET", f"/training-jobs/{job['job_id']}")[
+            "status"]["phase"] in il_live.TERMINAL, timeout=60, what="the service to end")
+
+
+def on_sednas_node(live: Live, il: il_live.IL, cluster: RayCluster, store: s3_mod.S3,
+                   tmp_path: pathlib.Path) -> None:
+    for name, source in (("train.py", TRAIN), ("eval.py", EVAL), ("serve.py", SERVE)):
+        (il.code / name).write_text(source)
+    il.dataset()
+    il.initial_model(accuracy=0.25)
+    bucket = store.bucket()
+    spec = il.spec(threshold=0.0, samples=2, outputDir=f"s3://{bucket}/loop")
+    serve = spec["deploySpec"]["template"]
+    serve["spec"]["nodeName"] = "ray-000000000000"
+    r = live.http.post(live.path("/incremental-learning-jobs"),
+                       json={"metadata": {"name": "loop"}, "spec": spec})
+    assert r.status_code == 400 and "has no node 'ray-000000000000'" in r.json()["error_msg"]
+    serve["spec"]["nodeName"] = nodes.node_name(cluster.gpu_node.node_id)
+    il.create(spec)
+    for number, value in enumerate(("0.6", "0.9"), 1):
+        il.append([value] * 4)
+        done = il.wait_round(number, {"Promoted", "Failed", "Rejected"}, timeout=120)
+        assert done["state"] == "Promoted", done
+        il.service_log_with(f"accuracy={value}")
+    env = env_of(il.service_log())
+    assert env["NODE"] == cluster.gpu_node.node_id  # of the pool's three nodes, Sedna's
+    off_server(env, tmp_path, "MODEL_URL", "MODEL_HOT_UPDATE_CONFIG", "MODEL_HOT_UPDATE_ACK")
+    models = reloaded(il).split(";")
+    assert [m.rsplit("/", 1)[1] for m in models] == ["m-v1", "m-v2", "m-v3"]
+    off_server({"reloaded": ";".join(models)}, tmp_path, "reloaded")
+    keys = store.keys(bucket, "loop/")
+    for key in ("rounds/2/model/model.json", "deploy/models/m-v3/model.json",
+                "deploy/service/model_ack.json"):
+        assert f"loop/{key}" in keys, keys
+    assert il.show()["status"]["model"]["version"] == 3

@@ -164,3 +164,15 @@ def test_a_round_takes_the_waiting_samples_and_a_failed_one_gives_them_back() ->
     back = samples.give_back(newer, taken)
     assert back.train == ((0, 5), (10, 12)) and back.num_of_samples == 7
     assert samples.Pool.of(back.split_upto, *back.to_json()) == back
+
+
+def test_sednas_node_name_in_a_template_pins_its_job_to_that_node() -> None:
+    serve = {**TEMPLATE, "spec": {"nodeName": "edge-1", "resource": {"pool_id": "edge"}}}
+    spec = loopspec.parse(body(deploySpec={"template": serve})).spec
+    assert spec.deploySpec.template is not None
+    job = loopspec.job_body(spec.deploySpec.template, "serve")
+    assert (job.spec.resource.node_name, job.spec.resource.pool_id) == ("edge-1", "edge")
+    clash = {**TEMPLATE, "spec": {"nodeName": "edge-1", "resource": {"node_name": "edge-2"}}}
+    assert "name two nodes" in refusal(body(deploySpec={"template": clash}))
+    assert "node names are" in refusal(body(deploySpec={"template": {
+        **TEMPLATE, "spec": {"nodeName": "edge 1"}}}))

@@ -112,3 +112,30 @@ def test_an_attempt_gets_its_directories_each_made_once(tmp_path: pathlib.Path) 
                      paths.control_dir(attempt) / "x"):
             assert made.parent.is_dir()
     assert sorted(p.name for p in paths.job_dir.iterdir()) == ["attempt-1", "attempt-2"]
+
+
+def test_values_naming_a_channel_in_object_storage_name_its_local_copy(
+        tmp_path: pathlib.Path) -> None:
+    body = factories.make_job(
+        command="true", inputs={"deploy_url": "s3://b/loop/deploy",
+                                "data_url": "s3://b/loop/rounds/1/train.txt"},
+        outputs={"service_url": "s3://b/loop/deploy/service"},
+        parameters={"model_url": "s3://b/loop/deploy/models/m-v1", "lr": "0.1"},
+        environments={"CONFIG": "s3://b/loop/deploy/model_config.json",
+                      "ACK": "s3://b/loop/deploy/service/ack.json",
+                      "DATA": "s3://b/loop/rounds/1/train.txt",
+                      "BOTH": "s3://b/loop/deploy/a;s3://b/elsewhere", "OTHER": "s3://b/x"})
+    spec = specs.JobCreate.model_validate(body)
+    deploy, data, service = tmp_path / "deploy", tmp_path / "data", tmp_path / "service"
+    data.mkdir()
+    (data / "train.txt").write_text("1\n")  # one object is fetched into a folder
+    spec.algorithm.inputs[0].local_dir, spec.algorithm.inputs[1].local_dir = str(deploy), str(data)
+    spec.algorithm.outputs[0].local_dir = str(service)
+    env = launching.task_env(inherited={}, alg=spec.algorithm, job_id="j", task="worker-0",
+                             rank=0, world=1, attempt=1, master_port=1, gpu_ids=[])
+    assert env["CONFIG"] == f"{deploy}/model_config.json"
+    assert env["ACK"] == f"{service}/ack.json"  # the longest channel that holds it
+    assert env["DATA"] == str(data / "train.txt")
+    assert env["BOTH"] == f"{deploy}/a;s3://b/elsewhere"
+    assert env["OTHER"] == "s3://b/x"  # in no channel: as it was
+    assert f"--model_url={deploy}/models/m-v1" in launching.job_args(spec.algorithm)

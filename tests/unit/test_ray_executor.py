@@ -484,7 +484,7 @@ def test_a_restarted_server_ships_only_what_the_node_lacks(
     first = cluster.RayExecutor("127.0.0.1:1")
     with monkeypatch.context() as mp:  # the server goes after shipping one file
         def one_file(self: Any, node_id: str, agent: Any, launch_id: str,
-                     shipped: inputs.Inputs) -> None:
+                     shipped: inputs.Inputs, followed: Any = None) -> None:
             fake.get(agent.input_have.remote(launch_id))  # its start is there
             piece = (0, "a.txt", 5, 0o644, 0, b"alpha")
             fake.get(agent.input_write.remote(launch_id, [piece]))

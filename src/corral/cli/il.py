@@ -16,6 +16,7 @@ import yaml
 
 from corral.cli import jobfile, render
 from corral.domain import specs
+from corral.domain.incremental import loopspec
 from corral.sdk import incremental
 
 if TYPE_CHECKING:
@@ -53,7 +54,7 @@ def load(file: pathlib.Path) -> dict[str, Any]:
         part = spec.get(key)
         template = part.get("template") if isinstance(part, dict) else None
         if isinstance(template, dict):
-            unknown = jobfile.unknown_keys(template, specs.JobCreate)
+            unknown = jobfile.unknown_keys(_less_node(template), specs.JobCreate)
             if unknown:
                 raise render.Failure(f"{file}: spec.{key}.template: unknown key(s) "
                                      f"{'; '.join(unknown)}")
@@ -62,6 +63,14 @@ def load(file: pathlib.Path) -> dict[str, Any]:
     if isinstance(out, str) and out and "://" not in out:
         spec["outputDir"] = str((base / pathlib.Path(out).expanduser()).resolve())
     return body
+
+
+def _less_node(template: dict[str, Any]) -> dict[str, Any]:
+    """A template without Sedna's `spec.nodeName` (the loop's key, not a job body's)."""
+    spec = template.get("spec")
+    if not isinstance(spec, dict) or loopspec.NODE_NAME not in spec:
+        return template
+    return {**template, "spec": {k: v for k, v in spec.items() if k != loopspec.NODE_NAME}}
 
 
 @il.command(name="create", short_help="Make an incremental-learning job from a file.")

@@ -176,6 +176,9 @@ class Input(Model):
     local_dir: str | None = None
     remote: InputRemote
     remote_constraint: list[dict[str, Any]] | None = None
+    #: corral: the task sees what is added to this input or changed in it while it runs
+    #: (a copy of it, on a Ray node or from object storage, is brought up to date)
+    follow: bool | None = None
 
     @model_validator(mode="after")
     def _one_source(self) -> Input:
@@ -186,6 +189,9 @@ class Input(Model):
         if dataset is not None and not dataset.id:
             raise ValueError(f"input '{self.name}': remote.dataset.id is missing: name the "
                              "dataset (its id or name) beside version_id")
+        if dataset is not None and self.follow:
+            raise ValueError(f"input '{self.name}': a dataset version never changes: follow "
+                             "is for a folder or an object-storage input")
         if dataset is not None and not dataset.version_id:
             raise ValueError(f"input '{self.name}': remote.dataset.version_id is missing: a "
                              "job reads a version of a dataset (corral datasets version "

@@ -43,6 +43,8 @@ class LaunchSpec:
     #: what the task reads (input channels, the job's model): shipped to its node first
     input_dirs: tuple[str, ...] = ()
     gang: tuple[str, ...] = ()  #: the node of every task of the attempt, by rank
+    #: the input_dirs (by index) the task follows: a copy of them is kept up to date
+    follow: tuple[int, ...] = ()
     strategy: str = "spread"  #: how the gang is placed: spread or pack (SchedulePolicy)
     #: a command run once the task and all it left have ended (its container's record
     #: removed: `podman rm`); run by the local executor's keeper (jobs in an image run on

@@ -54,10 +54,47 @@ def free_port() -> int:
 
 
 def job_args(alg: specs.Algorithm) -> list[str]:
-    args = [f"--{p.name}={p.value}" for p in alg.parameters]
+    copy = local_copies(alg)
+    args = [f"--{p.name}={copy(p.value)}" for p in alg.parameters]
     args += [f"--{c.name}={c.local_dir or c.url}" for c in alg.inputs]
     args += [f"--{c.name}={c.local_dir or c.url}" for c in alg.outputs]
     return args
+
+
+def local_copies(alg: specs.Algorithm) -> Callable[[str], str]:
+    """What turns a value naming a channel in object storage (or a path in it) into one
+    naming the channel's local copy, which is what the task reads and writes (a ';' list
+    part by part). A channel that is one object is copied into a folder: its URL names
+    the file there."""
+    channels: list[specs.Input | specs.Output] = [*alg.inputs, *alg.outputs]
+    places = []
+    for ch in channels:
+        if objects.is_remote(ch.url) and ch.local_dir:
+            url = ch.url.rstrip("/")
+            name = url.rsplit("/", 1)[-1]
+            one = isinstance(ch, specs.Input) and _holds_only(ch.local_dir, name)
+            places.append((url, os.path.join(ch.local_dir, name) if one else ch.local_dir))
+    places.sort(key=lambda p: -len(p[0]))
+
+    def part(value: str) -> str:
+        for url, local in places:
+            if value == url or value.startswith(url + "/"):
+                return local + value[len(url):]
+        return value
+
+    def copy(value: str) -> str:
+        if not places or not objects.is_remote(value.split(";", 1)[0]):
+            return value
+        return ";".join(part(v) for v in value.split(";"))
+
+    return copy
+
+
+def _holds_only(folder: str, name: str) -> bool:
+    try:
+        return os.listdir(folder) == [name] and os.path.isfile(os.path.join(folder, name))
+    except OSError:
+        return False
 
 
 def argv_for(alg: specs.Algorithm, code: pathlib.Path | None,
@@ -165,7 +202,8 @@ def task_env(
     of its node (empty for those it was not given: like CUDA_VISIBLE_DEVICES, it hides
     them)."""
     env = dict(inherited)
-    env.update(alg.environments)
+    copy = local_copies(alg)
+    env.update({k: copy(v) for k, v in alg.environments.items()})
     env.update({
         "CORRAL_JOB_ID": job_id, "CORRAL_TASK_ID": task, "CORRAL_ATTEMPT": str(attempt),
         "MASTER_PORT": str(master_port),
@@ -310,6 +348,7 @@ def launch_spec(
         demand=demand, code_dir=str(code) if code else "",
         output_dirs=tuple(out.local_dir or out.url for out in alg.outputs),
         input_dirs=input_paths(spec), gang=tuple(gang),
+        follow=tuple(i for i, ch in enumerate(alg.inputs) if ch.follow),
         strategy=(spec.spec.schedule_policy or specs.SchedulePolicy()).strategy)
     if not image:
         return ls

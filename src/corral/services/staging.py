@@ -26,8 +26,9 @@ from collections.abc import Callable
 
 from corral import settings as settings_mod
 from corral.domain import errors, jobs, specs
+from corral.domain import following as following_rules
 from corral.oskit import walk
-from corral.services import dataset_versions, environments, jobpaths
+from corral.services import dataset_versions, environments, following, jobpaths
 from corral.storage import objects, runs
 from corral.storage import paths as storage_paths
 from corral.store import db, job_repo, rows, version_repo
@@ -95,8 +96,9 @@ class Fetcher:
             steps.append(Step("code_dir", str(alg.code_dir), pathlib.Path(alg.local_code_dir)))
         for ch in alg.inputs:
             if (objects.is_remote(ch.url) or ch.dataset) and ch.local_dir:
+                own = following_rules.own_outputs(ch.url, [o.url for o in alg.outputs])
                 steps.append(Step(f"input '{ch.name}'", ch.url, pathlib.Path(ch.local_dir),
-                                  dataset=ch.dataset))
+                                  dataset=ch.dataset, follow=own if ch.follow else None))
         model = _model_step(spec)
         if model:
             steps.append(model)
@@ -145,6 +147,10 @@ class Fetcher:
             if attempt:
                 time.sleep(self.settings.upload_retry_delay * 2 ** (attempt - 1))
             try:
+                if step.follow is not None:  # (what changes is copied again while it runs)
+                    files = following.copy_changed(src, dst, (url, str(step.dest)),
+                                                   step.follow, {})
+                    return files
                 files, _size = objects.copy_tree(
                     src, dst, progress=lambda *p, w=what: self._progress(w, *p),
                     skip_versions=skip_versions)
@@ -252,6 +258,9 @@ class Step:
     source_job: str | None = None
     #: a dataset version, copied and checked against its hashes
     dataset: specs.DatasetRef | None = None
+    #: a followed input (`services.following`): the folders in it that are the job's own
+    #: outputs, left out
+    follow: tuple[str, ...] | None = None
 
 
 def _model_step(spec: specs.JobCreate) -> Step | None:

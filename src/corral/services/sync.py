@@ -21,7 +21,7 @@ import sqlalchemy as sa
 
 from corral import settings as settings_mod
 from corral.domain import errors, pacing, specs
-from corral.services import collect, finishing, staging
+from corral.services import collect, finishing, following, staging
 from corral.storage import objects
 from corral.store import db, job_repo, rows, version_repo
 
@@ -45,6 +45,7 @@ class Syncer:
     _busy: set[tuple[str, str]] = dataclasses.field(default_factory=set)
     _lock: threading.Lock = dataclasses.field(default_factory=threading.Lock)
     _uploads: dict[str, list[staging.Upload]] = dataclasses.field(default_factory=dict)
+    _follows: dict[str, list[following.Follow]] = dataclasses.field(default_factory=dict)
     _specs: dict[str, specs.JobCreate] = dataclasses.field(default_factory=dict)
     _failures: dict[str, int] = dataclasses.field(default_factory=dict)
     _read: collect.Memo = dataclasses.field(default_factory=dict)
@@ -60,6 +61,7 @@ class Syncer:
         self._collect(running)
         for job in running:
             self._periodic_uploads(job)
+            self._periodic_follows(job)
         for job in waiting:
             self._submit(("stage", job.id), self._stage, job)
         # Most ended jobs have nothing to move: they are finished together, one piece of
@@ -73,6 +75,8 @@ class Syncer:
             if job.id not in done:
                 self._submit(("finish", job.id), self._finish, job)
         live = {j.id for j in running}
+        for job_id in [j for j in self._follows if j not in live]:
+            del self._follows[job_id]
         for job_id in [j for j in self._uploads if j not in live]:
             if not self._is_busy(("finish", job_id)):
                 self._uploads.pop(job_id, None)
@@ -110,6 +114,23 @@ class Syncer:
             if up.due(mono):
                 up.last = mono
                 self._submit(("upload", f"{job.id}/{up.channel}"), self._upload, up)
+
+    def _periodic_follows(self, job: rows.Job) -> None:
+        found = self._follows.get(job.id)
+        if found is None:
+            found = self._follows[job.id] = following.follows_of(job, self._spec(job))
+        mono = time.monotonic()
+        for f in found:
+            if f.due(mono):
+                f.last = mono
+                self._submit(("follow", f"{job.id}/{f.channel}"), self._follow, f)
+
+    def _follow(self, f: following.Follow) -> None:
+        try:
+            following.refresh(self.stores, self.settings, f)
+        except Exception as exc:  # botocore and aiohttp raise their own types
+            log.warning("input %s of job %s not brought up to date from %s: %s", f.channel,
+                        f.job_id, f.url, exc)
 
     def _upload(self, up: staging.Upload) -> None:
         try:

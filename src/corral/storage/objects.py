@@ -189,6 +189,20 @@ class Location:
             out[rel] = int(info.get("size") or 0)
         return out
 
+    def stamps(self) -> dict[str, tuple[int, str, float]]:
+        """relative path -> (size, what changes when it changes, when it last changed in
+        seconds since the epoch) of every file under this folder (remote: an object of its
+        own is no folder, and is left out)."""
+        if not self.remote:
+            return {rel: (size, f"{size}:{t}", t / 1e9)
+                    for rel, (size, t) in self.listing().items()}
+        self.fs.invalidate_cache()
+        found = self.fs.find(self.path, detail=True)  # (none: the folder holds nothing yet)
+        base = self.path.rstrip("/") + "/"
+        return {full[len(base):]: _stamp(int(info.get("size") or 0), info)
+                for full, info in found.items()
+                if full.startswith(base) and info.get("type") != "directory"}
+
     def listing(self, skip_versions: bool = False) -> dict[str, tuple[int, int]]:
         """(local) relative path -> (size, mtime in ns) of every regular file with a single
         name under this folder (or of this one file), links not followed (`skipped`)."""
@@ -229,6 +243,13 @@ class Location:
             beneath.replace(fd, name, lambda out: _fill(src, out))
         finally:
             os.close(fd)
+
+
+def _stamp(size: int, info: dict[str, Any]) -> tuple[int, str, float]:
+    """(size, ETag or the time, when) of an object, as s3fs describes it."""
+    when: Any = info.get("LastModified")
+    seconds = float(when.timestamp()) if hasattr(when, "timestamp") else 0.0
+    return size, str(info.get("ETag") or f"{size}:{seconds}"), seconds
 
 
 def _is_version(name: str) -> bool:

@@ -24,6 +24,9 @@ KIND_NAME = "IncrementalLearningJob"
 HHMM = re.compile(r"^([01]?[0-9]|2[0-3]):([0-5][0-9])\Z")
 #: the fields of a template the loop sets itself
 LOOP_SETS = ("model",)
+#: Sedna's node of a worker (a pod template's `spec.nodeName`): in a template's `spec`, the
+#: node its job is pinned to (corral's `spec.resource.node_name`)
+NODE_NAME = "nodeName"
 
 
 class Strict(BaseModel):
@@ -219,7 +222,8 @@ class LoopSpec(Strict):
     trainSpec: TrainSpec
     evalSpec: EvalSpec
     deploySpec: DeploySpec = Field(default_factory=DeploySpec)
-    #: a local folder under the project's storage: rounds' samples, models, the deploy
+    #: a local folder under the project's storage, or an s3:// URL in its object store:
+    #: rounds' samples, models, the deploy
     outputDir: str = Field(min_length=1, max_length=4096)
     #: corral: rounds that may fail in a row before the loop stops (Failed)
     maxFailedRounds: int = Field(default=3, ge=1, le=100)
@@ -273,10 +277,27 @@ def job_body(template: dict[str, Any], name: str) -> specs.JobCreate:
     meta["name"] = name
     data["metadata"] = meta
     data.pop("kind", None)
+    if isinstance(data.get("spec"), dict) and NODE_NAME in data["spec"]:
+        data["spec"] = pinned(data["spec"])
     try:
         return specs.JobCreate.model_validate(data)
     except ValueError as exc:
         raise ValueError(specs.describe(exc)) from None
+
+
+def pinned(spec: dict[str, Any]) -> dict[str, Any]:
+    """A template's `spec` with Sedna's `nodeName` (a pod's node) as corral's
+    `resource.node_name`."""
+    out = dict(spec)
+    node = out.pop(NODE_NAME)
+    resource = out.get("resource")
+    resource = dict(resource) if isinstance(resource, dict) else {}
+    if resource.get("node_name") not in (None, node):
+        raise ValueError(f"spec.{NODE_NAME} '{node}' and spec.resource.node_name "
+                         f"'{resource['node_name']}' name two nodes")
+    resource["node_name"] = node
+    out["resource"] = resource
+    return out
 
 
 def parse(data: Any) -> LoopCreate:

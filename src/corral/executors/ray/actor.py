@@ -43,7 +43,7 @@ import threading
 import time
 from typing import Any
 
-from corral.oskit import procs, walk
+from corral.oskit import beneath, procs, walk
 
 #: argv[0] placeholder: the node's own Python (the one running the actor)
 NODE_PYTHON = "{node-python}"
@@ -378,6 +378,7 @@ class NodeAgent:
             shutil.rmtree(p.root, ignore_errors=True)
         if inp is not None and not inp.users:
             shutil.rmtree(inp.root, ignore_errors=True)
+            shutil.rmtree(inp.root + ".new", ignore_errors=True)
 
     # --- inputs, copied here by the server ------------------------------------------------
 
@@ -396,23 +397,28 @@ class NodeAgent:
         inp = self._inputs_of(launch_id)
         with self._lock:
             return {"complete": inp.ready.is_set() and not inp.error,
-                    "files": dict(inp.whole)}
+                    "files": dict(inp.whole), "root": inp.root}
 
     def input_dirs(self, launch_id: str, dirs: list[tuple[int, str]]) -> None:
         inp = self._inputs_of(launch_id)
         for index, rel in dirs:
             os.makedirs(inp.path(index, rel), exist_ok=True)
 
-    def input_write(self, launch_id: str,
-                    pieces: list[tuple[int, str, int, int, int, bytes]]) -> None:
+    def input_write(self, launch_id: str, pieces: list[tuple[int, str, int, int, int, bytes]],
+                    replace: bool = False) -> None:
         """Write pieces of input files: (input, path in it, file size, mode, offset, bytes).
-        Pieces may come in any order; a file counts as here once all its bytes are."""
+        Pieces may come in any order; a file counts as here once all its bytes are.
+        `replace` (a followed input, read by a running task): a file is made beside the
+        inputs, its pieces in order, and renamed into place once whole."""
         inp = self._inputs_of(launch_id)
         for index, rel, size, mode, offset, data in pieces:
             key = f"{index}/{rel}"
-            if key in inp.whole:
+            if key in inp.whole and not replace:
                 continue
-            path = inp.path(index, rel)
+            if replace and offset == 0:
+                inp.parts.pop(key, None)
+            path = (_inside(inp.root + ".new", key.replace("/", "%")) if replace
+                    else inp.path(index, rel))
             os.makedirs(os.path.dirname(path), exist_ok=True)
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW, 0o600)
             try:
@@ -428,6 +434,8 @@ class NodeAgent:
                 if done:
                     os.ftruncate(fd, size)
                     os.fchmod(fd, 0o700 if mode & 0o100 else 0o600)
+                    if replace:
+                        _into_place(fd, path, inp.path(index, rel), inp.owner)
                     with self._lock:
                         inp.whole[key] = size
             finally:
@@ -449,6 +457,18 @@ class NodeAgent:
             self.input_note(launch_id, text)
         inp.error = error
         inp.ready.set()
+
+
+def _into_place(fd: int, made: str, dest: str, owner: tuple[int, int] | None) -> None:
+    """A file made whole beside the inputs, renamed to `dest` in a folder a running task
+    may change: reached through no link it put there, and given to its user."""
+    if owner is not None:
+        os.fchown(fd, *owner)
+    folder = beneath.open_dir(os.path.dirname(dest), make=True)
+    try:
+        os.rename(made, os.path.basename(dest), dst_dir_fd=folder)
+    finally:
+        os.close(folder)
 
 
 def _alive_nodes(ray: Any) -> set[str] | None:

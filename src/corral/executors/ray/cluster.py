@@ -13,7 +13,8 @@ with its node), which wakes the scheduler; a background thread pulls the tasks' 
 their usual log files (`tasks`). What tasks write to their output channels and metrics
 file is copied back likewise (`files`); a task counts as ended once its last files are
 here. What they read (input channels, the job's model) is shipped to their node before they
-start (`inputs`), unless the cluster shares the server's file system (`shared_fs`).
+start (`inputs`), and what they follow kept up to date there (`follow`), unless the
+cluster shares the server's file system (`shared_fs`).
 
 A launch is put in its node's terms by `payload`; what the cluster says of its nodes is
 read through `nodes`. Ray is imported only when this executor is built, which the server
@@ -33,7 +34,17 @@ from typing import Any
 
 from corral.domain import errors, resources
 from corral.executors import base
-from corral.executors.ray import agents, files, folders, inputs, nodes, payload, slots, tasks
+from corral.executors.ray import (
+    agents,
+    files,
+    folders,
+    follow,
+    inputs,
+    nodes,
+    payload,
+    slots,
+    tasks,
+)
 
 log = logging.getLogger(__name__)
 
@@ -133,9 +144,10 @@ class RayExecutor:
                              control_dir=spec.control_dir, launch_id=spec.launch_id,
                              actor=agents.agent_name(node_id), node_id=node_id, group=group,
                              address=here)
-        self._watch(handle, agent, offset=0, outputs=outputs)
+        followed = follow.Followed.of(self._ray, self._reader, spec.launch_id, agent, shipped)
+        self._watch(handle, agent, offset=0, outputs=outputs, followed=followed)
         if shipped is not None:
-            self._shipper.ship(node_id, agent, spec.launch_id, shipped)
+            self._shipper.ship(node_id, agent, spec.launch_id, shipped, followed)
         return handle
 
     def _lost_before_start(self, spec: base.LaunchSpec) -> base.Handle:
@@ -175,14 +187,16 @@ class RayExecutor:
                                       "restarted, and the task with it)")
         shipped = inputs.Inputs.loads(files.plan(
             handle.control_dir, handle.task, handle.launch_id).get("inputs"))
+        followed = follow.Followed.of(self._ray, self._reader, handle.launch_id, agent,
+                                      shipped)
         if shipped is not None and state == "running":  # they may not all be there yet
-            self._shipper.ship(handle.node_id, agent, handle.launch_id, shipped)
+            self._shipper.ship(handle.node_id, agent, handle.launch_id, shipped, followed)
         try:
             offset = os.path.getsize(tasks.log_path(handle))
         except OSError:
             offset = 0
         return self._check(self._watch(handle, agent, offset=offset,
-                                       outputs=files.load(handle)))
+                                       outputs=files.load(handle), followed=followed))
 
     def recover(self, spec: base.LaunchSpec) -> base.Status:
         # The agent refuses a start it was told to abandon, so NOT_STARTED is final; no
@@ -284,10 +298,10 @@ class RayExecutor:
     # --- watching ------------------------------------------------------------------------
 
     def _watch(self, handle: base.Handle, agent: Any, *, offset: int,
-               outputs: files.Outputs) -> tasks.Task:
+               outputs: files.Outputs, followed: follow.Followed | None = None) -> tasks.Task:
         task = tasks.Task(handle=handle, actor=agent, log_path=tasks.log_path(handle),
                           offset=offset, wait_ref=None, launch_id=handle.launch_id,
-                          outputs=outputs)
+                          outputs=outputs, followed=followed)
         self._expect_exit(task)
         with contextlib.suppress(OSError):  # (refused: its output is not kept, and said)
             files.make_server_dir(os.path.dirname(task.log_path))

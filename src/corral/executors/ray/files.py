@@ -9,6 +9,9 @@ as ended, so that a model is registered from complete files), new and changed fi
 copied: output files whole (made beside and renamed into place), the metrics file by
 appending what was added since.
 
+The same pass sends a running task's node what changed in the inputs it follows
+(`follow`), the other way.
+
 Where a launch's files go is written beside its control files when it is launched (its
 plan, with the placement group it was given and the inputs shipped to it), so a restarted
 server goes on copying them for the tasks it adopts.
@@ -143,10 +146,12 @@ class Copier:
                     continue
                 try:
                     sync(self._ray, t.actor, t.launch_id, t.outputs)
+                    if t.followed is not None and t.followed.ready:
+                        t.followed.push()  # (what it follows, the other way)
                 except (self._ray.exceptions.RayError, AttributeError):
                     pass  # the agent is busy or gone: the next pass, or the end, will tell
                 except (OSError, ValueError) as exc:
-                    log.warning("copying the files of %s back failed: %s", t.launch_id, exc)
+                    log.warning("copying the files of %s failed: %s", t.launch_id, exc)
 
 
 def _first_line(exc: BaseException) -> str:

@@ -33,8 +33,9 @@ import os
 import stat
 import threading
 import time
-from typing import Any
+from typing import Any, Protocol
 
+from corral.domain import following
 from corral.executors import base
 from corral.executors.ray import actor, folders
 from corral.oskit import walk
@@ -63,6 +64,9 @@ class Inputs:
     key: str  #: the job's attempt: what its tasks on one node share
     sources: tuple[str, ...]
     seeds: tuple[int, ...] = ()
+    #: (input, its folders that are the task's outputs) of each input the task follows:
+    #: shipped and kept up to date by `follow`, not by the shipment
+    follow: tuple[tuple[int, tuple[str, ...]], ...] = ()
 
     @property
     def reads(self) -> int:
@@ -85,14 +89,27 @@ class Inputs:
         return out
 
     def dumps(self) -> dict[str, Any]:
-        return {"key": self.key, "sources": list(self.sources), "seeds": list(self.seeds)}
+        return {"key": self.key, "sources": list(self.sources), "seeds": list(self.seeds),
+                "follow": [[i, list(own)] for i, own in self.follow]}
 
     @classmethod
     def loads(cls, raw: Any) -> Inputs | None:
         if not isinstance(raw, dict) or not raw.get("sources"):
             return None
         return cls(key=str(raw["key"]), sources=tuple(str(s) for s in raw["sources"]),
-                   seeds=tuple(int(i) for i in raw.get("seeds") or ()))
+                   seeds=tuple(int(i) for i in raw.get("seeds") or ()),
+                   follow=tuple((int(i), tuple(str(o) for o in own))
+                                for i, own in raw.get("follow") or ()))
+
+
+class Pushes(Protocol):
+    """A launch's followed inputs (`follow.Followed`)."""
+
+    ready: bool  #: shipped: periodic pushes may begin
+
+    def push(self) -> int:
+        """Send the node what changed since the last push."""
+        ...
 
 
 def of(spec: base.LaunchSpec, seeds: tuple[int, ...] = ()) -> Inputs | None:
@@ -102,7 +119,9 @@ def of(spec: base.LaunchSpec, seeds: tuple[int, ...] = ()) -> Inputs | None:
         return None
     return Inputs(key=f"{spec.job_id}-{spec.attempt}",
                   sources=spec.input_dirs + tuple(spec.output_dirs[i] for i in seeds),
-                  seeds=seeds)
+                  seeds=seeds,
+                  follow=tuple((i, following.own_outputs(spec.input_dirs[i], spec.output_dirs))
+                               for i in spec.follow))
 
 
 def holding_files(dirs: tuple[str, ...]) -> tuple[int, ...]:
@@ -122,6 +141,7 @@ class _File:
     path: str
     size: int
     mode: int
+    mtime: int = 0  #: ns
 
     @property
     def key(self) -> str:
@@ -161,7 +181,7 @@ def listing(sources: tuple[str, ...], reader: walk.Reader | None = None) -> List
             if stat.S_ISREG(st.st_mode):
                 if found.allowed(reader, src, st, walk.READ):
                     found.files.append(_File(i, os.path.basename(src), src, st.st_size,
-                                             st.st_mode))
+                                             st.st_mode, st.st_mtime_ns))
             elif stat.S_ISDIR(st.st_mode) and found.allowed(reader, src, st, walk.LIST):
                 _walk(i, fd, src, reader, found)
         finally:
@@ -179,7 +199,7 @@ def _walk(index: int, top: int, src: str, reader: walk.Reader | None, found: Lis
             found.dirs.append((index, e.rel))
         elif stat.S_ISREG(e.st.st_mode):
             found.files.append(_File(index, e.rel, os.path.join(src, e.rel), e.st.st_size,
-                                     e.st.st_mode))
+                                     e.st.st_mode, e.st.st_mtime_ns))
 
 
 class Shipper:
@@ -194,15 +214,18 @@ class Shipper:
         self._lock = threading.Lock()
         self._stop = threading.Event()
 
-    def ship(self, node_id: str, agent: Any, launch_id: str, inputs: Inputs) -> None:
-        """Make sure the launch's inputs are (or get) on its node; returns at once."""
+    def ship(self, node_id: str, agent: Any, launch_id: str, inputs: Inputs,
+             followed: Pushes | None = None) -> None:
+        """Make sure the launch's inputs are (or get) on its node; returns at once.
+        `followed`: its followed inputs, pushed before the task may start, and ready
+        for their later pushes once the shipment is done."""
         key = (node_id, inputs.key)
         with self._lock:
             if key in self._busy:  # a task of the same attempt there is shipping them
                 return
             self._busy.add(key)
         try:
-            self._pool.submit(self._run, key, agent, launch_id, inputs)
+            self._pool.submit(self._run, key, agent, launch_id, inputs, followed)
         except RuntimeError:  # closing
             with self._lock:
                 self._busy.discard(key)
@@ -219,10 +242,11 @@ class Shipper:
         with contextlib.suppress(self._ray.exceptions.RayError):
             self._ray.get(agent.input_done.remote(launch_id, error=why), timeout=TIMEOUT)
 
-    def _run(self, key: tuple[str, str], agent: Any, launch_id: str, inputs: Inputs) -> None:
+    def _run(self, key: tuple[str, str], agent: Any, launch_id: str, inputs: Inputs,
+             followed: Pushes | None) -> None:
         ray = self._ray
         try:
-            _Shipment(ray, agent, launch_id, inputs, self._stop).run(self._reader)
+            _Shipment(ray, agent, launch_id, inputs, self._stop, followed).run(self._reader)
         except _Stopped:
             pass  # the server is closing: the next one carries on where this one stopped
         except ray.exceptions.GetTimeoutError:
@@ -244,9 +268,9 @@ class _Shipment:
     """One launch's inputs on their way: pieces batched into calls, a few calls in flight."""
 
     def __init__(self, ray: Any, agent: Any, launch_id: str, inputs: Inputs,
-                 stop: threading.Event) -> None:
+                 stop: threading.Event, followed: Pushes | None = None) -> None:
         self.ray, self.agent, self.launch_id = ray, agent, launch_id
-        self.inputs, self.stop = inputs, stop
+        self.inputs, self.stop, self.followed = inputs, stop, followed
         self.pending: collections.deque[Any] = collections.deque()
         self.batch: list[tuple[int, str, int, int, int, bytes]] = []
         self.room = CHUNK
@@ -259,9 +283,13 @@ class _Shipment:
         self.reader = reader
         have = ray.get(agent.input_have.remote(launch), timeout=TIMEOUT)
         if have["complete"]:
+            self._follow_from_now()
             return  # shipped before (by this server or the one before it)
         started = time.monotonic()
         found = listing(self.inputs.sources, reader)
+        pushed = {i for i, _own in self.inputs.follow}
+        found.files = [f for f in found.files if f.index not in pushed]
+        found.dirs = [d for d in found.dirs if d[0] not in pushed]
         todo = [f for f in found.files if have["files"].get(f.key) != f.size]
         total = sum(f.size for f in todo)
         if found.denied:
@@ -276,9 +304,16 @@ class _Shipment:
         self._flush()
         while self.pending:
             ray.get(self.pending.popleft(), timeout=TIMEOUT)
+        if self.followed is not None:
+            self.followed.push()
         text = (f"corral: inputs copied to this node: {len(todo)} file(s), "
                 f"{total / 1e6:.1f} MB in {time.monotonic() - started:.1f} s") if todo else ""
         ray.get(agent.input_done.remote(launch, text), timeout=TIMEOUT)
+        self._follow_from_now()
+
+    def _follow_from_now(self) -> None:
+        if self.followed is not None:
+            self.followed.ready = True
 
     def _file(self, f: _File, count: int, total: int) -> None:
         try:

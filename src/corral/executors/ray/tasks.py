@@ -39,6 +39,7 @@ class Task:
     died_at: float | None = None  #: its actor was seen dead on a node Ray calls alive
     result: base.Status | None = None
     outputs: files.Outputs | None = None  #: where its files are copied to
+    followed: Any = None  #: its followed inputs (a `follow.Followed`), pushed to its node
     collecting: bool = False  #: its last files are being copied
     collected: bool = False  #: ... and have been
     #: why its last files could not be copied back ("": they were, or it had none)

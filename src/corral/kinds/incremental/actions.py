@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import pathlib
 
 import sqlalchemy as sa
 
@@ -32,7 +31,7 @@ def create(conn: sa.Connection, body: loopspec.LoopCreate, *, project_id: str,
     would submit is submitted as a probe and taken back, so that what the platform would
     refuse (a flavor, a code_dir that does not exist) is refused now."""
     spec = body.spec
-    out = _output_dir(spec, confine)
+    out = _output_dir(spec, confine, services, project_id)
     try:
         dataset = dataset_repo.get(conn, project_id, spec.dataset.name)
     except errors.NotFound as exc:
@@ -59,7 +58,8 @@ def create(conn: sa.Connection, body: loopspec.LoopCreate, *, project_id: str,
 
     try:
         bodies.check(stored, loop, dataset, probe)
-        wholefiles.make_dir(out)  # last: a loop refused makes no folder
+        if not objects.is_remote(out):
+            wholefiles.make_dir(out)  # last: a loop refused makes no folder
     except ValueError as exc:
         raise errors.BadParameter(f"spec: a template cannot make a job: {exc}") from None
     except errors.CorralError as exc:
@@ -72,13 +72,19 @@ def create(conn: sa.Connection, body: loopspec.LoopCreate, *, project_id: str,
     return loop_id
 
 
-def _output_dir(spec: loopspec.LoopSpec, confine: datasets.Confine) -> pathlib.Path:
+def _output_dir(spec: loopspec.LoopSpec, confine: datasets.Confine,
+                services: runtime.Runtime | None, project_id: str) -> str:
+    """outputDir as it is stored: a local folder resolved and allowed to the project, or a
+    URL in an object store the project has."""
     if objects.is_remote(spec.outputDir):
-        raise errors.BadParameter("spec.outputDir: a loop's outputDir is a local folder "
-                                  "(its service reads model_config.json there)")
+        if services is None or services.stores is None:
+            raise errors.BadParameter("spec.outputDir: object storage cannot be used here")
+        services.stores.require(spec.outputDir, "spec.outputDir", project_id)
+        return spec.outputDir.rstrip("/")
     if not os.path.isabs(spec.outputDir):
-        raise errors.BadParameter(f"spec.outputDir '{spec.outputDir}' must be an absolute path")
-    return confine(spec.outputDir, "spec.outputDir")
+        raise errors.BadParameter(f"spec.outputDir '{spec.outputDir}' must be an absolute "
+                                  "path or an s3:// URL")
+    return str(confine(spec.outputDir, "spec.outputDir"))
 
 
 def _start_service(conn: sa.Connection, loop: kind_rows.Loop, spec: loopspec.LoopSpec,
@@ -232,6 +238,3 @@ def service_job(conn: sa.Connection, loop: kind_rows.Loop) -> rows.Job | None:
     return job_repo.owned_jobs(conn, states.KIND, loop.id).get(
         deploys.service_role(loop.services))
 
-
-def out_dir(loop: kind_rows.Loop) -> pathlib.Path:
-    return pathlib.Path(common.spec_of(loop).outputDir)

@@ -16,11 +16,9 @@ loaded. Without a service template a deploy is Loaded as soon as its files are w
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
-from collections.abc import Iterator
-from typing import IO, Any
+from typing import Any
 
 import sqlalchemy as sa
 
@@ -77,7 +75,7 @@ def advance(ctx: common.Ctx, loop: kind_rows.Loop, spec: loopspec.LoopSpec, now:
 def config(where: layout.Layout, d: kind_rows.Deploy) -> bytes:
     """model_config.json for a deploy: Sedna's shape, and what corral knows of it."""
     return json.dumps({
-        "model_config": {"model_path": str(where.deployed(d.model_name, d.version)),
+        "model_config": {"model_path": where.deployed(d.model_name, d.version),
                          "model_update_time": d.token},
         "corral": {"model": d.model_name, "version": d.version, "deploy": d.seq},
     }, indent=2).encode() + b"\n"
@@ -90,8 +88,8 @@ def _write(ctx: common.Ctx, loop: kind_rows.Loop, spec: loopspec.LoopSpec, d: ki
             where = layout.Layout.of(conn, ctx.services, loop, spec)
             model = current.version(conn, loop.project_id, d.model_name, d.version)
         _copy(ctx, loop, model, where)
-        wholefiles.write(where.config, config(where, d))
-    except (OSError, errors.CorralError) as exc:
+        files(ctx, loop).write(where.config, config(where, d))
+    except Exception as exc:  # (OSError, CorralError; botocore and aiohttp have their own)
         why = getattr(exc, "message", None) or getattr(exc, "strerror", None) or str(exc)
         return _end(ctx, loop, d, DS.FAILED, f"the model could not be written: {why}", now)
     with ctx.store.begin() as conn:
@@ -116,18 +114,15 @@ def _copy(ctx: common.Ctx, loop: kind_rows.Loop, model: current.ModelAt,
           where: layout.Layout) -> None:
     """The model's files, whole, in the deploy folder (once: they never change)."""
     dest = where.deployed(model.name, model.version)
-    if wholefiles.is_dir(dest):
+    if not where.remote and wholefiles.is_dir(dest):
         return
     if ctx.stores is None:
         raise errors.CorralError("the model store cannot be read here")
-    src = ctx.stores.open(model.location, loop.project_id)
+    files(ctx, loop).put_tree(dest, ctx.stores.open(model.location, loop.project_id))
 
-    @contextlib.contextmanager
-    def source(rel: str) -> Iterator[IO[bytes]]:
-        with src.fs.open(src.child(rel), "rb") as fh:
-            yield fh
 
-    wholefiles.write_tree(dest, list(src.files()), source)
+def files(ctx: common.Ctx, loop: kind_rows.Loop) -> layout.Files:
+    return layout.Files(ctx.stores, loop.project_id)
 
 
 def _service(ctx: common.Ctx, conn: sa.Connection, loop: kind_rows.Loop, spec: loopspec.LoopSpec,
@@ -169,11 +164,11 @@ def running_service(conn: sa.Connection, loop: kind_rows.Loop) -> rows.Job | Non
 # --- waiting for the service -----------------------------------------------------------------
 
 
-def read_ack(where: layout.Layout) -> dict[str, Any] | None:
+def read_ack(where: layout.Layout, found: layout.Files) -> dict[str, Any] | None:
     """What the service last acknowledged, if it wrote anything readable."""
     try:
-        data = json.loads(wholefiles.read(where.ack, limit=ACK_BYTES))
-    except (OSError, ValueError):
+        data = json.loads(found.read(where.ack, limit=ACK_BYTES))
+    except Exception:  # (none yet, or not read now: botocore and aiohttp have their own)
         return None
     return data if isinstance(data, dict) else None
 
@@ -182,7 +177,7 @@ def _await(ctx: common.Ctx, loop: kind_rows.Loop, spec: loopspec.LoopSpec, d: ki
            now: int) -> bool:
     with ctx.store.read() as conn:
         try:
-            ack = read_ack(layout.Layout.of(conn, ctx.services, loop, spec))
+            ack = read_ack(layout.Layout.of(conn, ctx.services, loop, spec), files(ctx, loop))
         except errors.CorralError:
             ack = None
         job = job_repo.owned_jobs(conn, states.KIND, loop.id).get(d.service_role or "")
@@ -233,8 +228,8 @@ def _restore(ctx: common.Ctx, loop: kind_rows.Loop, spec: loopspec.LoopSpec,
     try:
         with ctx.store.read() as conn:
             where = layout.Layout.of(conn, ctx.services, loop, spec)
-        wholefiles.write(where.config, config(where, last))
-    except (OSError, errors.CorralError) as exc:
+        files(ctx, loop).write(where.config, config(where, last))
+    except Exception as exc:  # (OSError, CorralError; botocore and aiohttp have their own)
         log.warning("loop %s: model_config.json not restored: %s", loop.name, exc)
 
 

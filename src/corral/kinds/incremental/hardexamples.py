@@ -17,7 +17,6 @@ from corral.domain import errors
 from corral.domain.incremental import loopspec, states
 from corral.kinds.incremental import common, layout
 from corral.services import datasets
-from corral.storage import wholefiles
 from corral.store import dataset_repo, kind_rows, loop_repo
 
 log = logging.getLogger(__name__)
@@ -35,13 +34,14 @@ def ingest(ctx: common.Ctx, loop: kind_rows.Loop, spec: loopspec.LoopSpec, now: 
         except errors.CorralError:
             return False
     offset = loop.hard_examples_read
+    files = layout.Files(ctx.stores, loop.project_id)
     try:
-        found = wholefiles.stamp(path)
+        found = files.stamp(path)
         size = int(found.split(":")[0]) if found else 0
         if size < offset:
             offset = 0  # the file was started again
-        data = wholefiles.read(path, offset=offset, limit=MAX_READ) if found else b""
-    except OSError as exc:
+        data = files.read(path, offset=offset, limit=MAX_READ) if found else b""
+    except Exception as exc:  # (OSError, CorralError; botocore and aiohttp have their own)
         log.warning("loop %s: hard examples not read: %s", loop.name, exc)
         return False
     end = data.rfind(b"\n") + 1

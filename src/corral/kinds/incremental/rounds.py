@@ -23,7 +23,7 @@ from corral.domain.incremental import loopspec, samples, states, triggers
 from corral.kinds import owned
 from corral.kinds.incremental import bodies, common, current, deploys, layout, outcomes
 from corral.services import datasets
-from corral.storage import indexfiles, wholefiles
+from corral.storage import indexfiles
 from corral.store import (
     dataset_repo,
     job_repo,
@@ -68,10 +68,12 @@ def start(ctx: common.Ctx, loop_id: str, trigger: dict[str, Any], now: int) -> b
     if len(plan.snap.samples) < pool.split_upto:
         return False  # rewritten since the check; the next check sees it
     try:
-        eval_hash = _write_samples(plan.where, number, plan.dataset.format, plan.snap, pool)
-    except OSError as exc:
+        eval_hash = _write_samples(deploys.files(ctx, plan.loop), plan.where, number,
+                                   plan.dataset.format, plan.snap, pool)
+    except Exception as exc:  # (OSError, CorralError; botocore and aiohttp have their own)
+        why = getattr(exc, "message", None) or getattr(exc, "strerror", None) or exc
         return _not_started(ctx, plan.loop, trigger, "its samples cannot be written under "
-                            f"outputDir: {exc.strerror or exc}", now)
+                            f"outputDir: {why}", now)
     with ctx.store.begin() as conn:
         locked = loop_repo.loop_by_id(conn, loop_id, lock=True)
         if locked is None or not _same(locked, plan.loop):
@@ -147,13 +149,13 @@ def _why(trigger: dict[str, Any]) -> str:
     return str(trigger.get("rule", "triggered"))
 
 
-def _write_samples(where: layout.Layout, number: int, fmt: str, snap: indexfiles.Snapshot,
-                   pool: samples.Pool) -> str:
+def _write_samples(found: layout.Files, where: layout.Layout, number: int, fmt: str,
+                   snap: indexfiles.Snapshot, pool: samples.Pool) -> str:
     """Write the round's index files; the content hash of its evaluation set."""
     train = indexfiles.render(snap.header, samples.pick(snap.samples, pool.train))
     evals = indexfiles.render(snap.header, samples.pick(snap.samples, pool.evals))
-    wholefiles.write(where.train_index(number, fmt), train)
-    wholefiles.write(where.eval_index(number, fmt), evals)
+    found.write(where.train_index(number, fmt), train)
+    found.write(where.eval_index(number, fmt), evals)
     return samples.content_hash(evals)
 
 
