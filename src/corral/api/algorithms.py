@@ -67,25 +67,9 @@ def view(row: algorithm_repo.Algorithm) -> dict[str, Any]:
     }
 
 
-def _may_change(caller: identity.Principal, project_id: str,
-                row: algorithm_repo.Algorithm) -> None:
-    """Members change their own algorithms; project admins everyone's."""
-    role = caller.require(project_id, identity.Role.MEMBER)
-    if role is not identity.Role.ADMIN and row.user_name != caller.user_name:
-        raise errors.Forbidden(f"algorithm '{row.name}' belongs to {row.user_name or 'nobody'}"
-                               ": only its owner or a project admin may change it")
-
-
 def _save(ctx: deps.Context, project_id: str, body: algorithms.AlgorithmBody,
           caller: identity.Principal, algorithm_id: str | None = None) -> dict[str, Any]:
-    with ctx.store.begin() as conn:
-        if algorithm_id is not None:
-            _may_change(caller, project_id, algorithm_repo.get(conn, project_id, algorithm_id))
-        saved = algorithm_service.save(
-            conn, ctx.catalog, body, project_id=project_id, user_name=caller.user_name,
-            now=ctx.now(), policy=ctx.path_policy(conn, project_id), places=ctx.places,
-            algorithm_id=algorithm_id)
-        return view(algorithm_repo.get(conn, project_id, saved))
+    return view(algorithm_service.put(ctx, project_id, body, caller, algorithm_id))
 
 
 @router.post("/algorithms", status_code=201, response_model=AlgorithmOut, responses=ERRORS)
@@ -145,8 +129,5 @@ def change_algorithm(project_id: str, algorithm_id: str, body: algorithms.Algori
 def delete_algorithm(project_id: str, algorithm_id: str, ctx: Ctx,
                      caller: auth.Caller) -> dict[str, Any]:
     """Delete the algorithm. Jobs made from it, running or not, keep what they took."""
-    with ctx.store.begin() as conn:
-        row = algorithm_repo.get(conn, project_id, algorithm_id)
-        _may_change(caller, project_id, row)
-        algorithm_repo.delete(conn, project_id, algorithm_id)
+    algorithm_service.delete(ctx, project_id, algorithm_id, caller)
     return {}
