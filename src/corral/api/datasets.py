@@ -139,12 +139,8 @@ def create_dataset(project_id: str, body: DatasetCreate, ctx: Ctx,
     new = datasets.examine(project_id=project_id, name=body.name, url=body.url,
                            fmt=body.format, stores=ctx.stores,
                            confine=_confine(ctx, project_id))
-    with ctx.store.begin() as conn:
-        identity_repo.require_project(conn, project_id)
-        dataset_id = datasets.insert(conn, new, user_name=caller.user_name,
-                                     description=body.description, now=ctx.now())
-        found = dataset_repo.by_id(conn, dataset_id)
-    assert found is not None
+    found = datasets.add(ctx.store, new, user_name=caller.user_name,
+                         description=body.description, now=ctx.now())
     return JSONResponse(view(found), status_code=201)
 
 
@@ -167,9 +163,7 @@ def show_dataset(project_id: str, dataset: str, ctx: Ctx) -> dict[str, Any]:
     except errors.CorralError as exc:
         return view(found, exc.message)
     if snap is not None:
-        with ctx.store.begin() as conn:
-            datasets.count_if_changed(conn, found, snap, ctx.now())
-            found = dataset_repo.get(conn, project_id, found.id)
+        found = datasets.recount(ctx.store, found, snap, ctx.now())
     return view(found)
 
 
@@ -190,11 +184,7 @@ def append_samples(project_id: str, dataset: str, body: SamplesIn, ctx: Ctx) -> 
 def delete_dataset(project_id: str, dataset: str, ctx: Ctx,
                    caller: auth.Caller) -> dict[str, Any]:
     """Forget the dataset (its index file stays); refused while a loop uses it."""
-    with ctx.store.begin() as conn:
-        found = dataset_repo.get(conn, project_id, dataset)
-        caller.may_change_job(project_id, found.user_name)
-        locations = dataset_repo.delete(conn, found.id)
-    dataset_versions.remove(ctx.stores, project_id, locations)
+    dataset_versions.delete(ctx.store, ctx.stores, project_id, dataset, caller)
     return {}
 
 

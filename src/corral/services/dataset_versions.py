@@ -27,7 +27,7 @@ from typing import Any, BinaryIO, cast
 
 import sqlalchemy as sa
 
-from corral.domain import errors, specs, versions
+from corral.domain import errors, identity, specs, versions
 from corral.services import datasets
 from corral.storage import indexfiles, objects
 from corral.store import dataset_repo, db, kind_rows
@@ -141,6 +141,17 @@ def manifest(dataset: kind_rows.Dataset, values: dict[str, Any]) -> bytes:
         "number_of_samples": values["number_of_samples"],
         "files": values["files"], "content_hash": values["content_hash"],
     }, indent=2).encode() + b"\n"
+
+
+def delete(store: db.Store, stores: objects.Stores | None, project_id: str, ref: str,
+           caller: identity.Principal) -> None:
+    """Forget a dataset (by id or name) the caller may change, and remove its versions'
+    files once their rows are gone (its index file stays); refused while a loop uses it."""
+    with store.begin() as conn:
+        found = dataset_repo.get(conn, project_id, ref)
+        caller.may_change_job(project_id, found.user_name)
+        locations = dataset_repo.delete(conn, found.id)
+    remove(stores, project_id, locations)
 
 
 def remove(stores: objects.Stores | None, project_id: str, locations: Sequence[str]) -> None:

@@ -19,7 +19,7 @@ import sqlalchemy as sa
 
 from corral.domain import errors, specs
 from corral.storage import indexfiles, objects, wholefiles
-from corral.store import dataset_repo, db, kind_rows
+from corral.store import dataset_repo, db, identity_repo, kind_rows
 
 log = logging.getLogger(__name__)
 #: (path, what it is) -> the resolved path, or BadParameter (paths.confine with a policy)
@@ -111,6 +111,18 @@ def insert(conn: sa.Connection, new: Examined, *, user_name: str, description: s
         "created_at": now, "updated_at": now})
 
 
+def add(store: db.Store, new: Examined, *, user_name: str, description: str,
+        now: int) -> kind_rows.Dataset:
+    """Record an examined dataset in a transaction of its own (its project looked up
+    again there); the dataset as stored."""
+    with store.begin() as conn:
+        identity_repo.require_project(conn, new.project_id)
+        found = dataset_repo.by_id(conn, insert(conn, new, user_name=user_name,
+                                                description=description, now=now))
+    assert found is not None
+    return found
+
+
 def _read(found: indexfiles.Where) -> indexfiles.Snapshot:
     try:
         return indexfiles.read(found)
@@ -135,6 +147,14 @@ def count_if_changed(conn: sa.Connection, dataset: kind_rows.Dataset,
     dataset_repo.set_count(conn, dataset.id, number=len(snap.samples), stamp=snap.stamp,
                            now=now)
     return len(snap.samples)
+
+
+def recount(store: db.Store, dataset: kind_rows.Dataset, snap: indexfiles.Snapshot | None,
+            now: int) -> kind_rows.Dataset:
+    """`count_if_changed` in a transaction of its own; the dataset as stored then."""
+    with store.begin() as conn:
+        count_if_changed(conn, dataset, snap, now)
+        return dataset_repo.get(conn, dataset.project_id, dataset.id)
 
 
 def changed(dataset: kind_rows.Dataset, stores: objects.Stores | None,
