@@ -4,13 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import contextlib
 import dataclasses
 import functools
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Annotated, ParamSpec, TypeVar
 
-import sqlalchemy as sa
 from fastapi import Depends, Request
 
 from corral.api import authcache, watch
@@ -59,16 +57,10 @@ class Context(runtime.Runtime):
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self.threads, functools.partial(fn, *args, **kwargs))
 
-    @contextlib.contextmanager
-    def credentials_change(self) -> Iterator[sa.Connection]:
-        """A write transaction that changes who may do what (a revoked key or token, a
-        disabled user, a changed membership): credentials verified before it are forgotten
-        once it has committed, before the change is answered."""
-        try:
-            with self.store.begin() as conn:
-                yield conn
-        finally:
-            self.auth_cache.clear()
+    def forget_credentials(self) -> None:
+        """Credentials verified before a change to who may do what (services/accounts.py)
+        are verified again."""
+        self.auth_cache.clear()
 
 
 async def get_context(request: Request) -> Context:

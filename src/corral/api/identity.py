@@ -15,9 +15,9 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from corral.api import auth, schemas
 from corral.api.deps import Ctx
-from corral.domain import errors, identity
+from corral.domain import identity
 from corral.services import accounts
-from corral.store import identity_repo, rows
+from corral.store import identity_repo
 
 router = APIRouter(prefix="/corral", tags=["identity"])
 ERRORS: dict[int | str, dict[str, Any]] = {
@@ -148,35 +148,26 @@ def list_projects(ctx: Ctx, caller: auth.Caller) -> dict[str, Any]:
              dependencies=ADMIN_ONLY)
 def create_project(body: ProjectIn, ctx: Ctx) -> dict[str, Any]:
     now = ctx.now()
-    with ctx.store.begin() as conn:
-        pid = identity_repo.create_project(conn, body.name, now)
+    pid = accounts.create_project(ctx, body.name, now)
     return {"project_id": pid, "name": body.name, "created_at": now}
 
 
 @router.put("/projects/{project_id}/members/{user_name}", response_model=UserOut,
             responses=ERRORS, dependencies=ADMIN_ONLY)
 def set_member(project_id: str, user_name: str, body: MemberIn, ctx: Ctx) -> dict[str, Any]:
-    now = ctx.now()
-    with ctx.credentials_change() as conn:
-        project = identity_repo.find_project(conn, project_id)
-        user = identity_repo.find_user(conn, user_name)
-        identity_repo.set_role(conn, user.id, project.id, body.role, now)
-        return _user(user, identity_repo.roles_of(conn, user.id))
+    return _user(accounts.set_member(ctx, project_id, user_name, body.role, ctx.now()))
 
 
 @router.delete("/projects/{project_id}/members/{user_name}", response_model=UserOut,
                responses=ERRORS, dependencies=ADMIN_ONLY)
 def remove_member(project_id: str, user_name: str, ctx: Ctx) -> dict[str, Any]:
-    with ctx.credentials_change() as conn:
-        project = identity_repo.find_project(conn, project_id)
-        user = identity_repo.find_user(conn, user_name)
-        identity_repo.remove_member(conn, user.id, project.id, ctx.now())
-        return _user(user, identity_repo.roles_of(conn, user.id))
+    return _user(accounts.remove_member(ctx, project_id, user_name))
 
 
-def _user(row: rows.User, roles: dict[str, identity.Role]) -> dict[str, Any]:
+def _user(account: accounts.Account) -> dict[str, Any]:
+    row = account.user
     return {"name": row.name, "is_admin": row.is_admin, "created_at": row.created_at,
-            "projects": {p: r.value for p, r in roles.items()}}
+            "projects": {p: r.value for p, r in account.roles.items()}}
 
 
 @router.get("/users", response_model=UsersOut, responses=ERRORS, dependencies=ADMIN_ONLY)
@@ -191,26 +182,16 @@ def list_users(ctx: Ctx) -> dict[str, Any]:
 @router.post("/users", status_code=201, response_model=NewUserOut, responses=ERRORS,
              dependencies=ADMIN_ONLY)
 def create_user(body: UserIn, ctx: Ctx) -> dict[str, Any]:
-    now = ctx.now()
-    with ctx.store.begin() as conn:
-        uid = identity_repo.create_user(conn, body.name, is_admin=body.is_admin, now=now)
-        for project, role in body.projects.items():
-            found = identity_repo.find_project(conn, project)
-            identity_repo.set_role(conn, uid, found.id, role, now)
-        _tid, token = accounts.issue_token(conn, user_id=uid, description="first token",
-                                           now=now)
-        user = identity_repo.find_user(conn, body.name)
-        return {**_user(user, identity_repo.roles_of(conn, uid)), "token": token}
+    made = accounts.create_user(ctx, body.name, is_admin=body.is_admin,
+                                projects=body.projects, now=ctx.now())
+    return {**_user(made), "token": made.token}
 
 
 @router.delete("/users/{user_name}", status_code=204, responses=ERRORS,
                dependencies=ADMIN_ONLY)
 def disable_user(user_name: str, ctx: Ctx, caller: auth.Caller) -> None:
     """Disable a user: every key and token of theirs stops working at once."""
-    if user_name == caller.user_name:
-        raise errors.BadParameter("you cannot disable yourself")
-    with ctx.credentials_change() as conn:
-        identity_repo.disable_user(conn, identity_repo.find_user(conn, user_name).id, ctx.now())
+    accounts.disable_user(ctx, user_name, by=caller)
 
 
 # --- access keys: a project's, for signing with the SDKs -----------------------------------
@@ -221,11 +202,8 @@ def disable_user(user_name: str, ctx: Ctx, caller: auth.Caller) -> None:
 def create_key(project_id: str, body: KeyIn, ctx: Ctx, caller: auth.Caller) -> dict[str, Any]:
     """A new access key pair of yours for this project (a viewer's reads only)."""
     now = ctx.now()
-    assert ctx.box is not None
-    with ctx.store.begin() as conn:
-        identity_repo.find_project(conn, project_id)
-        key = accounts.issue_key(conn, ctx.box, user_id=caller.user_id, project_id=project_id,
-                                 description=body.description, now=now)
+    key = accounts.create_key(ctx, project_id, user_id=caller.user_id,
+                              description=body.description, now=now)
     return {"access_key": key.access_key, "secret_key": key.secret_key,
             "project_id": project_id, "user_name": caller.user_name,
             "description": body.description, "created_at": now}
@@ -244,11 +222,7 @@ def list_keys(project_id: str, ctx: Ctx, caller: auth.Caller) -> dict[str, Any]:
                dependencies=[auth.require_role(identity.Role.VIEWER)])
 def revoke_key(project_id: str, access_key: str, ctx: Ctx, caller: auth.Caller) -> None:
     """Revoke a key at once: yours, or any of the project's for a project admin."""
-    with ctx.credentials_change() as conn:
-        row = identity_repo.key_row(conn, project_id, access_key)
-        if row.user_id != caller.user_id and caller.role_in(project_id) is not identity.Role.ADMIN:
-            raise errors.NotFound(f"access key '{access_key}' does not exist")
-        identity_repo.revoke_key(conn, access_key, ctx.now())
+    accounts.revoke_key(ctx, project_id, access_key, caller)
 
 
 # --- bearer tokens: a user's, for scripts and the CLI --------------------------------------
@@ -259,10 +233,9 @@ def create_token(body: TokenIn, ctx: Ctx, caller: auth.Caller) -> dict[str, Any]
     """A new token of yours. Made with an access key, it reaches only that key's project."""
     now = ctx.now()
     expires = None if body.ttl_s is None else now + body.ttl_s * 1000
-    with ctx.store.begin() as conn:
-        tid, token = accounts.issue_token(conn, user_id=caller.user_id,
-                                          description=body.description, now=now,
-                                          expires_at=expires, project_id=caller.key_project)
+    tid, token = accounts.create_token(ctx, user_id=caller.user_id,
+                                       description=body.description, now=now,
+                                       expires_at=expires, project_id=caller.key_project)
     return {"id": tid, "token": token, "description": body.description,
             "project_id": caller.key_project, "created_at": now, "expires_at": expires}
 
@@ -276,5 +249,4 @@ def list_tokens(ctx: Ctx, caller: auth.Caller) -> dict[str, Any]:
 
 @router.delete("/tokens/{token_id}", status_code=204, responses=ERRORS)
 def revoke_token(token_id: str, ctx: Ctx, caller: auth.Caller) -> None:
-    with ctx.credentials_change() as conn:
-        identity_repo.revoke_token(conn, caller.user_id, token_id, ctx.now())
+    accounts.revoke_token(ctx, caller.user_id, token_id)

@@ -10,10 +10,11 @@ and the wake-ups of the scheduler and of the kinds' controllers.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import pathlib
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import sqlalchemy as sa
 
@@ -63,6 +64,21 @@ class Runtime:
                 project_name=identity_repo.find_project(conn, project_id).name,
                 is_default=project_id == self.default_project_id)
         return policy
+
+    def forget_credentials(self) -> None:
+        """Told when a change to who may do what has ended: a driver that keeps verified
+        credentials for a while (the API's Context) forgets them here."""
+
+    @contextlib.contextmanager
+    def credentials_change(self) -> Iterator[sa.Connection]:
+        """A write transaction that changes who may do what (a revoked key or token, a
+        disabled user, a changed membership): `forget_credentials` once it has ended,
+        committed or not, before the change is answered."""
+        try:
+            with self.store.begin() as conn:
+                yield conn
+        finally:
+            self.forget_credentials()
 
     def submit_job(self, conn: sa.Connection, body: specs.JobCreate, *, project_id: str,
                    user_name: str, now: int, owner: tuple[str, str, str] | None = None,
