@@ -91,11 +91,7 @@ def create_job(conn: sa.Connection, cat: catalog_mod.Catalog, body: specs.JobCre
     check_requirements(cat, body, pool)
     check_image(cat, body.algorithm.engine, pool=pool, flavor=flavor)
     gpu_type = flavor.gpu_product if flavor.gpu else ""
-    nodes = [n for n in pinned(cat, pool, body.spec.resource.node_name)
-             if not gpu_type or any(g.name == gpu_type for g in n.gpus)]
-    if not nodes and cat.pool_nodes(pool):
-        raise errors.NeverFits(f"no node of pool '{pool}' has {gpu_type} GPUs")
-    resources.check_fits_somewhere(flavor.resources, node_count, nodes, where=f"pool '{pool}'")
+    check_fits(cat, pool, body.spec.resource.node_name, flavor, node_count)
     sched = body.spec.schedule_policy or specs.SchedulePolicy()
     engine = cat.engine(body.algorithm.engine)
     dataset_versions.pin(conn, body.algorithm.inputs, project_id)
@@ -133,15 +129,7 @@ def create_job(conn: sa.Connection, cat: catalog_mod.Catalog, body: specs.JobCre
         **(dict(zip(("owner_kind", "owner_id", "owner_role"), owner, strict=True))
            if owner else {}),
     }, check_name=version is None)
-    if version is None:
-        version_repo.start_family(conn, job_id=job_id, project_id=project_id,
-                                   name=body.metadata.name, now=now,
-                                   output_bases={o.name: o.url for o in body.algorithm.outputs})
-    else:
-        version_repo.add_version(conn, job_id=job_id, family_id=version.family_id,
-                                  number=version.number, parent=version.parent,
-                                  resume=version.resume, output_bases=version.output_bases,
-                                  now=now)
+    _record_version(conn, job_id, body, project_id, version, now)
     image = body.algorithm.engine.image_url if body.algorithm.engine else None
     job_repo.add_event(conn, job_id, now, f"Job created: flavor {flavor.flavor_id}, "
                    f"{node_count} node(s), " + (f"image {image}" if image else
@@ -151,6 +139,32 @@ def create_job(conn: sa.Connection, cat: catalog_mod.Catalog, body: specs.JobCre
         search_repo.insert(conn, job_id=job_id, project_id=project_id, policy=search,
                            model=(reg.model, reg.channel) if reg else None, now=now)
     return job_id
+
+
+def check_fits(cat: catalog_mod.Catalog, pool: str, node_name: str | None,
+               flavor: resources.Flavor, node_count: int) -> None:
+    """NeverFits unless `node_count` tasks of `flavor` fit on the nodes of `pool` it may
+    use (the one `node_name` pins it to; with the GPU product it asks for)."""
+    gpu_type = flavor.gpu_product if flavor.gpu else ""
+    nodes = [n for n in pinned(cat, pool, node_name)
+             if not gpu_type or any(g.name == gpu_type for g in n.gpus)]
+    if not nodes and cat.pool_nodes(pool):
+        raise errors.NeverFits(f"no node of pool '{pool}' has {gpu_type} GPUs")
+    resources.check_fits_somewhere(flavor.resources, node_count, nodes, where=f"pool '{pool}'")
+
+
+def _record_version(conn: sa.Connection, job_id: str, body: specs.JobCreate,
+                    project_id: str, version: NewVersion | None, now: int) -> None:
+    """A new job starts a family of versions; a new version joins its family."""
+    if version is None:
+        version_repo.start_family(conn, job_id=job_id, project_id=project_id,
+                                   name=body.metadata.name, now=now,
+                                   output_bases={o.name: o.url for o in body.algorithm.outputs})
+    else:
+        version_repo.add_version(conn, job_id=job_id, family_id=version.family_id,
+                                  number=version.number, parent=version.parent,
+                                  resume=version.resume, output_bases=version.output_bases,
+                                  now=now)
 
 
 def from_algorithm(conn: sa.Connection, body: specs.JobCreate, project_id: str, *,
