@@ -9,7 +9,6 @@ Sedna's, in JSON or YAML; answers carry every round's record and Sedna-style con
 from __future__ import annotations
 
 import copy
-import functools
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Query, Request
@@ -21,7 +20,6 @@ from corral.api.deps import Ctx
 from corral.domain import errors, specs
 from corral.domain.incremental import loopspec, states
 from corral.kinds.incremental import actions
-from corral.storage import paths
 from corral.store import identity_repo, kind_repo, loop_repo, model_repo
 
 router = APIRouter(prefix="/v2/{project_id}", tags=["incremental learning"])
@@ -52,7 +50,7 @@ BODY = {"requestBody": {"required": True, "description": "Sedna's IncrementalLea
 
 
 class ActionIn(specs.Model):
-    action: Literal["trigger", "stop", "resume", "promote", "rollback"]
+    action: actions.Action
     #: why (a forced promotion needs one; a rollback may have one)
     reason: str = Field(default="", max_length=1024)
     #: promote: the version of the loop's model (default: the latest round's)
@@ -115,14 +113,17 @@ async def create_incremental_learning_job(project_id: str, request: Request, ctx
 def _create(ctx: deps.Context, project_id: str, body: loopspec.LoopCreate,
             user_name: str) -> dict[str, Any]:
     now = ctx.now()
-    with ctx.store.begin() as conn:
-        identity_repo.require_project(conn, project_id)
-        confine = functools.partial(paths.confine, ctx.path_policy(conn, project_id))
-        loop_id = actions.create(conn, body, project_id=project_id, user_name=user_name,
-                                 confine=confine, now=now, services=ctx)
-        out = incremental_views.loop(conn, loop_repo.get_loop(conn, project_id, loop_id), now)
+    loop_id = actions.make(ctx, body, project_id=project_id, user_name=user_name, now=now)
+    out = _view(ctx, project_id, loop_id, now)
     ctx.wake_kinds()
     return out
+
+
+def _view(ctx: deps.Context, project_id: str, loop_id: str, now: int) -> dict[str, Any]:
+    """The loop as answered, read before the controllers are woken: as the action left
+    it."""
+    with ctx.store.read() as conn:
+        return incremental_views.loop(conn, loop_repo.get_loop(conn, project_id, loop_id), now)
 
 
 @router.get("/incremental-learning-jobs", response_model=incremental_views.LoopsOut,
@@ -152,17 +153,9 @@ def act_on_incremental_learning_job(project_id: str, job: str, body: ActionIn, c
                                     caller: auth.Caller) -> dict[str, Any]:
     """trigger (a round now), stop, resume, promote (a version, with a reason), rollback."""
     now = ctx.now()
-    with ctx.store.begin() as conn:
-        loop = loop_repo.get_loop(conn, project_id, job)
-        caller.may_change_job(project_id, loop.user_name)
-        who = caller.user_name
-        if body.action == "promote":
-            actions.promote(conn, loop, who, body.reason, body.version, now)
-        elif body.action == "rollback":
-            actions.rollback(conn, loop, who, body.reason, now)
-        else:
-            getattr(actions, body.action)(conn, loop, who, now)
-        out = incremental_views.loop(conn, loop_repo.get_loop(conn, project_id, loop.id), now)
+    loop_id = actions.act(ctx, project_id, job, body.action, caller, reason=body.reason,
+                          version=body.version, now=now)
+    out = _view(ctx, project_id, loop_id, now)
     ctx.wake_kinds()
     ctx.wake()
     return out
@@ -172,10 +165,7 @@ def act_on_incremental_learning_job(project_id: str, job: str, body: ActionIn, c
 def delete_incremental_learning_job(project_id: str, job: str, ctx: Ctx,
                                     caller: auth.Caller) -> dict[str, Any]:
     """Delete the loop and its jobs (stopped first); its models and files stay."""
-    with ctx.store.begin() as conn:
-        loop = loop_repo.get_loop(conn, project_id, job)
-        caller.may_change_job(project_id, loop.user_name)
-        actions.delete(conn, loop, ctx.now())
+    actions.remove(ctx, project_id, job, caller, ctx.now())
     ctx.wake()
     return {}
 

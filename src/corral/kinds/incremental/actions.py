@@ -1,24 +1,37 @@
 """What users do to loops: create, trigger a round, stop, resume, promote, roll back, delete.
 
-The API calls these in its own transaction and wakes the controller once it has committed;
-each locks the loop's row first and refuses (errors.InvalidState) what its state does not
-allow, so that a user and the controller acting at once take turns.
+Each locks the loop's row first and refuses (errors.InvalidState) what its state does not
+allow, so that a user and the controller acting at once take turns. They run in the
+caller's transaction; `make`, `act` and `remove` (what the API calls) open their own,
+with the caller's right to change the loop checked in it. The kinds are the application
+layer of their own objects: their rules are here, beside their controllers, above the
+services they call (docs/architecture.md).
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import os
+from typing import Literal
 
 import sqlalchemy as sa
 
-from corral.domain import errors, specs
+from corral.domain import errors, identity, specs
 from corral.domain.incremental import loopspec, samples, states
 from corral.kinds import owned
 from corral.kinds.incremental import bodies, common, current, deploys
 from corral.services import datasets, runtime
-from corral.storage import objects, wholefiles
-from corral.store import dataset_repo, job_repo, kind_rows, loop_repo, model_repo, rows
+from corral.storage import objects, paths, wholefiles
+from corral.store import (
+    dataset_repo,
+    identity_repo,
+    job_repo,
+    kind_rows,
+    loop_repo,
+    model_repo,
+    rows,
+)
 
 LS, RS, DS = states.LoopState, states.RoundState, states.DeployState
 
@@ -238,3 +251,44 @@ def service_job(conn: sa.Connection, loop: kind_rows.Loop) -> rows.Job | None:
     return job_repo.owned_jobs(conn, states.KIND, loop.id).get(
         deploys.service_role(loop.services))
 
+
+
+# --- what the API calls: each in a transaction of its own ---------------------------------
+
+Action = Literal["trigger", "stop", "resume", "promote", "rollback"]
+
+
+def make(rt: runtime.Runtime, body: loopspec.LoopCreate, *, project_id: str, user_name: str,
+         now: int) -> str:
+    """`create` in a transaction of its own, its paths confined to the project's roots and
+    its jobs probed with the platform's checks; the loop's id."""
+    with rt.store.begin() as conn:
+        identity_repo.require_project(conn, project_id)
+        confine = functools.partial(paths.confine, rt.path_policy(conn, project_id))
+        return create(conn, body, project_id=project_id, user_name=user_name,
+                      confine=confine, now=now, services=rt)
+
+
+def act(rt: runtime.Runtime, project_id: str, ref: str, action: Action,
+        caller: identity.Principal, *, reason: str, version: int | None, now: int) -> str:
+    """One of the actions on a loop (by id or name) the caller may change; its id."""
+    with rt.store.begin() as conn:
+        loop = loop_repo.get_loop(conn, project_id, ref)
+        caller.may_change_job(project_id, loop.user_name)
+        who = caller.user_name
+        if action == "promote":
+            promote(conn, loop, who, reason, version, now)
+        elif action == "rollback":
+            rollback(conn, loop, who, reason, now)
+        else:
+            {"trigger": trigger, "stop": stop, "resume": resume}[action](conn, loop, who, now)
+        return loop.id
+
+
+def remove(rt: runtime.Runtime, project_id: str, ref: str, caller: identity.Principal,
+           now: int) -> None:
+    """`delete` a loop (by id or name) the caller may change, in a transaction of its own."""
+    with rt.store.begin() as conn:
+        loop = loop_repo.get_loop(conn, project_id, ref)
+        caller.may_change_job(project_id, loop.user_name)
+        delete(conn, loop, now)
