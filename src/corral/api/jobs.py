@@ -12,7 +12,7 @@ from fastapi.responses import JSONResponse
 from corral.api import auth, deps, schemas, views, watch
 from corral.api.deps import Ctx
 from corral.domain import downsample, errors, jobs, specs
-from corral.services import submit
+from corral.services import jobs as job_service
 from corral.storage import runs
 from corral.store import identity_repo, job_repo, rows, version_repo
 
@@ -33,11 +33,7 @@ async def create_training_job(project_id: str, body: specs.JobCreate, ctx: Ctx,
 def _create(ctx: deps.Context, project_id: str, body: specs.JobCreate,
             user_name: str) -> dict[str, Any]:
     now = ctx.now()
-    with ctx.store.begin() as conn:
-        job_id = submit.create_job(conn, ctx.catalog, body, project_id=project_id, now=now,
-                                   user_name=user_name, policy=ctx.path_policy(conn, project_id),
-                                   places=ctx.places)
-        row = job_repo.get_job(conn, project_id, job_id)
+    row = job_service.create(ctx, body, project_id=project_id, user_name=user_name, now=now)
     ctx.wake()
     return views.job(None, row, ctx.catalog, now, fresh=True)
 
@@ -85,11 +81,8 @@ def _job_body(ctx: deps.Context, project_id: str, job_id: str) -> dict[str, Any]
 @router.put("/training-jobs/{training_job_id}", responses=ERRORS)
 def update_training_job(project_id: str, training_job_id: str, body: specs.JobUpdate,
                         ctx: Ctx, caller: auth.Caller) -> dict[str, Any]:
-    now = ctx.now()
-    with ctx.store.begin() as conn:
-        row = job_repo.get_job(conn, project_id, training_job_id)
-        caller.may_change_job(project_id, row.user_name)
-        job_repo.set_description(conn, training_job_id, now, body.description)
+    job_service.describe(ctx, project_id, training_job_id, body.description, caller,
+                         ctx.now())
     return {}
 
 
@@ -97,13 +90,7 @@ def update_training_job(project_id: str, training_job_id: str, body: specs.JobUp
 def delete_training_job(project_id: str, training_job_id: str, ctx: Ctx,
                         caller: auth.Caller) -> dict[str, Any]:
     """Delete the job and its logs; a running job is stopped first. Outputs are kept."""
-    now = ctx.now()
-    with ctx.store.begin() as conn:
-        row = job_repo.get_job(conn, project_id, training_job_id)
-        caller.may_change_job(project_id, row.user_name)
-        job_repo.mark_deleted(conn, training_job_id, now)
-        if jobs.Phase(row.phase) in jobs.TERMINABLE:
-            job_repo.request_terminate(conn, training_job_id, now, "Job deleted: stopping it")
+    job_service.delete(ctx, project_id, training_job_id, caller, ctx.now())
     ctx.changes.changed([training_job_id])
     ctx.wake()
     return {}
@@ -114,16 +101,9 @@ def delete_training_job(project_id: str, training_job_id: str, ctx: Ctx,
 def act_on_training_job(project_id: str, training_job_id: str, body: specs.JobAction,
                         ctx: Ctx, caller: auth.Caller) -> dict[str, Any]:
     now = ctx.now()
-    with ctx.store.begin() as conn:
-        row = job_repo.get_job(conn, project_id, training_job_id)
-        caller.may_change_job(project_id, row.user_name)
-        phase = jobs.Phase(row.phase)
-        if phase in jobs.TERMINABLE:
-            job_repo.request_terminate(conn, training_job_id, now, "Termination requested")
-        elif phase is not jobs.Phase.TERMINATING:
-            raise errors.InvalidState(
-                f"training job is {phase.value}: only Creating, Pending or Running jobs "
-                "can be terminated")
+    job_service.stop(ctx, project_id, training_job_id, caller, now)
+    # read before the scheduler is woken: the job as the stop left it
+    with ctx.store.read() as conn:
         out = views.job(conn, job_repo.get_job(conn, project_id, training_job_id), ctx.catalog,
                         now)
     ctx.changes.changed([training_job_id])
