@@ -8,7 +8,6 @@ and register a version from any ended job on request.
 from __future__ import annotations
 
 import json
-import logging
 import os
 import tempfile
 from typing import Annotated, Any
@@ -23,10 +22,10 @@ from corral.api import auth, schemas
 from corral.api.deps import Ctx
 from corral.domain import errors, jobs, models, specs, versions
 from corral.services import finishing
+from corral.services import models as model_service
 from corral.storage import objects
 from corral.store import identity_repo, job_repo, model_repo, rows
 
-log = logging.getLogger(__name__)
 router = APIRouter(prefix="/v2/{project_id}", tags=["models"])
 ERRORS: dict[int | str, dict[str, Any]] = {
     code: {"model": schemas.ErrorBody} for code in (400, 404, 409, 500)}
@@ -74,7 +73,7 @@ def show_model_version(project_id: str, model_name: specs.ModelName, version: Ve
     with ctx.store.read() as conn:
         identity_repo.require_project(conn, project_id)
         model = model_repo.get(conn, project_id, model_name)
-        row = _resolve(conn, model, version)
+        row = model_service.resolve(conn, model, version)
         return _version(model, row, model_repo.aliases(conn, model.id))
 
 
@@ -110,12 +109,8 @@ def set_model_alias(project_id: str, model_name: specs.ModelName, alias: str, bo
                     ctx: Ctx, caller: auth.Caller) -> dict[str, Any]:
     """Point `alias` at a version (moving it from the one it named before)."""
     models.check_alias(alias)
-    with ctx.store.begin() as conn:
-        identity_repo.require_project(conn, project_id)
-        model = model_repo.get(conn, project_id, model_name)
-        model_repo.resolve(conn, model, body.version)
-        model_repo.set_alias(conn, model.id, alias, body.version, ctx.now(),
-                             user_name=caller.user_name)
+    model = model_service.set_alias(ctx, project_id, model_name, alias, body.version, caller)
+    with ctx.store.read() as conn:
         return _model(conn, model, with_versions=False)
 
 
@@ -123,12 +118,8 @@ def set_model_alias(project_id: str, model_name: specs.ModelName, alias: str, bo
                responses=ERRORS)
 def delete_model_alias(project_id: str, model_name: specs.ModelName, alias: str,
                        ctx: Ctx, caller: auth.Caller) -> dict[str, Any]:
-    with ctx.store.begin() as conn:
-        identity_repo.require_project(conn, project_id)
-        model = model_repo.get(conn, project_id, model_name)
-        if not model_repo.drop_alias(conn, model.id, alias, now=ctx.now(),
-                                     user_name=caller.user_name):
-            raise model_repo.ModelNotFound(f"model '{model_name}' has no alias '{alias}'")
+    model = model_service.drop_alias(ctx, project_id, model_name, alias, caller)
+    with ctx.store.read() as conn:
         return _model(conn, model, with_versions=False)
 
 
@@ -136,25 +127,14 @@ def delete_model_alias(project_id: str, model_name: specs.ModelName, alias: str,
 def delete_model_version(project_id: str, model_name: specs.ModelName, version: VersionRef,
                          ctx: Ctx, caller: auth.Caller) -> dict[str, Any]:
     """Delete a version and its files; aliases naming it go too. Its number is not reused."""
-    with ctx.store.begin() as conn:
-        identity_repo.require_project(conn, project_id)
-        model = model_repo.get(conn, project_id, model_name)
-        row = _resolve(conn, model, version)
-        model_repo.delete_version(conn, model.id, row.version, now=ctx.now(),
-                                  user_name=caller.user_name)
-    _remove_files(ctx, project_id, [row.location])
+    model_service.delete_version(ctx, project_id, model_name, version, caller)
     return {}
 
 
 @router.delete("/models/{model_name}", responses=ERRORS)
 def delete_model(project_id: str, model_name: specs.ModelName, ctx: Ctx) -> dict[str, Any]:
     """Delete the model, every version of it and their files."""
-    with ctx.store.begin() as conn:
-        identity_repo.require_project(conn, project_id)
-        model = model_repo.get(conn, project_id, model_name)
-        locations = [v.location for v in model_repo.versions(conn, model.id)]
-        model_repo.delete_model(conn, model.id)
-    _remove_files(ctx, project_id, locations)
+    model_service.delete_model(ctx, project_id, model_name)
     return {}
 
 
@@ -166,7 +146,7 @@ def download_model_version(project_id: str, model_name: specs.ModelName, version
     with ctx.store.read() as conn:
         identity_repo.require_project(conn, project_id)
         model = model_repo.get(conn, project_id, model_name)
-        row = _resolve(conn, model, version)
+        row = model_service.resolve(conn, model, version)
     assert ctx.stores is not None
     top = f"{model.name}-v{row.version}"
     fd, tmp = tempfile.mkstemp(prefix="corral-model-", suffix=".tar.gz")
@@ -182,15 +162,6 @@ def download_model_version(project_id: str, model_name: specs.ModelName, version
         raise
     return FileResponse(tmp, media_type="application/gzip", filename=f"{top}.tar.gz",
                         background=BackgroundTask(os.unlink, tmp))
-
-
-def _resolve(conn: sa.Connection, model: rows.Model, ref: str) -> rows.ModelVersion:
-    """A version of the model by number (3, V0003), alias or `latest`."""
-    if ref == "latest":
-        return model_repo.resolve(conn, model)
-    if ref[:1].isdigit() or (ref[:1] in "vV" and ref[1:].isdigit()):
-        return model_repo.resolve(conn, model, versions.parse(ref))
-    return model_repo.resolve(conn, model, alias=ref)
 
 
 def _model(conn: sa.Connection, m: rows.Model, *, with_versions: bool) -> dict[str, Any]:
@@ -219,14 +190,5 @@ def _version(m: rows.Model, r: rows.ModelVersion, aliases: dict[str, int]) -> di
         "inputs": json.loads(r.inputs), "code_hash": r.code_hash, "git_commit": r.git_commit,
         "datasets": json.loads(r.datasets),
     }
-
-
-def _remove_files(ctx: Ctx, project_id: str, locations: list[str]) -> None:
-    assert ctx.stores is not None
-    for location in locations:
-        try:
-            objects.remove_tree(ctx.stores.open(location, project_id))
-        except (OSError, errors.CorralError) as exc:  # the rows are gone; say so, go on
-            log.warning("could not remove model files at %s: %s", location, exc)
 
 
