@@ -15,8 +15,8 @@ from fastapi.responses import JSONResponse
 
 from corral.api import auth, schemas, views
 from corral.api.deps import Ctx
-from corral.domain import errors, jobs, specs, versions
-from corral.services import submit
+from corral.domain import errors, jobs, versions
+from corral.services import versions as version_service
 from corral.storage import runs
 from corral.store import job_repo, rows, version_repo
 
@@ -33,45 +33,12 @@ def create_training_job_version(project_id: str, training_job_id: str,
     """A new version of the job, from the version in the URL (or `from_version`), with the
     changes given. Its outputs go to `<first version's output>/V000N` unless named."""
     now = ctx.now()
-    with ctx.store.begin() as conn:
-        row = job_repo.get_job(conn, project_id, training_job_id)
-        me = version_repo.ensure_version(conn, row)
-        caller.may_change_job(project_id, submit.family_owner(conn, me))
-        parent_v, parent = _pick(conn, me, row, body.from_version)
-        if body.resume and jobs.Phase(parent.phase) not in jobs.TERMINAL:
-            raise errors.InvalidState(
-                f"{versions.name(parent_v.number)} is {parent.phase}: a version can "
-                "resume only from one that has ended")
-        number = version_repo.take_number(conn, me.family_id)
-        data, bases = versions.derive(json.loads(parent.spec), body, number,
-                                      json.loads(parent_v.output_bases or "{}"),
-                                      parent_number=parent_v.number)
-        new_body = specs.parse(specs.JobCreate, data)
-        job_id = submit.create_job(
-            conn, ctx.catalog, new_body, project_id=project_id, now=now, places=ctx.places,
-            user_name=caller.user_name, policy=ctx.path_policy(conn, project_id),
-            version=submit.NewVersion(family_id=me.family_id, number=number, parent=parent_v,
-                                      resume=body.resume, output_bases=bases))
-        job_repo.add_event(conn, job_id, now, f"Version {versions.name(number)} of "
-                           f"{parent.name}, from {versions.name(parent_v.number)}"
-                           + (", resuming from its outputs" if body.resume else ""))
+    job_id = version_service.create(ctx, project_id, training_job_id, body, caller, now)
+    # read before the scheduler is woken: the new version as submitted
+    with ctx.store.read() as conn:
         out = views.job(conn, job_repo.get_job(conn, project_id, job_id), ctx.catalog, now)
     ctx.wake()
     return JSONResponse(out, status_code=201)
-
-
-def _pick(conn: sa.Connection, me: rows.Version, row: rows.Job,
-          wanted: str | int | None) -> tuple[rows.Version, rows.Job]:
-    """The version `wanted` of the family of `row` (whose version is `me`); `me` itself
-    when None."""
-    if wanted is None:
-        return me, row
-    number = versions.parse(wanted)
-    for v, job in version_repo.family_versions(conn, me.family_id):
-        if v.number == number:
-            return v, job
-    raise errors.NotFound(f"version {versions.name(number)} of training job "
-                          f"'{row.name}' does not exist")
 
 
 @router.get("/training-jobs/{training_job_id}/versions", response_model=schemas.VersionsOut,
@@ -79,9 +46,8 @@ def _pick(conn: sa.Connection, me: rows.Version, row: rows.Job,
 def list_training_job_versions(project_id: str, training_job_id: str,
                                ctx: Ctx) -> dict[str, Any]:
     now = ctx.now()
-    with ctx.store.begin() as conn:  # a job from before versions gets its V0001 row here
-        row = job_repo.get_job(conn, project_id, training_job_id)
-        me = version_repo.ensure_version(conn, row)
+    row, me = version_service.version_of(ctx, project_id, training_job_id)
+    with ctx.store.read() as conn:
         found = version_repo.family_versions(conn, me.family_id)
         items = [_version(conn, ctx, v, job, now) for v, job in found]
     return {"job_id": me.family_id, "job_name": row.name, "job_desc": row.description,
@@ -93,10 +59,9 @@ def list_training_job_versions(project_id: str, training_job_id: str,
 def show_training_job_version(project_id: str, training_job_id: str,
                               version: versions.VersionRef, ctx: Ctx) -> dict[str, Any]:
     now = ctx.now()
-    with ctx.store.begin() as conn:
-        row = job_repo.get_job(conn, project_id, training_job_id)
-        me = version_repo.ensure_version(conn, row)
-        v, job = _pick(conn, me, row, version)
+    row, me = version_service.version_of(ctx, project_id, training_job_id)
+    with ctx.store.read() as conn:
+        v, job = version_service.pick(conn, me, row, version)
         return _version(conn, ctx, v, job, now)
 
 
