@@ -79,6 +79,7 @@ class Platform:
             t.join(timeout=10)
         self._end_term()
         self.leader.release()  # a standby takes over at once
+        self.context.tensorboards.close()
         self.context.threads.shutdown(wait=False, cancel_futures=True)
         self.executor.close()
         self.store.dispose()

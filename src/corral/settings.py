@@ -301,6 +301,11 @@ class Settings(BaseSettings):
     #: TLS proxy: docs/security.md#the-network)
     notebook_port: int | None = Field(default=None, ge=0, le=65535)
     notebook_url: str | None = None
+    #: seconds a job's TensorBoard (tensorboard/enable, docs/jobs.md#tensorboard) is kept
+    #: running after the last request to it; at most this many run at once (the least
+    #: recently used stops for a new one)
+    tensorboard_idle: float = Field(default=600.0, gt=0)
+    tensorboard_max: int = Field(default=16, ge=1)
     #: high availability (docs/high-availability.md): this server's name, unique among the
     #: servers on one database (default: the machine's host name); seconds a leader's lease
     #: lasts (by the database's clock); seconds between its renewals

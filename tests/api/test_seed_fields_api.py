@@ -54,7 +54,7 @@ def test_what_corral_cannot_honour_is_refused_in_words_and_nothing_is_made(
                                                "local_path": "/d"}}]
     assert "corral mounts no volumes" in _refused(live, with_volume)
     tensorboard = f.make_job(command="true", annotations={"tensorboard/enable": "true"})
-    assert "corral starts no TensorBoard" in _refused(live, tensorboard)
+    assert "TensorBoard shows the job's summary folder" in _refused(live, tensorboard)
     lab = f.make_job(command="true", annotations={"jupyter-lab/enable": "true"})
     assert "create a notebook" in _refused(live, lab)
     stop = f.make_job(command="true")

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from corral.cli import jobfile
-from corral.domain import errors, specs
+from corral.domain import errors, jobfields, specs
 from tests import factories
 from tests.unit.test_reconciler import World
 from tests.unit.test_reconciler_scheduling import make_world
@@ -95,7 +95,6 @@ def test_a_volume_is_refused_with_what_to_use_instead(volume: dict[str, Any], wo
 
 
 @pytest.mark.parametrize(("key", "instead"), [
-    ("tensorboard/enable", "corral starts no TensorBoard for a job"),
     ("jupyter-lab/enable", "create a notebook"),
     ("mindstudio-insight/enable", "corral starts no MindStudio Insight"),
 ])
@@ -109,6 +108,25 @@ def test_an_application_annotation_is_refused_when_true(key: str, instead: str) 
     with pytest.raises(errors.BadParameter, match="must be true or false"):
         specs.parse(specs.JobCreate, factories.make_job(command="true",
                                                         annotations={key: "yes"}))
+
+
+def test_tensorboard_is_asked_for_with_true_and_needs_a_tensorboard_summary() -> None:
+    asked = factories.make_job(command="true", annotations={"tensorboard/enable": "true"})
+    body = specs.parse(specs.JobCreate, asked)
+    assert jobfields.wants_tensorboard(body.metadata.annotations)
+    with pytest.raises(ValueError, match=r"the job names none: give algorithm\.summary"):
+        jobfields.check_tensorboard(body.algorithm.summary)
+    jobfields.check_tensorboard(summary_job("/out/run/tb").algorithm.summary)
+    insight = summary_job("/out/run/tb", log_type="mindstudio-insight").algorithm.summary
+    with pytest.raises(ValueError, match="log_type is mindstudio-insight; corral serves "
+                       "TensorBoard only"):
+        jobfields.check_tensorboard(insight)
+    off = factories.make_job(command="true", annotations={"tensorboard/enable": "false"})
+    assert not jobfields.wants_tensorboard(specs.parse(specs.JobCreate,
+                                                       off).metadata.annotations)
+    with pytest.raises(errors.BadParameter, match="tensorboard/enable must be true or false"):
+        specs.parse(specs.JobCreate, factories.make_job(
+            command="true", annotations={"tensorboard/enable": "yes"}))
 
 
 def summary_job(pfs_path: str, **summary: Any) -> specs.JobCreate:

@@ -29,6 +29,7 @@ from corral.api import (
     retention,
     search,
     streams,
+    tensorboard_proxy,
     versions,
 )
 from corral.domain import errors
@@ -68,6 +69,8 @@ def create_app(ctx: deps.Context) -> FastAPI:
     app.add_middleware(auth.AuthMiddleware, context=ctx)
     # Outside it: /notebooks/{id}/ streams, and takes a cookie too (api/notebook_proxy.py).
     app.add_middleware(notebook_proxy.Proxy, context=ctx)
+    # Outside that: /training-jobs/{id}/tensorboard/ is served on the notebooks' port too.
+    app.add_middleware(tensorboard_proxy.Proxy, context=ctx)
     app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
     return app
 

@@ -10,10 +10,11 @@ from collections.abc import Callable
 from typing import Annotated, ParamSpec, TypeVar
 
 from fastapi import Depends, Request
+from starlette.datastructures import URL
 
 from corral.api import authcache, watch
 from corral.domain import pacing
-from corral.services import runtime
+from corral.services import runtime, tensorboards
 
 T = TypeVar("T")
 P = ParamSpec("P")
@@ -41,6 +42,8 @@ class Context(runtime.Runtime):
         default_factory=lambda: pacing.Rate(LOG_BYTES_PER_S))
     #: credentials verified in the last few seconds (api/authcache.py)
     auth_cache: authcache.CredentialCache = dataclasses.field(init=False)
+    #: the jobs' TensorBoards this server runs (api/tensorboard_proxy.py)
+    tensorboards: tensorboards.Boards = dataclasses.field(init=False)
     #: where `blocking` runs what it is given (threads are started as needed)
     threads: concurrent.futures.ThreadPoolExecutor = dataclasses.field(
         default_factory=lambda: concurrent.futures.ThreadPoolExecutor(
@@ -48,6 +51,7 @@ class Context(runtime.Runtime):
 
     def __post_init__(self) -> None:
         self.auth_cache = authcache.CredentialCache(self.settings.auth_cache_seconds)
+        self.tensorboards = tensorboards.Boards(self.settings, self.store)
 
     async def blocking(self, fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> T:
         """`fn(*args)` on a thread of the API's own pool, for a handler whose work blocks
@@ -56,6 +60,15 @@ class Context(runtime.Runtime):
         about a third of what anyio's does, the one FastAPI takes for `def` handlers."""
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self.threads, functools.partial(fn, *args, **kwargs))
+
+    def notebook_origin(self, url: URL) -> str:
+        """Where browsers reach the notebooks and the jobs' TensorBoards (api/notebook_proxy.py,
+        api/tensorboard_proxy.py): `notebook_url`, else the host name `url` was sent to, on
+        the notebooks' port."""
+        if self.settings.notebook_url:
+            return self.settings.notebook_url.rstrip("/")
+        port = self.notebook_port if self.notebook_port is not None else url.port
+        return str(url.replace(port=port, path="", query="", fragment="")).rstrip("/")
 
     def forget_credentials(self) -> None:
         """Credentials verified before a change to who may do what (services/accounts.py)

@@ -9,7 +9,7 @@ import sqlalchemy as sa
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import JSONResponse
 
-from corral.api import auth, deps, schemas, views, watch
+from corral.api import auth, deps, schemas, tensorboard_proxy, views, watch
 from corral.api.deps import Ctx
 from corral.domain import downsample, errors, jobs, specs
 from corral.services import jobs as job_service
@@ -41,7 +41,7 @@ def _create(ctx: deps.Context, project_id: str, body: specs.JobCreate,
 @router.get("/training-jobs/{training_job_id}", response_model=schemas.JobOut,
             responses=ERRORS)
 async def show_training_job(
-    project_id: str, training_job_id: str, ctx: Ctx, request: Request,
+    project_id: str, training_job_id: str, ctx: Ctx, request: Request, caller: auth.Caller,
     watched: Annotated[list[jobs.Phase] | None, Query(
         alias="watch",
         description="corral extension: answer once the job's phase is none of these (at "
@@ -54,7 +54,8 @@ async def show_training_job(
     # Job bodies go out as built (the schema documents them; views.job builds them from
     # stored, already validated data), which saves validating them again on every poll.
     if not watched:
-        return JSONResponse(await ctx.blocking(_job_body, ctx, project_id, training_job_id))
+        out = await ctx.blocking(_job_body, ctx, project_id, training_job_id)
+        return JSONResponse(tensorboard_proxy.endpoints(ctx, request, caller, out))
     waiting = {phase.value for phase in watched}
     # Watching: registered before each read, so that a change committed after the read
     # ends the wait at once (see api/watch.py).
@@ -66,7 +67,7 @@ async def show_training_job(
             out = await ctx.blocking(_job_body, ctx, project_id, training_job_id)
             left = deadline - loop.time()
             if out["status"]["phase"] not in waiting or left <= 0:
-                return JSONResponse(out)
+                return JSONResponse(tensorboard_proxy.endpoints(ctx, request, caller, out))
             # Nobody to answer: stop reading the job (asked when nothing changed, since a
             # change is read at once whoever waits for it).
             if not await watcher.wait(left) and await request.is_disconnected():

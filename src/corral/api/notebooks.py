@@ -197,12 +197,8 @@ async def _act(ctx: deps.Context, project_id: str, notebook_id: str,
 
 
 def origin(ctx: deps.Context, url: URL) -> str:
-    """Where browsers reach the notebooks (api/notebook_proxy.py): `notebook_url`, else the
-    host name `url` was sent to, on the notebooks' port."""
-    if ctx.settings.notebook_url:
-        return ctx.settings.notebook_url.rstrip("/")
-    port = ctx.notebook_port if ctx.notebook_port is not None else url.port
-    return str(url.replace(port=port, path="", query="", fragment="")).rstrip("/")
+    """Where browsers reach the notebooks (api/notebook_proxy.py)."""
+    return ctx.notebook_origin(url)
 
 
 def may_use(caller: identity.Principal, nb: kind_rows.Notebook) -> bool:

@@ -175,6 +175,9 @@ class JobOut(Out):
     status: StatusOut
     algorithm: dict[str, Any]
     spec: SpecOut
+    #: a job with tensorboard/enable: true, shown: `{tensorboard: {url, token}}`, its
+    #: TensorBoard's page and what opens it for the caller (`url?token=...`)
+    endpoints: dict[str, Any] | None = None
 
 
 class SearchOut(Out):

@@ -162,6 +162,11 @@ def _overview(job: dict[str, Any]) -> rich.table.Table:
         )
     for label, value in _algorithm_rows(algo):
         grid.add_row(label, render.esc(value))
+    board = jobfile.dig(job, "endpoints", "tensorboard")
+    if isinstance(board, dict):  # tensorboard/enable: its page, opened with the token
+        token = board.get("token")
+        grid.add_row("tensorboard", render.esc(f"{board['url']}?token={token}" if token
+                                               else board["url"]))
     return grid
 
 

@@ -8,9 +8,12 @@ A field of the create body is honoured or refused at submit, never accepted and 
   of its output channels, given to the job as `CORRAL_SUMMARY_DIR`;
 - `spec.volumes` (NFS, obsfs and OBS mounts into a container) are refused: corral runs no
   containers and mounts nothing; the data is given as an input or output channel;
-- the annotations that start a training application next to the job (`tensorboard/
-  enable`, `jupyter-lab/enable`, `mindstudio-insight/enable`) are refused when true:
-  corral starts none (a notebook is corral's JupyterLab).
+- `tensorboard/enable: true` asks for TensorBoard over the job's summary folder, which
+  corral serves (services/tensorboards.py): it needs an `algorithm.summary` of log_type
+  tensorboard (`check_tensorboard`);
+- the other annotations that start a training application next to the job (`jupyter-lab/
+  enable`, `mindstudio-insight/enable`) are refused when true: corral starts neither (a
+  notebook is corral's JupyterLab).
 """
 
 from __future__ import annotations
@@ -23,11 +26,10 @@ from pydantic import BaseModel, ConfigDict, Field
 SUMMARY_ENV = "CORRAL_SUMMARY_DIR"
 #: hours; what max_run_time allows (a year)
 MAX_AUTO_STOP_HOURS = 365 * 24
+#: the annotation that asks for TensorBoard over the job's summary folder
+TENSORBOARD = "tensorboard/enable"
 #: annotations that ask ModelArts to run an application beside the job, and what to use
 APPLICATIONS = {
-    "tensorboard/enable": "corral starts no TensorBoard for a job: write the summaries "
-    "to an output channel (algorithm.summary names it, CORRAL_SUMMARY_DIR) and run "
-    "TensorBoard on it in a notebook or on your machine",
     "jupyter-lab/enable": "corral starts no JupyterLab inside a training job: create a "
     "notebook (POST /v1/{project_id}/notebooks, `corral notebooks create`)",
     "mindstudio-insight/enable": "corral starts no MindStudio Insight for a job",
@@ -120,13 +122,33 @@ def check_volumes(volumes: list[dict[str, Any]] | None) -> None:
 
 
 def check_applications(annotations: dict[str, str]) -> None:
-    """ValueError for an application annotation that is true (false asks for nothing)."""
-    for key, instead in APPLICATIONS.items():
+    """ValueError for an application annotation that is true (false asks for nothing),
+    but `tensorboard/enable`, or one that is neither."""
+    for key in (TENSORBOARD, *APPLICATIONS):
         value = annotations.get(key)
         if value is None:
             continue
         flag = str(value).strip().lower()
         if flag not in ("true", "false"):
             raise ValueError(f"{key} must be true or false")
-        if flag == "true":
-            raise ValueError(f"{key}: {instead}")
+        if flag == "true" and key in APPLICATIONS:
+            raise ValueError(f"{key}: {APPLICATIONS[key]}")
+
+
+def wants_tensorboard(annotations: dict[str, str]) -> bool:
+    """Whether the annotations ask for TensorBoard over the job's summary folder."""
+    return str(annotations.get(TENSORBOARD, "")).strip().lower() == "true"
+
+
+def check_tensorboard(summary: Summary | None) -> None:
+    """ValueError unless `summary` gives TensorBoard something to show: a log_dir (in an
+    output channel, as `summary_dir` checks) of log_type tensorboard."""
+    if summary is None or summary.log_dir is None:
+        raise ValueError(f"{TENSORBOARD}: TensorBoard shows the job's summary folder, and "
+                         "the job names none: give algorithm.summary {log_type: tensorboard, "
+                         "log_dir: {pfs: {pfs_path: <an output channel's URL, or a folder "
+                         "in one>}}} and write the summaries to CORRAL_SUMMARY_DIR")
+    if summary.log_type != "tensorboard":
+        raise ValueError(f"{TENSORBOARD}: algorithm.summary.log_type is {summary.log_type}; "
+                         "corral serves TensorBoard only, over summaries of log_type "
+                         "tensorboard (it has no MindStudio Insight)")

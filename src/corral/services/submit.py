@@ -20,7 +20,7 @@ from corral import settings
 from corral.domain import algorithms, errors, jobs, models, resources, specs
 from corral.domain.search import spec as search_spec
 from corral.services import catalog as catalog_mod
-from corral.services import dataset_versions
+from corral.services import dataset_versions, tensorboards
 from corral.storage import objects, paths, runs
 from corral.store import (
     algorithm_repo,
@@ -97,6 +97,7 @@ def create_job(conn: sa.Connection, cat: catalog_mod.Catalog, body: specs.JobCre
     dataset_versions.pin(conn, body.algorithm.inputs, project_id)
     check_paths(body.algorithm, body.spec, places=places, project_id=project_id,
                 policy=policy)
+    tensorboards.check(body)
     reg = models.registration(body, places.model_channel if places else "train_url")
     search = search_spec.checked_policy(body.algorithm)
     model_location = resolve_model(conn, body, project_id) if body.model else None
