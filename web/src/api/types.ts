@@ -89,6 +89,8 @@ export interface Job {
     resource: { flavor_id: string; flavor_name?: string; node_count: number; pool_id: string };
     schedule_policy?: { priority?: number };
   };
+  /** a job with `tensorboard/enable: true`: its TensorBoard's page, and what opens it for the caller */
+  endpoints?: { tensorboard?: { url: string; token: string } };
 }
 
 export interface SearchResult {

@@ -10,6 +10,7 @@ import { NewVersion } from "./NewVersion";
 import { Overview } from "./Overview";
 import { TaskLogs } from "./TaskLogs";
 import { Search } from "./Search";
+import { TensorBoardLink } from "./TensorBoardLink";
 import { ACTIVE, jobKey, useJob } from "./useJob";
 import { Versions } from "./Versions";
 
@@ -71,33 +72,36 @@ export default function JobPage() {
             <CopyButton text={j.metadata.id} label="copy the job's id" />
           </div>
         </div>
-        {project.canAct ? (
-          <div className="actions">
-            {active ? (
+        <div className="actions">
+          <TensorBoardLink pid={project.id} job={j} />
+          {project.canAct ? (
+            <>
+              {active ? (
+                <button
+                  onClick={() =>
+                    window.confirm(
+                      search
+                        ? `Stop the search ${j.metadata.name}? Its running trials are stopped with it (SIGTERM, then SIGKILL after the grace period), no new trial starts; it ends Terminated.`
+                        : `Stop ${j.metadata.name}? Its tasks get SIGTERM, then SIGKILL after the grace period; it ends Terminated.`,
+                    ) &&
+                    stop.mutate()
+                  }
+                  disabled={stop.isPending || j.status.phase === "Terminating"}
+                >
+                  {j.status.phase === "Terminating" ? "Stopping…" : "Stop"}
+                </button>
+              ) : null}
+              <button onClick={() => setNewVersion("new")}>New version</button>
+              {!active ? <button onClick={() => setNewVersion("resume")}>Resume</button> : null}
               <button
-                onClick={() =>
-                  window.confirm(
-                    search
-                      ? `Stop the search ${j.metadata.name}? Its running trials are stopped with it (SIGTERM, then SIGKILL after the grace period), no new trial starts; it ends Terminated.`
-                      : `Stop ${j.metadata.name}? Its tasks get SIGTERM, then SIGKILL after the grace period; it ends Terminated.`,
-                  ) &&
-                  stop.mutate()
-                }
-                disabled={stop.isPending || j.status.phase === "Terminating"}
+                className="danger"
+                onClick={() => window.confirm(`Delete ${j.metadata.name} and its logs? Its outputs stay.`) && remove.mutate()}
               >
-                {j.status.phase === "Terminating" ? "Stopping…" : "Stop"}
+                Delete
               </button>
-            ) : null}
-            <button onClick={() => setNewVersion("new")}>New version</button>
-            {!active ? <button onClick={() => setNewVersion("resume")}>Resume</button> : null}
-            <button
-              className="danger"
-              onClick={() => window.confirm(`Delete ${j.metadata.name} and its logs? Its outputs stay.`) && remove.mutate()}
-            >
-              Delete
-            </button>
-          </div>
-        ) : null}
+            </>
+          ) : null}
+        </div>
       </header>
       <ErrorNote error={stop.error ?? remove.error} />
       {newVersion ? (
