@@ -18,7 +18,7 @@ from corral.api import auth, jobs
 from corral.api.deps import Ctx
 from corral.domain import errors, resources, specs
 from corral.services import pools
-from corral.store import identity_repo, queue_repo
+from corral.store import identity_repo
 
 router = APIRouter(prefix="/v2/{project_id}", tags=["scheduling"])
 
@@ -77,18 +77,13 @@ def show_training_quotas(project_id: str, ctx: Ctx) -> dict[str, Any]:
 def set_training_quotas(project_id: str, body: QuotasIn, ctx: Ctx) -> dict[str, Any]:
     """Replace the project's quotas (admin only). Running jobs are not stopped by a lower
     quota; new ones wait until the project is back under it."""
-    for q in body.quotas:
-        ctx.catalog.pool(q.pool_id)  # BadParameter for an unknown pool
     rows = [{"pool_id": q.pool_id, "cpu": q.cpu, "gpu": q.gpu, "borrowing": q.borrowing,
              "weight": q.weight,
              "memory_mb": None if q.memory_gb is None else round(q.memory_gb * 1024),
              "accelerators": resources.accels_json(
                  resources.accels(q.accelerators or {}, keep_zero=True))}
             for q in body.quotas]
-    with ctx.store.begin() as conn:
-        identity_repo.require_project(conn, project_id)
-        queue_repo.set_quotas(conn, project_id, rows, ctx.now())
-        out = pools.project_quotas(conn, project_id)
+    out = pools.set_quotas(ctx, project_id, rows)  # BadParameter for an unknown pool
     ctx.wake()
     return out
 

@@ -13,6 +13,7 @@ import sqlalchemy as sa
 
 from corral.domain import jobs, resources, scheduling
 from corral.services import catalog as catalog_mod
+from corral.services import runtime
 from corral.store import identity_repo, queue_repo, rows
 
 R = resources.Resources
@@ -60,6 +61,19 @@ def project_quotas(conn: sa.Connection, project_id: str) -> dict[str, Any]:
     return {"project_id": project_id,
             "quotas": [quota_view(q, use.get((project_id, q.pool_id), resources.ZERO))
                        for q in queue_repo.quotas(conn, project_id)]}
+
+
+def set_quotas(rt: runtime.Runtime, project_id: str,
+               quotas: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """Replace the project's quotas (one row a pool: pool_id, cpu, gpu, memory_mb,
+    accelerators, borrowing, weight), each of a pool the catalog has (BadParameter else);
+    the project's quotas as `project_quotas` shows them after."""
+    for q in quotas:
+        rt.catalog.pool(q["pool_id"])
+    with rt.store.begin() as conn:
+        identity_repo.require_project(conn, project_id)
+        queue_repo.set_quotas(conn, project_id, list(quotas), rt.now())
+        return project_quotas(conn, project_id)
 
 
 def pools(conn: sa.Connection, cat: catalog_mod.Catalog) -> list[dict[str, Any]]:
