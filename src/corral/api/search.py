@@ -17,7 +17,6 @@ from corral.api import auth, schemas
 from corral.api.deps import Ctx
 from corral.domain import specs
 from corral.kinds.search import actions
-from corral.store import job_repo
 
 router = APIRouter(prefix="/v2/{project_id}", tags=["hyperparameter search"])
 ERRORS: dict[int | str, dict[str, Any]] = {
@@ -74,11 +73,7 @@ def early_stop_trial(project_id: str, training_job_id: str, trial_id: str, ctx: 
                      caller: auth.Caller) -> dict[str, Any]:
     """Stop a running trial now (its job is stopped as a terminate stops it); it ends
     `early_stopped` and the search goes on with its others."""
-    now = ctx.now()
-    with ctx.store.begin() as conn:
-        caller.may_change_job(project_id,
-                              job_repo.get_job(conn, project_id, training_job_id).user_name)
-        number = actions.early_stop(conn, project_id, training_job_id, trial_id, now)
+    number = actions.stop_trial(ctx, project_id, training_job_id, trial_id, caller, ctx.now())
     ctx.wake()
     ctx.wake_kinds()
     return {"earlystop_trial": number}

@@ -1,7 +1,8 @@
 """What users see of a search and do to it, for the API: the trials table (`header` +
 `data`, as ModelArts answers), a trial stopped early by hand, the parameters ranked by
 importance, and a plot of one parameter against the reward (SVG, drawn here: no plotting
-library is needed)."""
+library is needed). The reads run in the caller's transaction; `stop_trial`, the one
+change, opens its own."""
 
 from __future__ import annotations
 
@@ -11,9 +12,10 @@ from typing import Any
 import sqlalchemy as sa
 import yaml
 
-from corral.domain import errors, jobs
+from corral.domain import errors, identity, jobs
 from corral.domain.search import algorithms, spec, trials
 from corral.kinds.search import common, study
+from corral.services import runtime
 from corral.store import job_repo, kind_rows, rows, search_repo
 
 State = trials.State
@@ -91,6 +93,15 @@ def early_stop(conn: sa.Connection, project_id: str, job_id: str, trial_id: str,
     if job is not None and jobs.Phase(job.phase) in jobs.TERMINABLE:
         job_repo.request_terminate(conn, t.job_id, now, f"Stopped by its search: {why}")
     return str(t.number)
+
+
+def stop_trial(rt: runtime.Runtime, project_id: str, job_id: str, trial_id: str,
+               caller: identity.Principal, now: int) -> str:
+    """`early_stop` in a transaction of its own, by a caller who may change the search's
+    job. The trial's number."""
+    with rt.store.begin() as conn:
+        caller.may_change_job(project_id, job_repo.get_job(conn, project_id, job_id).user_name)
+        return early_stop(conn, project_id, job_id, trial_id, now)
 
 
 def analysis(conn: sa.Connection, project_id: str, job_id: str) -> dict[str, Any]:
