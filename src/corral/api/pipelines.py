@@ -65,9 +65,8 @@ def _create(ctx: deps.Context, project_id: str, data: Any, user_name: str) -> di
     now = ctx.now()
     if not isinstance(data, dict):
         raise errors.BadParameter("a pipeline body is a mapping (metadata, tasks, ...)")
-    with ctx.store.begin() as conn:
-        p = actions.create(conn, ctx, project_id=project_id, user_name=user_name, data=data,
-                           now=now)
+    p = actions.make(ctx, project_id=project_id, user_name=user_name, data=data, now=now)
+    with ctx.store.read() as conn:  # before the controller is woken: as it was made
         out = _view(conn, p, now)
     ctx.wake_kinds()
     return out
@@ -104,13 +103,10 @@ def act_on_pipeline(project_id: str, pipeline_id: str, body: Action,
                     ctx: Ctx) -> dict[str, Any]:
     """`{"action": "stop"}`, or `{"action": "rerun", "mode", "from_task", "parameters"}`."""
     now = ctx.now()
-    with ctx.store.begin() as conn:
-        if body.action == "stop":
-            p = actions.stop(conn, project_id, pipeline_id, now)
-        else:
-            p = actions.rerun(conn, project_id, pipeline_id, mode=body.mode,
-                              from_task=body.from_task, parameters=body.parameters, now=now)
-        out = _view(conn, pipeline_repo.get(conn, project_id, p.id), now)
+    done = actions.act(ctx, project_id, pipeline_id, body.action, mode=body.mode,
+                       from_task=body.from_task, parameters=body.parameters, now=now)
+    with ctx.store.read() as conn:  # before the controller is woken: as the action left it
+        out = _view(conn, pipeline_repo.get(conn, project_id, done), now)
     ctx.wake_kinds()
     return out
 

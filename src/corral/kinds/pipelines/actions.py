@@ -1,11 +1,12 @@
 """What users do to pipelines: create, stop, rerun, clean, delete.
 
-Each writes its intent in the caller's transaction, guarded so that it acts on the
-pipeline as it is (a stop on a running attempt, a rerun on an ended one), and leaves the
-rest to the controller, which the caller wakes once it has committed. Creating checks
-every task's template as the job it will become, with the checks a submitted job gets
-(flavor, pool, paths under the project's storage roots), and then writes nothing of those
-jobs: they are submitted one by one as the graph allows.
+Each writes its intent guarded so that it acts on the pipeline as it is (a stop on a
+running attempt, a rerun on an ended one), and leaves the rest to the controller, which
+the caller wakes once it has committed. `create`, `stop` and `rerun` run in the caller's
+transaction; `make`, `act`, `clean` and `delete` (what the API calls) open their own.
+Creating checks every task's template as the job it will become, with the checks a
+submitted job gets (flavor, pool, paths under the project's storage roots), and then
+writes nothing of those jobs: they are submitted one by one as the graph allows.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import enum
 import json
 import uuid
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Literal
 
 import sqlalchemy as sa
 
@@ -167,6 +168,24 @@ def _reused(p: kind_rows.Pipeline, number: int, run: kind_rows.PipelineRun,
         source=common.source(run), parameters=run.parameters, inputs=run.inputs,
         outputs=run.outputs, metrics=run.metrics, message=run.message,
         submitted_at=run.submitted_at, ended_at=run.ended_at)
+
+
+def make(rt: runtime.Runtime, *, project_id: str, user_name: str, data: Any,
+         now: int) -> kind_rows.Pipeline:
+    """`create` in a transaction of its own; the pipeline as created."""
+    with rt.store.begin() as conn:
+        return create(conn, rt, project_id=project_id, user_name=user_name, data=data, now=now)
+
+
+def act(rt: runtime.Runtime, project_id: str, pipeline_id: str,
+        action: Literal["stop", "rerun"], *, mode: Rerun, from_task: str | None,
+        parameters: Mapping[str, str], now: int) -> str:
+    """`stop` or `rerun` in a transaction of its own; the pipeline's id."""
+    with rt.store.begin() as conn:
+        if action == "stop":
+            return stop(conn, project_id, pipeline_id, now).id
+        return rerun(conn, project_id, pipeline_id, mode=mode, from_task=from_task,
+                     parameters=parameters, now=now).id
 
 
 def clean(store: db.Store, settings: settings_mod.Settings, project_id: str,
