@@ -182,8 +182,7 @@ class Proxy:
         return nb, where
 
     def _redeem(self, notebook_id: str, token: str) -> str | None:
-        with self.ctx.store.begin() as conn:
-            cookie = actions.redeem(conn, notebook_id, token, self.ctx.now())
+        cookie = actions.open_url(self.ctx, notebook_id, token)
         self._cache.pop(notebook_id, None)
         return cookie
 
@@ -193,11 +192,7 @@ class Proxy:
             return
         self._touched[notebook_id] = now
 
-        def write() -> None:
-            with self.ctx.store.begin() as conn:
-                notebook_repo.touch(conn, notebook_id, self.ctx.now())
-
-        await self.ctx.blocking(write)
+        await self.ctx.blocking(actions.used, self.ctx, notebook_id)
 
     def _proxies(self, where: jupyter.Where) -> _Proxies:
         """The proxies (HTTP, websockets) to the JupyterLab listening at `where`."""

@@ -9,6 +9,7 @@ whoever may use the notebook (its owner, a project admin).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Annotated, Any, Literal
 
 import sqlalchemy as sa
@@ -46,16 +47,9 @@ DurationMs = Annotated[int | None, Query(
 async def create_notebook(project_id: str, body: notebooks.NotebookCreate, ctx: Ctx,
                           caller: auth.Caller, request: Request) -> dict[str, Any]:
     def run() -> dict[str, Any]:
-        now = ctx.now()
-        with ctx.store.begin() as conn:
-            notebook_id = actions.create(
-                conn, body, settings=ctx.settings, cat=ctx.catalog,
-                policy=ctx.path_policy(conn, project_id), project_id=project_id,
-                user_name=caller.user_name, now=now)
-            out = _view(conn, ctx, notebook_repo.get(conn, project_id, notebook_id), caller,
-                        request)
-        ctx.wake_kinds()
-        return out
+        return _answer(ctx, actions.make(ctx, body, project_id=project_id,
+                                         user_name=caller.user_name, now=ctx.now()),
+                       caller, request)
 
     return await ctx.blocking(run)
 
@@ -115,15 +109,15 @@ async def show_notebook(project_id: str, notebook_id: str, ctx: Ctx, caller: aut
 async def update_notebook(project_id: str, notebook_id: str,
                           body: notebooks.NotebookUpdate, ctx: Ctx, caller: auth.Caller,
                           request: Request) -> dict[str, Any]:
-    return await _act(ctx, project_id, notebook_id, caller, request, lambda conn, nb, now:
-                      actions.update(conn, nb, body, cat=ctx.catalog, now=now))
+    return await _act(ctx, caller, request, lambda: actions.change(
+        ctx, project_id, notebook_id, caller, body))
 
 
 @router.delete("/{notebook_id}", responses=ERRORS)
 async def delete_notebook(project_id: str, notebook_id: str, ctx: Ctx, caller: auth.Caller,
                           request: Request) -> dict[str, Any]:
-    return await _act(ctx, project_id, notebook_id, caller, request, lambda conn, nb, now:
-                      actions.delete(conn, nb, user_name=caller.user_name, now=now))
+    return await _act(ctx, caller, request, lambda: actions.delete_by(
+        ctx, project_id, notebook_id, caller))
 
 
 @router.post("/{notebook_id}/start", responses=ERRORS)
@@ -131,18 +125,16 @@ async def start_notebook(project_id: str, notebook_id: str, ctx: Ctx, caller: au
                          request: Request, duration: DurationMs = None,
                          type: LeaseType = None) -> dict[str, Any]:
     lease = notebooks.LeaseReq(duration=duration, type=type) if type is not None else None
-    return await _act(ctx, project_id, notebook_id, caller, request, lambda conn, nb, now:
-                      actions.start(conn, nb, settings=ctx.settings, lease=lease,
-                                    duration=duration if lease is None else None,
-                                    user_name=caller.user_name, now=now))
+    return await _act(ctx, caller, request, lambda: actions.start_by(
+        ctx, project_id, notebook_id, caller, lease=lease,
+        duration=duration if lease is None else None))
 
 
 @router.post("/{notebook_id}/stop", responses=ERRORS)
 async def stop_notebook(project_id: str, notebook_id: str, ctx: Ctx, caller: auth.Caller,
                         request: Request) -> dict[str, Any]:
-    return await _act(ctx, project_id, notebook_id, caller, request, lambda conn, nb, now:
-                      actions.stop(conn, nb, reason=f"stopped by {caller.user_name}",
-                                   now=now))
+    return await _act(ctx, caller, request, lambda: actions.stop_by(
+        ctx, project_id, notebook_id, caller))
 
 
 @router.get("/{notebook_id}/lease", responses=ERRORS)
@@ -157,9 +149,8 @@ async def renew_lease(project_id: str, notebook_id: str, ctx: Ctx, caller: auth.
                       body: Annotated[notebooks.LeaseReq | None, Body()] = None,
                       ) -> dict[str, Any]:
     """A new lease from now (`duration` in the query is a timing lease, over the body)."""
-    await _act(ctx, project_id, notebook_id, caller, request, lambda conn, nb, now:
-               actions.renew(conn, nb, lease=body, duration=duration, settings=ctx.settings,
-                             now=now))
+    await _act(ctx, caller, request, lambda: actions.renew_by(
+        ctx, project_id, notebook_id, caller, lease=body, duration=duration))
     return await ctx.blocking(show_lease, project_id, notebook_id, ctx)
 
 
@@ -176,21 +167,23 @@ def notebook_events(project_id: str, notebook_id: str, ctx: Ctx,
                                         "message": e.message} for e in found]}
 
 
-async def _act(ctx: deps.Context, project_id: str, notebook_id: str,
-               caller: identity.Principal, request: Request, change: Any) -> dict[str, Any]:
-    """`change(conn, notebook, now)` by its owner or a project admin, then the notebook."""
+async def _act(ctx: deps.Context, caller: identity.Principal, request: Request,
+               action: Callable[[], kind_rows.Notebook]) -> dict[str, Any]:
+    """`action()` (one of kinds.notebooks.actions', on a thread), then the notebook as it
+    left it."""
     def run() -> dict[str, Any]:
-        now = ctx.now()
-        with ctx.store.begin() as conn:
-            nb = notebook_repo.get(conn, project_id, notebook_id)
-            caller.may_change_job(project_id, nb.user_name)
-            change(conn, nb, now)
-            nb = notebook_repo.by_id(conn, notebook_id) or nb
-            out = _view(conn, ctx, nb, caller, request)
-        ctx.wake_kinds()
-        return out
+        return _answer(ctx, action(), caller, request)
 
     return await ctx.blocking(run)
+
+
+def _answer(ctx: deps.Context, nb: kind_rows.Notebook, caller: identity.Principal,
+            request: Request) -> dict[str, Any]:
+    """The notebook as changed, read before its controller is woken."""
+    with ctx.store.read() as conn:
+        out = _view(conn, ctx, nb, caller, request)
+    ctx.wake_kinds()
+    return out
 
 
 # --- views ---------------------------------------------------------------------------------

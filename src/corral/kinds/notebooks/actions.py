@@ -1,20 +1,24 @@
 """What users do to notebooks: create, change, start, stop, renew the lease, delete, and
 open the one-time URL. Each is a guarded change in the caller's transaction; the
-controller (woken by the caller once it has committed) does the rest.
+controller (woken by the caller once it has committed) does the rest. What the API calls
+(below) opens its own transaction, and checks there that the caller may change the
+notebook.
 """
 
 from __future__ import annotations
 
 import hmac
 import json
+from collections.abc import Callable
 from typing import Any
 
 import sqlalchemy as sa
 
 from corral import settings as settings_mod
-from corral.domain import errors, notebooks
+from corral.domain import errors, identity, notebooks
 from corral.kinds.notebooks import session
 from corral.services import catalog as catalog_mod
+from corral.services import runtime
 from corral.storage import paths
 from corral.store import kind_repo, kind_rows, notebook_repo
 
@@ -184,3 +188,75 @@ def volume(nb: kind_rows.Notebook) -> dict[str, object]:
         out["capacity"] = asked.capacity
     return out
 
+
+
+# --- what the API calls: each in a transaction of its own ---------------------------------
+
+#: a change to one notebook: `change(conn, notebook, now)`
+Change = Callable[[sa.Connection, kind_rows.Notebook, int], None]
+
+
+def make(rt: runtime.Runtime, body: notebooks.NotebookCreate, *, project_id: str,
+         user_name: str, now: int) -> kind_rows.Notebook:
+    """`create` in a transaction of its own; the notebook as made."""
+    with rt.store.begin() as conn:
+        notebook_id = create(conn, body, settings=rt.settings, cat=rt.catalog,
+                             policy=rt.path_policy(conn, project_id), project_id=project_id,
+                             user_name=user_name, now=now)
+        return notebook_repo.get(conn, project_id, notebook_id)
+
+
+def _by(rt: runtime.Runtime, project_id: str, notebook_id: str, caller: identity.Principal,
+        change: Change) -> kind_rows.Notebook:
+    """`change` by the notebook's owner or a project admin; the notebook after it."""
+    now = rt.now()
+    with rt.store.begin() as conn:
+        nb = notebook_repo.get(conn, project_id, notebook_id)
+        caller.may_change_job(project_id, nb.user_name)
+        change(conn, nb, now)
+        return notebook_repo.by_id(conn, notebook_id) or nb
+
+
+def change(rt: runtime.Runtime, project_id: str, notebook_id: str, caller: identity.Principal,
+           body: notebooks.NotebookUpdate) -> kind_rows.Notebook:
+    return _by(rt, project_id, notebook_id, caller, lambda conn, nb, now:
+               update(conn, nb, body, cat=rt.catalog, now=now))
+
+
+def start_by(rt: runtime.Runtime, project_id: str, notebook_id: str,
+             caller: identity.Principal, *, lease: notebooks.LeaseReq | None,
+             duration: int | None) -> kind_rows.Notebook:
+    return _by(rt, project_id, notebook_id, caller, lambda conn, nb, now:
+               start(conn, nb, settings=rt.settings, lease=lease, duration=duration,
+                     user_name=caller.user_name, now=now))
+
+
+def stop_by(rt: runtime.Runtime, project_id: str, notebook_id: str,
+            caller: identity.Principal) -> kind_rows.Notebook:
+    return _by(rt, project_id, notebook_id, caller, lambda conn, nb, now:
+               stop(conn, nb, reason=f"stopped by {caller.user_name}", now=now))
+
+
+def renew_by(rt: runtime.Runtime, project_id: str, notebook_id: str,
+             caller: identity.Principal, *, lease: notebooks.LeaseReq | None,
+             duration: int | None) -> kind_rows.Notebook:
+    return _by(rt, project_id, notebook_id, caller, lambda conn, nb, now:
+               renew(conn, nb, lease=lease, duration=duration, settings=rt.settings, now=now))
+
+
+def delete_by(rt: runtime.Runtime, project_id: str, notebook_id: str,
+              caller: identity.Principal) -> kind_rows.Notebook:
+    return _by(rt, project_id, notebook_id, caller, lambda conn, nb, now:
+               delete(conn, nb, user_name=caller.user_name, now=now))
+
+
+def open_url(rt: runtime.Runtime, notebook_id: str, token: str) -> str | None:
+    """`redeem` in a transaction of its own."""
+    with rt.store.begin() as conn:
+        return redeem(conn, notebook_id, token, rt.now())
+
+
+def used(rt: runtime.Runtime, notebook_id: str) -> None:
+    """Count now as activity of the notebook (an idle lease starts again from it)."""
+    with rt.store.begin() as conn:
+        notebook_repo.touch(conn, notebook_id, rt.now())
