@@ -60,7 +60,14 @@ class Start:
 def spawn(start: Start, cgroup: str) -> Child | None:
     """The task started in the cgroup v2 folder `cgroup`, in a session of its own, stdin
     from /dev/null; None when this kernel does not do it (nothing was started). OSError
-    when it could not be started (its program or folder missing, say)."""
+    when it could not be started (its program or folder missing, say).
+
+    None too when this process runs other threads: a bare clone3 runs none of the C
+    library's fork handlers, so a lock another thread held (malloc's) stays held in the
+    child, which then waits for it forever before its exec (seen from pytest's process;
+    a keeper is single-threaded). The caller starts it the other way."""
+    if len(os.listdir("/proc/self/task")) > 1:
+        return None
     group = os.open(cgroup, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     null = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
     err_r, err_w = os.pipe()  # (close-on-exec: it closes when the exec succeeds)
