@@ -14,7 +14,7 @@ import yaml
 
 from corral.domain import errors, identity, jobs
 from corral.domain.search import algorithms, spec, trials
-from corral.kinds.search import common, study
+from corral.kinds.search import common
 from corral.services import runtime
 from corral.store import job_repo, kind_rows, rows, search_repo
 
@@ -107,6 +107,7 @@ def stop_trial(rt: runtime.Runtime, project_id: str, job_id: str, trial_id: str,
 def analysis(conn: sa.Connection, project_id: str, job_id: str) -> dict[str, Any]:
     """The searched parameters by importance to the reward, most important first."""
     _job, _s, search = search_job(conn, project_id, job_id)
+    from corral.kinds.search import study  # (Optuna: loaded with the first search)
     found = study.importances(search, search_repo.trials_of(conn, job_id))
     ranked = sorted(((p.name, found.get(p.name)) for p in search.space),
                     key=lambda kv: -(kv[1] or 0.0))

@@ -6,6 +6,9 @@ ends the trials whose jobs ended, stops those the pruner (or the search's stop) 
 and submits new trials up to the number allowed at once, each with parameters the sampler
 draws from a study rebuilt from the trials stored (study.py). When no trial is left to run
 the search ends (ending.py). A server killed at any moment finds all of a pass or none.
+
+study.py is imported where a pass needs it, not with this module: Optuna and NumPy, which
+it brings, are 17 MB of memory that a server with no search never needs.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ import sqlalchemy as sa
 from corral.domain import jobs
 from corral.domain.search import algorithms, spec, trials
 from corral.kinds import loop, owned
-from corral.kinds.search import common, ending, study
+from corral.kinds.search import common, ending
 from corral.store import job_repo, kind_repo, kind_rows, rows, search_repo
 
 log = logging.getLogger(__name__)
@@ -147,6 +150,7 @@ class Controller:
                    and search_repo.intermediate(t) and _runs(v.job_of(t))]
         if not running or v.search.algorithm.pruning == algorithms.Pruning.NONE:
             return 0
+        from corral.kinds.search import study  # (see the module's doc)
         built = study.rebuild(v.search, v.stored)
         asked = 0
         for i in running:
@@ -168,6 +172,7 @@ class Controller:
         room = _room(v, now)
         if room <= 0:
             return 0
+        from corral.kinds.search import study
         built = study.rebuild(v.search, v.stored)
         started = 0
         for _ in range(room):
@@ -237,3 +242,4 @@ def _outcome(t: kind_rows.SearchTrial, job: rows.Job) -> tuple[State, str | None
         return trials.stop_state(trials.StopCause(t.stop_cause)), t.reason
     return State.FAILED, (f"its job ended {job.phase}"
                           + (f": {job.failure_message}" if job.failure_message else ""))
+
