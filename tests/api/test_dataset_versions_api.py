@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import json
 import pathlib
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -218,7 +219,11 @@ def test_a_dataset_a_job_not_ended_reads_is_not_deleted(
     ok(live, "POST", f"/training-jobs/{job_id}/actions", 202,
        json={"action_type": "terminate"})
     live.wait(job_id, timeout=60)
-    ok(live, "DELETE", "/datasets/kept")
+    deadline = time.monotonic() + 30  # refused until the ended job is finished too
+    while (r := live.http.delete(live.path("/datasets/kept"))).status_code == 409:
+        assert time.monotonic() < deadline, r.text
+        time.sleep(0.1)
+    assert r.status_code == 200, r.text
     assert not pathlib.Path(v1["location"]).exists()  # its versions' files go with it
     r = live.http.post(live.path("/training-jobs"), json=reading("kept", "V0001", tmp_path))
     assert r.status_code == 400 and "dataset 'kept' does not exist" in r.json()["error_msg"]

@@ -150,6 +150,21 @@ def test_a_dataset_is_kept_while_a_job_not_ended_reads_it(w: h.Harness) -> None:
         assert dataset_repo.version_by_id(conn, v1.id) is None
 
 
+def test_a_dataset_is_kept_until_a_job_that_read_it_is_finished(w: h.Harness) -> None:
+    # The model a job is registered as, after it ends, records the content hash and samples
+    # of the versions it read: deleted between the end and the registration, they were lost.
+    w.dataset("stream", ["a"])
+    v1 = freeze(w)
+    job_id = reading(w, "stream", "V0001", name="ended")
+    w.end(job_id, "Completed", finalized=False)
+    with w.store.begin() as conn, pytest.raises(errors.InvalidState, match="ended"):
+        dataset_repo.delete(conn, v1.dataset_id)
+    with w.store.begin() as conn:
+        job_repo.set_finalized(conn, [job_id], w.now)
+    with w.store.begin() as conn:
+        assert dataset_repo.delete(conn, v1.dataset_id) == [v1.location]
+
+
 def test_a_job_stopped_while_its_inputs_are_fetched_is_settled(w: h.Harness) -> None:
     w.dataset("stream", ["a"])
     freeze(w)

@@ -94,8 +94,8 @@ def delete(conn: sa.Connection, dataset_id: str) -> list[str]:
     readers = jobs_reading(conn, dataset_id)
     if readers:
         raise errors.InvalidState(f"training job(s) {', '.join(readers)} read a version of "
-                                  "the dataset and have not ended: wait for them, or stop "
-                                  "them, first")
+                                  "the dataset and have not ended (or not yet registered "
+                                  "their model): wait for them, or stop them, first")
     found = versions_of(conn, dataset_id)
     conn.execute(VERSIONS.delete().where(VERSIONS.c.dataset_id == dataset_id))
     conn.execute(DATASETS.delete().where(DATASETS.c.id == dataset_id))
@@ -108,9 +108,12 @@ def loops_using(conn: sa.Connection, dataset_id: str) -> list[str]:
 
 
 def jobs_reading(conn: sa.Connection, dataset_id: str) -> list[str]:
-    """The names of the jobs not ended (nor deleted) that read a version of the dataset."""
+    """The names of the jobs not deleted that read a version of the dataset and have not
+    ended, or ended but are not finished yet: the model a job is registered as, after it
+    ends, records the content hash and samples of the versions it read (their rows)."""
     q = (sa.select(JOBS.c.name, JOBS.c.spec)
-         .where(JOBS.c.phase.not_in([p.value for p in jobs.TERMINAL]),
+         .where(sa.or_(JOBS.c.phase.not_in([p.value for p in jobs.TERMINAL]),
+                       JOBS.c.finalized_at.is_(None)),
                 JOBS.c.deleted_at.is_(None), JOBS.c.spec.contains(dataset_id))
          .order_by(JOBS.c.name))
     out = []
