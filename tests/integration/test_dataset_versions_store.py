@@ -13,7 +13,7 @@ import pytest
 import sqlalchemy as sa
 
 from corral.domain import errors, jobs, specs
-from corral.services import dataset_versions, submit
+from corral.services import dataset_versions, staging, submit
 from corral.storage import objects
 from corral.store import dataset_repo, db, job_repo, kind_rows, schema
 from tests import factories
@@ -125,6 +125,19 @@ def test_a_job_is_pinned_to_a_version_and_gets_a_checked_copy(w: h.Harness) -> N
     with pytest.raises(dataset_versions.Changed, match="was changed since"):
         dataset_versions.fetch(w.store, w.stores, w.project_id, ref,
                                objects.local(local.with_name("again")))
+
+
+def test_a_copy_a_killed_server_left_half_made_is_made_anew(w: h.Harness) -> None:
+    w.dataset("stream", ["a", "b"])
+    freeze(w)
+    job_id = reading(w, "stream", "V0001")
+    local = pathlib.Path(job_repo.job_spec(w.job_row(job_id)).algorithm.inputs[0].local_dir
+                         or "")
+    local.mkdir(parents=True)
+    (local / ".samples.txt.tmp-99999").write_text("a\n")  # the file it was writing
+    staging.Fetcher(w.store, w.stores, w.settings, lambda: w.now, w.job_row(job_id)).run()
+    assert sorted(p.name for p in local.iterdir()) == ["manifest.json", "samples.txt"]
+    assert (local / "samples.txt").read_text() == "a\nb\n"
 
 
 def test_bad_references_are_refused_with_nothing_made(w: h.Harness) -> None:

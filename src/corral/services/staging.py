@@ -177,6 +177,9 @@ class Fetcher:
                 time.sleep(self.settings.upload_retry_delay * 2 ** (attempt - 1))
             try:
                 dst = objects.local(self._folder(self.job.id, step.dest, step.what))
+                # Made anew: a server killed while making it left the file it was writing
+                # beside its name, which the job would see in its folder.
+                objects.remove_tree(dst)
                 row = dataset_versions.fetch(self.store, self.stores, self.job.project_id,
                                              ref, dst)
             except errors.CorralError as exc:
