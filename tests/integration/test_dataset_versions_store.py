@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-from corral.domain import errors, jobs, specs
+from corral.domain import errors, identity, jobs, specs
 from corral.services import dataset_versions, staging, submit
 from corral.storage import objects
 from corral.store import dataset_repo, db, job_repo, kind_rows, schema
@@ -176,6 +176,18 @@ def test_a_dataset_is_kept_until_a_job_that_read_it_is_finished(w: h.Harness) ->
         job_repo.set_finalized(conn, [job_id], w.now)
     with w.store.begin() as conn:
         assert dataset_repo.delete(conn, v1.dataset_id) == [v1.location]
+
+
+def test_a_deleted_dataset_leaves_no_folder_of_its_versions(w: h.Harness) -> None:
+    w.dataset("stream", ["a"])
+    v1 = freeze(w)
+    root = pathlib.Path(v1.location).parent
+    (root / "f00d" / ".samples.txt.tmp-99999").parent.mkdir()  # a make a kill cut short
+    (root / "f00d" / ".samples.txt.tmp-99999").write_text("a\n")
+    admin = identity.Principal(user_id="u", user_name="root", is_admin=True, roles={})
+    dataset_versions.delete(w.store, w.stores, w.settings.home, w.project_id, "stream", admin)
+    assert not root.exists()
+    assert (w.root / "stream.txt").exists()  # its index file stays
 
 
 def test_a_job_stopped_while_its_inputs_are_fetched_is_settled(w: h.Harness) -> None:

@@ -184,7 +184,8 @@ def append_samples(project_id: str, dataset: str, body: SamplesIn, ctx: Ctx) -> 
 def delete_dataset(project_id: str, dataset: str, ctx: Ctx,
                    caller: auth.Caller) -> dict[str, Any]:
     """Forget the dataset (its index file stays); refused while a loop uses it."""
-    dataset_versions.delete(ctx.store, ctx.stores, project_id, dataset, caller)
+    dataset_versions.delete(ctx.store, ctx.stores, ctx.settings.home, project_id, dataset,
+                            caller)
     return {}
 
 

@@ -143,15 +143,19 @@ def manifest(dataset: kind_rows.Dataset, values: dict[str, Any]) -> bytes:
     }, indent=2).encode() + b"\n"
 
 
-def delete(store: db.Store, stores: objects.Stores | None, project_id: str, ref: str,
-           caller: identity.Principal) -> None:
+def delete(store: db.Store, stores: objects.Stores | None, home: pathlib.Path,
+           project_id: str, ref: str, caller: identity.Principal) -> None:
     """Forget a dataset (by id or name) the caller may change, and remove its versions'
-    files once their rows are gone (its index file stays); refused while a loop uses it."""
+    files once their rows are gone (its index file stays); refused while a loop uses it.
+    A local index file's versions folder in CORRAL_HOME goes whole: with it what a server
+    killed while making a version left there."""
     with store.begin() as conn:
         found = dataset_repo.get(conn, project_id, ref)
         caller.may_change_job(project_id, found.user_name)
         locations = dataset_repo.delete(conn, found.id)
     remove(stores, project_id, locations)
+    if not objects.is_remote(found.url):
+        remove(stores, project_id, [versions_root(home, found)])
 
 
 def remove(stores: objects.Stores | None, project_id: str, locations: Sequence[str]) -> None:
