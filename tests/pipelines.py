@@ -15,6 +15,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from corral import server
+from corral.domain import identity
 from corral.domain.pipelines import status
 from corral.kinds.pipelines import actions, controller
 from corral.store import job_repo, kind_repo, kind_rows, pipeline_repo, rows
@@ -83,6 +84,10 @@ def pipeline(name: str, *tasks: dict[str, Any], **extra: Any) -> dict[str, Any]:
     return {"kind": "pipeline", "metadata": {"name": name}, "tasks": list(tasks), **extra}
 
 
+#: who the harness's pipelines belong to
+OWNER = "tester"
+
+
 @dataclasses.dataclass
 class Harness:
     """A platform running jobs for real, with the pipelines' controller driven by the test
@@ -100,10 +105,17 @@ class Harness:
     def now(self) -> int:
         return int(time.time() * 1000) + self.skew_ms
 
+    @property
+    def owner(self) -> identity.Principal:
+        """The user the pipelines are created as, a member of the project (who may change
+        them)."""
+        return identity.Principal(user_id=OWNER, user_name=OWNER, is_admin=False,
+                                  roles={self.project_id: identity.Role.MEMBER})
+
     def create(self, body: dict[str, Any]) -> str:
         with self.store.begin() as conn:
             p = actions.create(conn, self.controller.platform.services,
-                               project_id=self.project_id, user_name="tester", data=body,
+                               project_id=self.project_id, user_name=OWNER, data=body,
                                now=self.now())
         return p.id
 

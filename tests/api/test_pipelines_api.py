@@ -15,7 +15,7 @@ import yaml
 
 from tests import conftest, factories
 from tests import pipelines as pl
-from tests.api.test_cli import corral
+from tests.api.test_cli import assert_one_error_line, corral
 
 pytestmark = pytest.mark.slow
 
@@ -166,6 +166,77 @@ def test_a_viewer_reads_pipelines_but_cannot_run_one(live_server: conftest.Live)
     assert viewer.http.post(live_server.path("/pipelines"), json=body).status_code == 403
     assert viewer.http.get(live_server.path("/pipelines")).status_code == 200
     assert viewer.http.get(live_server.path("/pipelines/nope")).status_code == 404
+
+
+def test_members_change_their_own_pipelines_and_project_admins_everyones(
+        live_server: conftest.Live, tmp_path: pathlib.Path) -> None:
+    live, code, gate = live_server, pl.step_code(tmp_path), tmp_path / "gate"
+    alice = live.new_user("alice", "member", key=False)
+    bob = live.new_user("bob", "member", key=False)
+    boss = live.new_user("boss", "admin", key=False)
+    r = alice.http.post(live.path("/pipelines"), json=pl.pipeline(
+        "alices", pl.task("a", code, gate=str(gate), outputs=("out_a",))))
+    assert r.status_code == 201, r.text
+    pid = r.json()["id"]
+    assert r.json()["user_name"] == "alice"
+    path = live.path(f"/pipelines/{pid}")
+
+    def refused(r: Any) -> None:
+        assert r.status_code == 403, r.text
+        assert r.json()["error_code"] == "ModelArts.0403"
+        assert r.json()["error_msg"] == (
+            "this job belongs to alice: only its owner or a project admin may change it")
+
+    def seen() -> dict[str, Any]:
+        """What a change would show (not the durations, which grow)."""
+        found = live.http.get(path).json()
+        events = live.http.get(f"{path}/events").json()["events"]
+        return {"status": {k: found["status"][k] for k in ("state", "attempt", "stopping",
+                                                           "end_time", "message")},
+                "attempts": [(a["number"], a["state"]) for a in found["attempts"]],
+                "runs": [(t["key"], t["state"], t["job_id"]) for t in found["tasks"]],
+                "events": [e["message"] for e in events]}
+
+    # Running: bob may neither stop nor delete it (nor by its name); nothing changes.
+    factories.wait_for(lambda: live.http.get(path).json()["tasks"][0]["job_id"], 30, "a job")
+    before = seen()
+    refused(bob.http.post(f"{path}/actions", json={"action": "stop"}))
+    refused(bob.http.post(live.path("/pipelines/alices/actions"), json={"action": "stop"}))
+    refused(bob.http.delete(path))
+    assert seen() == before and not before["status"]["stopping"]
+    # ... nor in the CLI, which says why in one line.
+    bob_home = tmp_path / "bob"
+    assert corral(live.url, "login", "--token", bob.token, home=bob_home).exit_code == 0
+    for args in (("stop", "alices"), ("delete", "alices")):
+        assert_one_error_line(corral(live.url, "pipeline", *args, home=bob_home),
+                              "ModelArts.0403: this job belongs to alice")
+    assert seen() == before
+
+    # A project admin stops it.
+    r = boss.http.post(f"{path}/actions", json={"action": "stop"})
+    assert r.status_code == 202, r.text
+    assert _wait(live, pid)["status"]["state"] == "canceled"
+    gate.touch()
+    # Ended: bob may neither rerun, clean nor delete it; nothing changes.
+    before = seen()
+    refused(bob.http.post(f"{path}/actions", json={"action": "rerun", "mode": "all"}))
+    refused(bob.http.post(f"{path}/clean"))
+    refused(bob.http.delete(path))
+    assert seen() == before and before["status"]["attempt"] == 1
+
+    # Its owner reruns and cleans it, a project admin deletes it.
+    r = alice.http.post(f"{path}/actions", json={"action": "rerun"})
+    assert r.status_code == 202, r.text
+    found = _wait(live, pid)
+    assert found["status"]["state"] == "success" and found["status"]["attempt"] == 2
+    out = found["tasks"][0]["outputs"]["out_a"]
+    refused(bob.http.post(f"{path}/clean"))
+    assert pathlib.Path(out).exists()
+    r = alice.http.post(f"{path}/clean")
+    assert r.status_code == 200 and out in r.json()["removed"], r.text
+    r = boss.http.delete(path)
+    assert r.status_code == 202, r.text
+    assert live.http.get(path).status_code == 404
 
 
 def test_the_cli_submits_watches_shows_reruns_and_cleans(live_server: conftest.Live,

@@ -187,7 +187,7 @@ def test_clean_removes_intermediate_outputs_and_keeps_the_model(
     shutil.rmtree(stats)
     stats.symlink_to(elsewhere)
 
-    done = actions.clean(h.store, h.platform.settings, h.project_id, pid, h.now())
+    done = actions.clean(h.store, h.platform.settings, h.project_id, pid, h.owner, h.now())
 
     assert sorted(done.removed) == sorted([h.outputs(runs["prep"])["out_data"],
                                            h.outputs(runs["train"])["out_logs"]])
@@ -210,7 +210,7 @@ def test_delete_removes_the_pipeline_its_jobs_and_its_outputs(
     out = pathlib.Path(h.outputs(h.runs(ended)["a"])["out_a"])
     job_id = h.runs(ended)["a"].job_id or ""
 
-    done = actions.delete(h.store, h.platform.settings, h.project_id, ended, h.now())
+    done = actions.delete(h.store, h.platform.settings, h.project_id, ended, h.owner, h.now())
 
     assert done is not None and done.removed == [str(out)] and not out.exists()
     assert _deleted(h, job_id)
@@ -221,7 +221,7 @@ def test_delete_removes_the_pipeline_its_jobs_and_its_outputs(
     h.run(running, until=lambda: h.job(h.runs(running)["a"].job_id or "").phase == "Running")
     out = pathlib.Path(h.outputs(h.runs(running)["a"])["out_a"])
     job_id = h.runs(running)["a"].job_id or ""
-    assert actions.delete(h.store, h.platform.settings, h.project_id, running,
+    assert actions.delete(h.store, h.platform.settings, h.project_id, running, h.owner,
                           h.now()) is None  # deferred: stopped first
 
     h.drive(lambda: pl.count(h, kind_tables.pipelines) == 0)
@@ -246,7 +246,8 @@ def test_a_pipeline_is_deleted_only_once_its_jobs_last_files_are_in(
     assert h.run(pid).state == "failed"
     job_id = h.runs(pid)["a"].job_id or ""
 
-    assert actions.delete(h.store, h.platform.settings, h.project_id, pid, h.now()) is None
+    assert actions.delete(h.store, h.platform.settings, h.project_id, pid, h.owner,
+                          h.now()) is None
     h.step()
     assert pl.count(h, kind_tables.pipelines) == 1, "deleted before its job was done with"
 

@@ -99,11 +99,12 @@ def show_pipeline(project_id: str, pipeline_id: str, ctx: Ctx) -> dict[str, Any]
 
 
 @router.post("/pipelines/{pipeline_id}/actions", status_code=202, responses=ERRORS)
-def act_on_pipeline(project_id: str, pipeline_id: str, body: Action,
-                    ctx: Ctx) -> dict[str, Any]:
-    """`{"action": "stop"}`, or `{"action": "rerun", "mode", "from_task", "parameters"}`."""
+def act_on_pipeline(project_id: str, pipeline_id: str, body: Action, ctx: Ctx,
+                    caller: auth.Caller) -> dict[str, Any]:
+    """`{"action": "stop"}`, or `{"action": "rerun", "mode", "from_task", "parameters"}`
+    (by its owner or a project admin)."""
     now = ctx.now()
-    done = actions.act(ctx, project_id, pipeline_id, body.action, mode=body.mode,
+    done = actions.act(ctx, project_id, pipeline_id, body.action, caller, mode=body.mode,
                        from_task=body.from_task, parameters=body.parameters, now=now)
     with ctx.store.read() as conn:  # before the controller is woken: as the action left it
         out = _view(conn, pipeline_repo.get(conn, project_id, done), now)
@@ -112,16 +113,22 @@ def act_on_pipeline(project_id: str, pipeline_id: str, body: Action,
 
 
 @router.post("/pipelines/{pipeline_id}/clean", responses=ERRORS)
-def clean_pipeline(project_id: str, pipeline_id: str, ctx: Ctx) -> dict[str, Any]:
-    """Remove an ended pipeline's intermediate outputs; say what was removed and kept."""
-    return _cleaned(actions.clean(ctx.store, ctx.settings, project_id, pipeline_id, ctx.now()))
+def clean_pipeline(project_id: str, pipeline_id: str, ctx: Ctx,
+                   caller: auth.Caller) -> dict[str, Any]:
+    """Remove an ended pipeline's intermediate outputs (by its owner or a project admin);
+    say what was removed and kept."""
+    return _cleaned(actions.clean(ctx.store, ctx.settings, project_id, pipeline_id, caller,
+                                  ctx.now()))
 
 
 @router.delete("/pipelines/{pipeline_id}", status_code=202, responses=ERRORS)
-def delete_pipeline(project_id: str, pipeline_id: str, ctx: Ctx) -> dict[str, Any]:
-    """Delete the pipeline, its jobs and its intermediate outputs (a running one is
-    stopped first, and its outputs removed once its jobs have ended)."""
-    done = actions.delete(ctx.store, ctx.settings, project_id, pipeline_id, ctx.now())
+def delete_pipeline(project_id: str, pipeline_id: str, ctx: Ctx,
+                    caller: auth.Caller) -> dict[str, Any]:
+    """Delete the pipeline, its jobs and its intermediate outputs (by its owner or a project
+    admin; a running one is stopped first, and its outputs removed once its jobs have
+    ended)."""
+    done = actions.delete(ctx.store, ctx.settings, project_id, pipeline_id, caller,
+                          ctx.now())
     ctx.wake()
     ctx.wake_kinds()
     if done is None:

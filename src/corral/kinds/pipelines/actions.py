@@ -3,7 +3,9 @@
 Each writes its intent guarded so that it acts on the pipeline as it is (a stop on a
 running attempt, a rerun on an ended one), and leaves the rest to the controller, which
 the caller wakes once it has committed. `create`, `stop` and `rerun` run in the caller's
-transaction; `make`, `act`, `clean` and `delete` (what the API calls) open their own.
+transaction; `make`, `act`, `clean` and `delete` (what the API calls) open their own,
+with the caller's right to change the pipeline checked in it before anything is written:
+members change their own pipelines, project admins everyone's.
 Creating checks every task's template as the job it will become, with the checks a
 submitted job gets (flavor, pool, paths under the project's storage roots), and then
 writes nothing of those jobs: they are submitted one by one as the graph allows.
@@ -20,7 +22,7 @@ from typing import Any, Literal
 import sqlalchemy as sa
 
 from corral import settings as settings_mod
-from corral.domain import errors
+from corral.domain import errors, identity
 from corral.domain.pipelines import build, dag, shape, status
 from corral.kinds import owned
 from corral.kinds.pipelines import cleaning, common
@@ -178,21 +180,33 @@ def make(rt: runtime.Runtime, *, project_id: str, user_name: str, data: Any,
 
 
 def act(rt: runtime.Runtime, project_id: str, pipeline_id: str,
-        action: Literal["stop", "rerun"], *, mode: Rerun, from_task: str | None,
-        parameters: Mapping[str, str], now: int) -> str:
-    """`stop` or `rerun` in a transaction of its own; the pipeline's id."""
+        action: Literal["stop", "rerun"], caller: identity.Principal, *, mode: Rerun,
+        from_task: str | None, parameters: Mapping[str, str], now: int) -> str:
+    """`stop` or `rerun` of a pipeline the caller may change, in a transaction of its own;
+    the pipeline's id."""
     with rt.store.begin() as conn:
+        p = _changeable(conn, project_id, pipeline_id, caller)
         if action == "stop":
-            return stop(conn, project_id, pipeline_id, now).id
-        return rerun(conn, project_id, pipeline_id, mode=mode, from_task=from_task,
+            return stop(conn, project_id, p.id, now).id
+        return rerun(conn, project_id, p.id, mode=mode, from_task=from_task,
                      parameters=parameters, now=now).id
 
 
+def _changeable(conn: sa.Connection, project_id: str, pipeline_id: str,
+                caller: identity.Principal) -> kind_rows.Pipeline:
+    """The pipeline (by id or name), if the caller may change it (Forbidden otherwise)."""
+    p = pipeline_repo.get(conn, project_id, pipeline_id)
+    caller.may_change_job(project_id, p.user_name)
+    return p
+
+
 def clean(store: db.Store, settings: settings_mod.Settings, project_id: str,
-          pipeline_id: str, now: int) -> cleaning.Done:
-    """Remove an ended pipeline's intermediate outputs; what was removed and kept."""
+          pipeline_id: str, caller: identity.Principal, now: int) -> cleaning.Done:
+    """Remove the intermediate outputs of an ended pipeline the caller may change; what was
+    removed and kept."""
     with store.begin() as conn:
-        p, todo, policy = _cleanup(conn, settings, project_id, pipeline_id, now)
+        found = _changeable(conn, project_id, pipeline_id, caller)
+        p, todo, policy = _cleanup(conn, settings, project_id, found.id, now)
     done = cleaning.remove(policy, todo)
     with store.begin() as conn:
         kind_repo.add_event(conn, common.KIND, p.id, now, f"Cleaned: {done.summary()}")
@@ -200,12 +214,12 @@ def clean(store: db.Store, settings: settings_mod.Settings, project_id: str,
 
 
 def delete(store: db.Store, settings: settings_mod.Settings, project_id: str,
-           pipeline_id: str, now: int) -> cleaning.Done | None:
-    """Delete a pipeline: at once when it has ended and the storage component is done with
-    its jobs (what was removed), else stopped first if it runs and finished by the
-    controller once its jobs are done with (None)."""
+           pipeline_id: str, caller: identity.Principal, now: int) -> cleaning.Done | None:
+    """Delete a pipeline the caller may change: at once when it has ended and the storage
+    component is done with its jobs (what was removed), else stopped first if it runs and
+    finished by the controller once its jobs are done with (None)."""
     with store.begin() as conn:
-        p = pipeline_repo.get(conn, project_id, pipeline_id)
+        p = _changeable(conn, project_id, pipeline_id, caller)
         running = pipeline_repo.attempt(conn, p.id, p.attempt).state == status.Status.RUNNING
         if running or not common.jobs_finished(conn, p.id):
             pipeline_repo.mark_deleted(conn, p.id, now)
@@ -214,7 +228,7 @@ def delete(store: db.Store, settings: settings_mod.Settings, project_id: str,
             kind_repo.add_event(conn, common.KIND, p.id, now, "Delete requested: " + (
                 "stopping" if running else "waiting for its jobs' last files"))
             return None
-        p, todo, policy = _cleanup(conn, settings, project_id, pipeline_id, now)
+        p, todo, policy = _cleanup(conn, settings, project_id, p.id, now)
         pipeline_repo.mark_deleted(conn, p.id, now)
     done = cleaning.remove(policy, todo)
     with store.begin() as conn:
