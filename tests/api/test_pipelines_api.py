@@ -185,7 +185,7 @@ def test_members_change_their_own_pipelines_and_project_admins_everyones(
         assert r.status_code == 403, r.text
         assert r.json()["error_code"] == "ModelArts.0403"
         assert r.json()["error_msg"] == (
-            "this job belongs to alice: only its owner or a project admin may change it")
+            "this pipeline belongs to alice: only its owner or a project admin may change it")
 
     def seen() -> dict[str, Any]:
         """What a change would show (not the durations, which grow)."""
@@ -209,7 +209,7 @@ def test_members_change_their_own_pipelines_and_project_admins_everyones(
     assert corral(live.url, "login", "--token", bob.token, home=bob_home).exit_code == 0
     for args in (("stop", "alices"), ("delete", "alices")):
         assert_one_error_line(corral(live.url, "pipeline", *args, home=bob_home),
-                              "ModelArts.0403: this job belongs to alice")
+                              "ModelArts.0403: this pipeline belongs to alice")
     assert seen() == before
 
     # A project admin stops it.

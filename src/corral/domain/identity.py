@@ -80,12 +80,13 @@ class Principal:
         if not self.is_admin:
             raise errors.Forbidden("only a platform admin may do this")
 
-    def may_change_job(self, project_id: str, owner: str) -> None:
-        """Members change their own jobs; project admins everyone's."""
+    def may_change_job(self, project_id: str, owner: str, what: str = "job") -> None:
+        """Members change their own jobs (and pipelines, loops, notebooks, datasets: `what`
+        names it in the refusal); project admins everyone's."""
         role = self.require(project_id, Role.MEMBER)
         if role is not Role.ADMIN and owner != self.user_name:
             raise errors.Forbidden(
-                f"this job belongs to {owner or 'nobody'}: only its owner or a project "
+                f"this {what} belongs to {owner or 'nobody'}: only its owner or a project "
                 "admin may change it")
 
 

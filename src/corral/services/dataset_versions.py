@@ -151,7 +151,7 @@ def delete(store: db.Store, stores: objects.Stores | None, home: pathlib.Path,
     killed while making a version left there."""
     with store.begin() as conn:
         found = dataset_repo.get(conn, project_id, ref)
-        caller.may_change_job(project_id, found.user_name)
+        caller.may_change_job(project_id, found.user_name, "dataset")
         locations = dataset_repo.delete(conn, found.id)
     remove(stores, project_id, locations)
     if not objects.is_remote(found.url):

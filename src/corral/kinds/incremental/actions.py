@@ -274,7 +274,7 @@ def act(rt: runtime.Runtime, project_id: str, ref: str, action: Action,
     """One of the actions on a loop (by id or name) the caller may change; its id."""
     with rt.store.begin() as conn:
         loop = loop_repo.get_loop(conn, project_id, ref)
-        caller.may_change_job(project_id, loop.user_name)
+        caller.may_change_job(project_id, loop.user_name, "loop")
         who = caller.user_name
         if action == "promote":
             promote(conn, loop, who, reason, version, now)
@@ -290,5 +290,5 @@ def remove(rt: runtime.Runtime, project_id: str, ref: str, caller: identity.Prin
     """`delete` a loop (by id or name) the caller may change, in a transaction of its own."""
     with rt.store.begin() as conn:
         loop = loop_repo.get_loop(conn, project_id, ref)
-        caller.may_change_job(project_id, loop.user_name)
+        caller.may_change_job(project_id, loop.user_name, "loop")
         delete(conn, loop, now)

@@ -212,7 +212,7 @@ def _by(rt: runtime.Runtime, project_id: str, notebook_id: str, caller: identity
     now = rt.now()
     with rt.store.begin() as conn:
         nb = notebook_repo.get(conn, project_id, notebook_id)
-        caller.may_change_job(project_id, nb.user_name)
+        caller.may_change_job(project_id, nb.user_name, "notebook")
         change(conn, nb, now)
         return notebook_repo.by_id(conn, notebook_id) or nb
 

@@ -196,7 +196,7 @@ def _changeable(conn: sa.Connection, project_id: str, pipeline_id: str,
                 caller: identity.Principal) -> kind_rows.Pipeline:
     """The pipeline (by id or name), if the caller may change it (Forbidden otherwise)."""
     p = pipeline_repo.get(conn, project_id, pipeline_id)
-    caller.may_change_job(project_id, p.user_name)
+    caller.may_change_job(project_id, p.user_name, "pipeline")
     return p
 
 
