@@ -142,7 +142,11 @@ def test_another_project_gets_404_and_a_viewer_may_look(live: conftest.Live,
     job_id = job["metadata"]["id"]
     outsider = live.new_user("tb-outsider", project_id=live.new_project("tb-elsewhere"),
                              key=False)
-    assert tags(outsider.http, live, job_id).status_code == 404
+    refused = tags(outsider.http, live, job_id)
+    # answered as a job that does not exist: neither its project nor that it exists shows
+    assert refused.status_code == 404
+    assert refused.json() == {"error_code": "ModelArts.2775",
+                              "error_msg": f"training job '{job_id}' does not exist"}
     viewer = live.new_user("tb-viewer", role="viewer", key=False)
     assert tags(viewer.http, live, job_id).status_code == 200
 

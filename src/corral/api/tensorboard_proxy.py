@@ -132,7 +132,9 @@ class Proxy:
             return self._welcome(scope, job_id, offered, bool(user_id))
         principal = await self._principal(scope, headers, user_id)
         job = await self._job(job_id)
-        if job is None:
+        if job is None or principal.role_in(job.project_id) is None:
+            # (another project's job answers as one that does not exist: its project's id,
+            # and that it exists, are not the caller's to know)
             raise errors.NotFound(f"training job '{job_id}' does not exist")
         principal.require(job.project_id, identity.Role.VIEWER)
         folder = self._folders.get(job.id)
