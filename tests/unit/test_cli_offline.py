@@ -703,6 +703,19 @@ def test_memory_is_shown_in_gib_everywhere(fake: FakeCorral, invoke: Any, comman
     assert "MEMORY_MB" not in result.stdout
 
 
+def test_pools_names_each_node_as_node_name_takes_it(fake: FakeCorral, invoke: Any,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    local: dict[str, Any] = {"name": "local", "cpu": 2.0, "memory_gb": 23.54, "gpu": 0}
+    gpu_node = {"name": "ray-3f2a9c1e7b02", "cpu": 8.0, "memory_gb": 64.0, "gpu": 2}
+    monkeypatch.setitem(POOL, "nodes", [local, gpu_node])
+
+    result = invoke("pools")
+
+    assert result.exit_code == 0, result.output
+    assert ("nodes: local (2 CPU, 23.5 GiB, 0 GPU), ray-3f2a9c1e7b02 (8 CPU, 64.0 GiB, 2 GPU)"
+            in result.stdout)
+
+
 def test_piped_tables_are_neither_folded_nor_padded(fake: FakeCorral, invoke: Any) -> None:
     long_reason = "waiting for resources: " + "x" * 300
     fake.add(make_job(status={"reason": long_reason}))

@@ -11,6 +11,9 @@ from corral.cli import render
 if TYPE_CHECKING:
     from corral.cli.state import State
 
+#: nodes of a pool `corral pools` names (a Ray cluster may have hundreds)
+NODES_SHOWN = 20
+
 
 @click.command(short_help="Show the jobs waiting in each pool, in order.")
 @click.option("--pool", "pool_id", help="only this pool")
@@ -71,6 +74,12 @@ def pools(state: State, as_json: bool) -> None:
             f"[bold]pool {render.esc(str(pool.get('pool_id')))}[/] ({runs}): "
             f"{len(pool.get('nodes') or [])} node(s), {_amounts(used)} used of {_amounts(cap)}"
             f", {pool.get('pending_jobs', 0)} waiting")
+        nodes = pool.get("nodes") or []
+        if nodes:  # (the names a job's spec.resource.node_name gives)
+            shown = ", ".join(f"{render.esc(str(n.get('name')))} ({_amounts(n)})"
+                              for n in nodes[:NODES_SHOWN])
+            more = f", and {len(nodes) - NODES_SHOWN} more" if len(nodes) > NODES_SHOWN else ""
+            state.out.print(f"nodes: {shown}{more}")
         table = render.table("PROJECT", "NAME", "USED", "QUOTA", "BORROWING", "WEIGHT",
                              "RECENT SHARE")
         for p in pool.get("projects") or []:
