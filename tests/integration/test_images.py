@@ -162,6 +162,29 @@ def test_a_stopped_job_leaves_no_container_even_one_that_ignores_sigterm(
     assert not processes.marked(ids[0])  # nothing it ran lives on
 
 
+def test_a_stop_gives_sigterm_to_the_program_a_command_runs_in_the_container(
+        image: str, tmp_path: pathlib.Path) -> None:
+    # The command's shell outlives a SIGTERM, and podman passes one to the container's
+    # init, which passes it to that shell alone: the program it runs must get its own.
+    program = "trap 'echo got-term; exit 0' TERM; echo started; while :; do sleep 1; done"
+    live = conftest.start_live(tmp_path / "home", container_runtime="podman",
+                               container_options=options(), grace_period=30.0)
+    try:
+        job_id = live.submit(in_image(image, f"sh -c \"{program}\""))["metadata"]["id"]
+        factories.wait_for(lambda: "started" in log_of(live, job_id), timeout=60,
+                           what="the container to start")
+        r = live.http.post(live.path(f"/training-jobs/{job_id}/actions"),
+                           json={"action_type": "terminate"})
+        assert r.status_code in (200, 202), r.text
+        done = live.wait(job_id, timeout=20)  # well within the 30 s of grace
+        log = log_of(live, job_id)
+    finally:
+        conftest.stop_live(live)
+
+    assert done["status"]["phase"] == "Terminated"
+    assert "got-term" in log
+
+
 def test_a_job_made_from_an_algorithm_in_an_image_runs_in_it(image: str, live: Live) -> None:
     algorithm = {"metadata": {"name": "in-image"}, "job_config": {
         "command": "test -e /usr/bin/python3 || echo in-image", "engine": {"image_url": image}}}

@@ -40,6 +40,17 @@ def marked(launch_id: str) -> list[int]:
     return procs.carrying(_marker(launch_id))
 
 
+def signal_outside_group(handle: base.Handle, sig: signal.Signals) -> None:
+    """Send `sig` to every process carrying the launch's marker outside the task's process
+    group (which kill_group reaches): those that left it, and a container's, which podman
+    would pass it to only the first of (its init, then the shell of a command, which
+    outlives a SIGTERM), never to the program that shell runs."""
+    for pid in marked(handle.launch_id):
+        with contextlib.suppress(OSError):
+            if os.getpgid(pid) != handle.pid:
+                os.kill(pid, sig)
+
+
 def kill_group(handle: base.Handle, sig: signal.Signals) -> None:
     """Signal the task's process group, unless its id now belongs to someone else's group.
 

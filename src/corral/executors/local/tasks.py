@@ -255,6 +255,7 @@ class LocalExecutor:
             self._kill_all(handle, wait=0)
         else:
             processes.kill_group(handle, signal.SIGTERM)
+            processes.signal_outside_group(handle, signal.SIGTERM)
 
     def adopt(self, handle: base.Handle) -> base.Status:
         status = self._settle(handle)
