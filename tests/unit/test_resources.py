@@ -144,6 +144,18 @@ def test_a_task_bigger_than_any_node_never_fits() -> None:
     assert caught.value.error_code == "ModelArts.2763"
 
 
+def test_a_task_bigger_than_its_one_node_names_that_node() -> None:
+    # (a job pinned by spec.resource.node_name is checked against that node alone)
+    with pytest.raises(errors.NeverFits) as caught:
+        resources.check_fits_somewhere(resources.Resources(4, 1024), 1, [SMALL],
+                                       where="pool 'default'")
+    assert caught.value.message.startswith(
+        "one task needs 4 CPU, 1.0 GiB memory but node 'local' of pool 'default' has 2 CPU")
+    with pytest.raises(errors.NeverFits) as caught:
+        resources.check_fits_somewhere(resources.Resources(32, 1024), 1, [SMALL, BIG])
+    assert "but the largest node of the cluster has 16 CPU" in caught.value.message
+
+
 @pytest.mark.parametrize(
     "demand,short",
     [(resources.Resources(1, 16 * 1024), "GiB of memory"),

@@ -329,8 +329,10 @@ def check_fits_somewhere(demand: Resources, node_count: int, nodes: Iterable[Nod
     if not any(demand.fits_in(n.capacity) for n in node_list):
         biggest = max(node_list, key=lambda n: (n.cpu, n.memory_mb, len(n.gpus)))
         missing = ", ".join(demand.shortfall(biggest.capacity))
+        # (one node: the pool's only one, or the one spec.resource.node_name pins it to)
+        which = "the largest node" if len(node_list) > 1 else f"node '{biggest.name}'"
         raise errors.NeverFits(
-            f"one task needs {describe(demand)} but the largest node of {where} has "
+            f"one task needs {describe(demand)} but {which} of {where} has "
             f"{describe(biggest.capacity)} (short of {missing})")
     per_node = sum(_how_many(demand, n.capacity) for n in node_list)
     if per_node < node_count:
