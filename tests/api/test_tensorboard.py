@@ -106,6 +106,18 @@ def test_a_real_tensorboard_serves_the_job_s_summaries_to_a_credential_only(
     assert live.http.get(board(live, job_id, "index.js")).status_code == 200
 
 
+def test_its_answers_are_compressed_only_when_asked_and_have_one_date(
+        live: conftest.Live, job: dict[str, Any]) -> None:
+    job_id = job["metadata"]["id"]
+    with conftest.http_client(live.url, live.login.token) as plain:
+        del plain.headers["accept-encoding"]
+        r = tags(plain, live, job_id)
+    assert r.status_code == 200 and "loss" in r.json()["."]
+    assert "content-encoding" not in r.headers
+    assert len(r.headers.get_list("date")) == len(r.headers.get_list("server")) == 1
+    assert tags(live.http, live, job_id).headers["content-encoding"] == "gzip"  # asked
+
+
 def test_the_link_logs_a_browser_in_once_and_its_cookie_only_works_from_its_pages(
         live: conftest.Live, job: dict[str, Any]) -> None:
     job_id = job["metadata"]["id"]

@@ -177,13 +177,17 @@ class Proxy:
         forwarded = {**scope, "headers": _headers_for_tensorboard(headers)}
         client, proxy = await self._client(sock)
         try:
-            return await proxy.send_request_to_target(
+            response = await proxy.send_request_to_target(
                 request=Request(forwarded, receive),
                 target_url=httpx.URL(f"http://localhost{scope['path']}"))
         except httpx.TransportError as exc:
             self._clients.pop(sock, None)
             await client.aclose()
             raise error_bodies.NotReady(f"the job's TensorBoard did not answer: {exc}") from None
+        # The server adds its own Date and Server: TensorBoard's would make two of each.
+        response.raw_headers = [(k, v) for k, v in response.raw_headers
+                                if k.lower() not in (b"date", b"server")]
+        return response
 
     def _welcome(self, scope: Scope, job_id: str, token: str, has_cookie: bool) -> Response:
         """The link, opened: a cookie for the user the token names (the token spent), and
@@ -250,6 +254,9 @@ class Proxy:
                 await self._clients.pop(gone)[0].aclose()
             transport = httpx.AsyncHTTPTransport(uds=sockets.address(pathlib.Path(sock)))
             client = httpx.AsyncClient(transport=transport, timeout=TIMEOUT)
+            # Only what the caller accepts: TensorBoard gzips for a request that says
+            # it may, and httpx would say so for every one.
+            del client.headers["accept-encoding"]
             found = self._clients[sock] = (client, proxy_http.BaseHttpProxy(client))
         return found
 
