@@ -92,11 +92,18 @@ def install(app: FastAPI) -> None:
     async def _invalid(req: Request, exc: RequestValidationError) -> JSONResponse:
         raw_body = any(tuple(e.get("loc", ())) == ("body",)
                        and isinstance(e.get("input"), bytes | str) for e in exc.errors())
+        is_json = "json" in req.headers.get("content-type", "")
         err: errors.CorralError
-        if raw_body and "json" not in req.headers.get("content-type", ""):
+        if raw_body and not is_json:
             err = errors.BadJSON("the request body must be JSON, sent with "
                                  "Content-Type: application/json")
-        elif raw_body or any(e.get("type") == "json_invalid" for e in exc.errors()):
+        elif any(e.get("type") == "json_invalid" for e in exc.errors()):
+            err = errors.BadJSON()
+        elif any(tuple(e.get("loc", ())) == ("body",)
+                 and e.get("type") in ("model_attributes_type", "dict_type")
+                 for e in exc.errors()):  # JSON, but a string or a number, say
+            err = errors.BadParameter("the request body must be a JSON object")
+        elif raw_body:
             err = errors.BadJSON()
         else:
             err = errors.BadParameter(specs.describe(exc))
