@@ -275,11 +275,13 @@ class Controller:
             self._wind_down(nb, job, now, gracefully=False)
         if running:
             return
+        # Its files first, while its row still says it is being deleted: once it answers
+        # 404 nothing of it is left (a server killed in between removes them again).
+        shutil.rmtree(session.state_dir(self.settings, nb.id), ignore_errors=True)
+        sockets.remove(session.sockets_dir(self.settings), session.socket_pattern(nb.id))
         with self.store.begin() as conn:
             owned.delete(conn, owner_of(nb), now)
             notebook_repo.delete(conn, nb.id)
-        shutil.rmtree(session.state_dir(self.settings, nb.id), ignore_errors=True)
-        sockets.remove(session.sockets_dir(self.settings), session.socket_pattern(nb.id))
         self.services.wake()
 
     # --- a session that ended by itself ----------------------------------------------------
