@@ -133,7 +133,7 @@ def test_jobs_land_on_the_node_whose_resources_they_need(
 import pathlib, sys, time
 out = pathlib.Path(sys.argv[1].split("=", 1)[1])
 (out / "model.txt").write_text("trained")
-time.sleep(1.5)  # long enough for a resource sample
+time.sleep(3.5)  # long enough for a resource sample, even on a slow machine
 """)
     out = tmp_path / "out"
     gpu = live.submit(factories.make_job(code_dir=code, flavor_id="gpu1",
