@@ -170,7 +170,7 @@ def test_higher_priority_preempts_only_preemptible_lower_priority_jobs() -> None
     d = scheduling.decide([job("j1", 1, priority=3)], [node(cpu=4)], run)
     assert d.preempts == [scheduling.Preempt("young", "j1", False)]
     # Next pass, the victim is stopping: nobody else is preempted for the same job.
-    run2 = [r if r.job_id != "young" else scheduling.Running(**{**r.__dict__, "stopping": True})
+    run2 = [r if r.job_id != "young" else dataclasses.replace(r, stopping=True)
             for r in run]
     d2 = scheduling.decide([job("j1", 1, priority=3, was_head=True)], [node(cpu=4)], run2)
     assert d2.preempts == [] and waits(d2)["j1"].code is scheduling.WaitCode.PREEMPTING

@@ -12,7 +12,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from corral.domain import errors
+from corral.domain import errors, values
 
 #: other accelerators as named counts, e.g. (("npu", 8), ("tpu-v4", 4)): sorted by name
 Accels = tuple[tuple[str, int], ...]
@@ -22,7 +22,7 @@ ACCEL_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_.-]{0,63}$")
 RESERVED_NAMES = frozenset({"cpu", "gpu", "memory", "object_store_memory"})
 
 
-@dataclasses.dataclass(frozen=True)
+@values.value
 class Resources:
     """An amount of CPU (cores, may be fractional), memory (MiB), GPUs and other
     accelerators by name (`accel`: sorted, without zero counts; see `accels`)."""

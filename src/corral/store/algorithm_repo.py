@@ -5,14 +5,13 @@ Functions run on a connection the caller owns and never commit.
 
 from __future__ import annotations
 
-import dataclasses
 import uuid
 from collections.abc import Mapping
 from typing import Any
 
 import sqlalchemy as sa
 
-from corral.domain import errors
+from corral.domain import errors, values
 from corral.store import rows, schema
 
 ALGORITHMS = schema.algorithms
@@ -21,7 +20,7 @@ SORTS = {"create_time": ALGORITHMS.c.create_time, "update_time": ALGORITHMS.c.up
          "name": ALGORITHMS.c.name}
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
+@values.value
 class Algorithm(rows.FromRow):
     """A saved algorithm (the `algorithms` table)."""
 

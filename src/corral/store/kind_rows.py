@@ -1,14 +1,13 @@
 """The rows of the job kinds' tables (store/kind_tables.py), as `rows` holds the jobs':
-frozen dataclasses, field names the column names, times in milliseconds."""
+`values.value` dataclasses, field names the column names, times in milliseconds."""
 
 from __future__ import annotations
 
-import dataclasses
-
+from corral.domain import values
 from corral.store import rows
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
+@values.value
 class KindEvent(rows.FromRow):
     """An event of a job kind's object (the `kind_events` table)."""
 
@@ -20,7 +19,7 @@ class KindEvent(rows.FromRow):
     message: str
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
+@values.value
 class Dataset(rows.FromRow):
     """A dataset: an index file of samples, one a line (the `datasets` table)."""
 
@@ -38,7 +37,7 @@ class Dataset(rows.FromRow):
     updated_at: int
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
+@values.value
 class DatasetVersion(rows.FromRow):
     """A dataset's samples frozen as they were (the `dataset_versions` table)."""
 
@@ -57,7 +56,7 @@ class DatasetVersion(rows.FromRow):
     created_at: int
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
+@values.value
 class Loop(rows.FromRow):
     """An incremental-learning loop (the `il_loops` table)."""
 
@@ -90,7 +89,7 @@ class Loop(rows.FromRow):
     updated_at: int
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
+@values.value
 class Round(rows.FromRow):
     """One round of a loop (the `il_rounds` table)."""
 
@@ -119,7 +118,7 @@ class Round(rows.FromRow):
     message: str | None
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
+@values.value
 class Deploy(rows.FromRow):
     """A model written for a loop's service, and its acknowledgement (`il_deploys`)."""
 
@@ -141,7 +140,7 @@ class Deploy(rows.FromRow):
     message: str | None
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
+@values.value
 class Pipeline(rows.FromRow):
     """A pipeline (the `pipelines` table); its state is its current attempt's."""
 
@@ -160,7 +159,7 @@ class Pipeline(rows.FromRow):
     deleted_at: int | None  #: deleted while it ran: purged once its jobs have ended
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
+@values.value
 class PipelineAttempt(rows.FromRow):
     """A run of a pipeline: its first, or a rerun (the `pipeline_attempts` table)."""
 
@@ -180,7 +179,7 @@ class PipelineAttempt(rows.FromRow):
     timed_out_at: int | None
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
+@values.value
 class PipelineRun(rows.FromRow):
     """A task's run (an item's) in an attempt (the `pipeline_runs` table)."""
 
@@ -206,7 +205,7 @@ class PipelineRun(rows.FromRow):
     updated_at: int
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
+@values.value
 class Notebook(rows.FromRow):
     """A notebook (the `notebooks` table; kinds/notebooks/)."""
 
@@ -241,7 +240,7 @@ class Notebook(rows.FromRow):
     updated_at: int
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
+@values.value
 class Search(rows.FromRow):
     """A hyperparameter search (the `searches` table; kinds/search/): the training job
     `job_id` is the search."""
@@ -259,7 +258,7 @@ class Search(rows.FromRow):
     updated_at: int
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
+@values.value
 class SearchTrial(rows.FromRow):
     """A trial of a search (the `search_trials` table)."""
 

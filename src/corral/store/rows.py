@@ -1,4 +1,5 @@
-"""The rows the store hands out: frozen dataclasses, one per table or query shape.
+"""The rows the store hands out: `values.value` dataclasses (frozen to the type checker),
+one per table or query shape.
 
 Everything above the store reads these, never SQLAlchemy's rows: a typo in a column name
 is a type error, not an AttributeError at run time, and a test's fake job is built with
@@ -15,6 +16,8 @@ from collections.abc import Mapping
 from typing import Any, Self
 
 import sqlalchemy as sa
+
+from corral.domain import values
 
 
 class FromRow:
@@ -42,7 +45,7 @@ def _field_names(cls: Any) -> tuple[str, ...]:
     return tuple(f.name for f in dataclasses.fields(cls))
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
+@values.value
 class Job(FromRow):
     """A training job (the `jobs` table)."""
 
@@ -95,7 +98,7 @@ class Job(FromRow):
     node_name: str = ""  #: the one node it runs on ("": any of its pool)
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
+@values.value
 class QueuedJob(FromRow):
     """What the scheduler reads of a job waiting to start (a long queue is read often:
     only what placement needs, no spec)."""
@@ -120,7 +123,7 @@ class QueuedJob(FromRow):
     node_name: str = ""  #: the one node it runs on ("": any of its pool)
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
+@values.value
 class Task(FromRow):
     """One task (process) of one attempt of a job (the `tasks` table)."""
 
@@ -141,14 +144,14 @@ class Task(FromRow):
     kill_sent_at: int | None
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
+@values.value
 class LiveTask(Task):
     """A task that may have a process, with its job's phase."""
 
     job_phase: str
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
+@values.value
 class Attempt(FromRow):
     """A running record: one start of a job's tasks (the `attempts` table)."""
 
@@ -163,7 +166,7 @@ class Attempt(FromRow):
     failure_class: str | None = None  #: why it ended, when not by completing
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
+@values.value
 class Event(FromRow):
     """A job event (the `job_events` table)."""
 
@@ -175,13 +178,13 @@ class Event(FromRow):
     message: str
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
+@values.value
 class DeletedJob(FromRow):
     id: str
     phase: str
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
+@values.value
 class PendingJob(FromRow):
     """A waiting job as the queue view shows it."""
 
@@ -198,7 +201,7 @@ class PendingJob(FromRow):
     wait_reason: str | None
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
+@values.value
 class Held(FromRow):
     """What the jobs holding resources hold, summed per project, pool and accelerators."""
 
@@ -211,7 +214,7 @@ class Held(FromRow):
     tasks: int
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
+@values.value
 class Quota(FromRow):
     """A project's quota in one pool (the `quotas` table)."""
 
@@ -226,7 +229,7 @@ class Quota(FromRow):
     accelerators: str | None
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
+@values.value
 class Usage(FromRow):
     """A project's recent share of a pool, for fair share (the `project_usage` table)."""
 
@@ -236,7 +239,7 @@ class Usage(FromRow):
     updated_at: int
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
+@values.value
 class TaskMetric(FromRow):
     """A resource sample of a task (the `task_metrics` table)."""
 
@@ -252,7 +255,7 @@ class TaskMetric(FromRow):
     gpu_mem_usage: float
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
+@values.value
 class NodeSample(FromRow):
     """A node's use at one time, machine-wide (the `node_samples` table)."""
 
@@ -265,7 +268,7 @@ class NodeSample(FromRow):
     gpu_mem_mb: float | None
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
+@values.value
 class RunningTask(FromRow):
     """A running task with what its job was given (what resource sampling needs)."""
 
@@ -281,7 +284,7 @@ class RunningTask(FromRow):
 # --- identity (store/identity_repo.py) ----------------------------------------------------
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
+@values.value
 class Project(FromRow):
     """A project (the `projects` table): what jobs, quotas, keys and models belong to."""
 
@@ -290,7 +293,7 @@ class Project(FromRow):
     created_at: int
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
+@values.value
 class User(FromRow):
     """A user (the `users` table)."""
 
@@ -301,7 +304,7 @@ class User(FromRow):
     disabled_at: int | None  #: a disabled user's credentials all stop working
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
+@values.value
 class AccessKey(FromRow):
     """An access key pair (the `access_keys` table)."""
 
@@ -314,7 +317,7 @@ class AccessKey(FromRow):
     revoked_at: int | None
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
+@values.value
 class LiveKey(FromRow):
     """What verifying a signature needs of an access key that works (not revoked, its user
     not disabled)."""
@@ -325,7 +328,7 @@ class LiveKey(FromRow):
     user_id: str
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
+@values.value
 class ListedKey(FromRow):
     """An access key as listings show it: never its secret, with its user's name."""
 
@@ -337,7 +340,7 @@ class ListedKey(FromRow):
     user_name: str
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
+@values.value
 class LiveToken(FromRow):
     """A bearer token that works (neither revoked nor expired)."""
 
@@ -347,7 +350,7 @@ class LiveToken(FromRow):
     expires_at: int | None
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
+@values.value
 class ListedToken(FromRow):
     """A bearer token as listings show it: never its hash."""
 
@@ -362,7 +365,7 @@ class ListedToken(FromRow):
 # --- versions and training metrics (store/version_repo.py) -------------------------------
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
+@values.value
 class Version(FromRow):
     """Which version of which family a job is (the `job_versions` table)."""
 
@@ -380,7 +383,7 @@ class Version(FromRow):
     created_at: int
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
+@values.value
 class MetricPoint(FromRow):
     """One value of a training metric a job reported (the `training_metrics` table)."""
 
@@ -397,7 +400,7 @@ class MetricPoint(FromRow):
 # --- the model registry (store/model_repo.py) --------------------------------------------
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
+@values.value
 class Model(FromRow):
     """A registered model (the `models` table)."""
 
@@ -409,7 +412,7 @@ class Model(FromRow):
     updated_at: int
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
+@values.value
 class ModelVersion(FromRow):
     """A numbered version of a model: files a job wrote (the `model_versions` table)."""
 
@@ -432,14 +435,14 @@ class ModelVersion(FromRow):
     datasets: str  #: JSON: the dataset versions the job read (its lineage)
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
+@values.value
 class RegisteredVersion(ModelVersion):
     """A model version with the name of its model (what a job was registered as)."""
 
     model_name: str
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
+@values.value
 class EndedJob(FromRow):
     """An ended job as retention sees it."""
 
@@ -452,7 +455,7 @@ class EndedJob(FromRow):
 # --- incremental learning (store/dataset_repo.py, store/loop_repo.py) -------------------
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
+@values.value
 class AliasMove(FromRow):
     """A move of a model alias (the `model_alias_history` table)."""
 

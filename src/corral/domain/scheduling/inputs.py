@@ -9,14 +9,14 @@ from __future__ import annotations
 import dataclasses
 from typing import NamedTuple
 
-from corral.domain import resources
+from corral.domain import resources, values
 
 #: (cpu, memory_mb, gpu, count, spread, gpu_type, accelerators, excluded nodes, the node
 #: it is pinned to) of a queued job
 Shape = tuple[float, int, int, int, bool, str, resources.Accels, frozenset[str], str]
 
 
-@dataclasses.dataclass(frozen=True)
+@values.value
 class Node:
     """A node of a pool, with its whole capacity; what is free follows from `running`."""
 
@@ -29,7 +29,7 @@ class Node:
     accel_ids: resources.DeviceIds = ()
 
 
-@dataclasses.dataclass(frozen=True)
+@values.value
 class Queued:
     """A job waiting to start."""
 
@@ -65,7 +65,7 @@ class TaskSlot(NamedTuple):
     accel_ids: resources.DeviceIds = ()  #: device ids per accelerator the task was given
 
 
-@dataclasses.dataclass(frozen=True)
+@values.value
 class Running:
     """A job holding resources: one slot per task."""
 
@@ -82,7 +82,7 @@ class Running:
     stopping: bool = False  #: being stopped or preempted: its resources free up soon
 
 
-@dataclasses.dataclass(frozen=True)
+@values.value
 class Quota:
     """What one project may hold in one pool (None: no limit on that resource)."""
 
