@@ -368,6 +368,12 @@ def test_jupyterlab_s_pages_carry_no_credential_of_its_own(live: conftest.Live) 
         r = live.http.get(proxied(live, nb["id"], rest))
         assert r.status_code == 200, (rest, r.text)
         assert '"token": "' not in r.text.replace('"token": ""', ""), rest
+        # corral's server dates and names the answer: JupyterLab's Date and Server (its
+        # software and version) are not passed on as a second of each.
+        assert len(r.headers.get_list("date")) == 1, (rest, r.headers)
+        assert r.headers.get_list("server") == ["uvicorn"], (rest, r.headers)
+    plain = live.http.get(proxied(live, nb["id"], "lab"), headers={"Accept-Encoding": "identity"})
+    assert plain.status_code == 200 and "content-encoding" not in plain.headers
     # Its address there is the notebooks' own origin, never the API's and console's.
     assert nb["url"].startswith(live.embedded.notebook_url + "/")
     on_api = httpx.get(f"{live.url}/notebooks/{nb['id']}/api/status",

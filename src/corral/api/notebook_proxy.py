@@ -33,7 +33,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import hmac
-import http.cookies
 import logging
 import time
 import urllib.parse
@@ -48,7 +47,7 @@ from starlette.responses import RedirectResponse, Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 from starlette.websockets import WebSocket
 
-from corral.api import auth, deps, error_bodies, notebooks
+from corral.api import auth, deps, error_bodies, notebooks, proxying
 from corral.domain import errors, identity
 from corral.domain import notebooks as notebook_rules
 from corral.kinds.notebooks import actions, controller, jupyter
@@ -89,7 +88,8 @@ class Proxy:
             if not ours:
                 await self.app(scope, receive, send)
             elif scope["type"] == "http" and self.ctx.notebook_port is not None:
-                target = notebooks.origin(self.ctx, URL(scope=scope)) + _path_and_query(scope)
+                target = (notebooks.origin(self.ctx, URL(scope=scope))
+                          + proxying.path_and_query(scope))
                 await RedirectResponse(target, status_code=307)(scope, receive, send)
             else:
                 await _refuse(errors.NotFound("notebooks are served on a port of their own"),
@@ -148,7 +148,7 @@ class Proxy:
             # afresh next time, and answer as for a notebook that is not running.
             self._cache.pop(nb.id, None)
             raise error_bodies.NotReady(f"notebook '{nb.id}' did not answer: {exc}") from None
-        await response(scope, receive, send)
+        await proxying.passed_back(response)(scope, receive, send)
 
     async def _by_credential(self, scope: Scope, nb: kind_rows.Notebook) -> None:
         """The caller of a corral credential, who must be allowed the notebook."""
@@ -219,8 +219,8 @@ class _Proxies:
         """On its socket here; or over TCP to a Ray node, every request with its token."""
         def client() -> httpx.AsyncClient:
             transport = httpx.AsyncHTTPTransport(uds=where.sock) if where.sock else None
-            return httpx.AsyncClient(transport=transport, timeout=TIMEOUT,
-                                     headers=where.headers())
+            return proxying.client(transport=transport, timeout=TIMEOUT,
+                                   headers=where.headers())
 
         http, ws = client(), client()
         return cls(proxy_http.BaseHttpProxy(http), proxy_ws.BaseWebSocketProxy(ws), (http, ws))
@@ -235,28 +235,18 @@ def _path_and_query(scope: Scope) -> str:
     return scope["path"] + (f"?{query}" if query else "")
 
 
-def _cookies(headers: Headers) -> http.cookies.SimpleCookie:
-    jar: http.cookies.SimpleCookie = http.cookies.SimpleCookie()
-    for value in headers.getlist("cookie"):
-        try:
-            jar.load(value)
-        except http.cookies.CookieError:
-            continue
-    return jar
-
-
 def _has_cookie(headers: Headers, nb: kind_rows.Notebook) -> bool:
-    morsel = _cookies(headers).get(COOKIE)
+    morsel = proxying.cookies(headers).get(COOKIE)
     return bool(morsel is not None and nb.cookie_secret and hmac.compare_digest(
         morsel.value.encode(), nb.cookie_secret.encode()))
 
 
 def _headers_for_jupyter(headers: Headers) -> list[tuple[bytes, bytes]]:
-    """The request's headers less corral's credentials (and the Origin corral checked)."""
-    drop = {"authorization", auth.TOKEN_HEADER, "origin", "cookie"}
-    out = [(k.encode("latin-1"), v.encode("latin-1")) for k, v in headers.items()
-           if k not in drop]
-    others = [f"{k}={m.coded_value}" for k, m in _cookies(headers).items() if k != COOKIE]
+    """The request's headers less corral's credentials (and the Origin corral checked), and
+    the cookies that are not corral's."""
+    out = proxying.forwarded(headers)
+    others = [f"{k}={m.coded_value}" for k, m in proxying.cookies(headers).items()
+              if k != COOKIE]
     if others:
         out.append((b"cookie", "; ".join(others).encode("latin-1")))
     return out

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import dataclasses
 import hmac
-import http.cookies
 import os
 import pathlib
 import re
@@ -45,7 +44,7 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from corral.api import auth, deps, error_bodies
+from corral.api import auth, deps, error_bodies, proxying
 from corral.domain import errors, identity, jobfields
 from corral.kinds.notebooks import sockets
 from corral.services import tensorboards
@@ -103,7 +102,7 @@ class Proxy:
                 if self.ctx.notebook_port is None:
                     raise errors.NotFound("TensorBoard is served on the notebooks' port, "
                                           "which this server has not opened")
-                target = self.ctx.notebook_origin(URL(scope=scope)) + _path_and_query(scope)
+                target = self.ctx.notebook_origin(URL(scope=scope)) + proxying.path_and_query(scope)
                 response: ASGIApp = RedirectResponse(target, status_code=307)
             elif found[2] is None:  # the cookie's path ends with the slash
                 response = RedirectResponse(scope["path"] + "/", status_code=308)
@@ -174,7 +173,7 @@ class Proxy:
 
     async def _forward(self, scope: Scope, receive: Receive, headers: Headers,
                        sock: str) -> Response:
-        forwarded = {**scope, "headers": _headers_for_tensorboard(headers)}
+        forwarded = {**scope, "headers": proxying.forwarded(headers)}
         client, proxy = await self._client(sock)
         try:
             response = await proxy.send_request_to_target(
@@ -184,10 +183,7 @@ class Proxy:
             self._clients.pop(sock, None)
             await client.aclose()
             raise error_bodies.NotReady(f"the job's TensorBoard did not answer: {exc}") from None
-        # The server adds its own Date and Server: TensorBoard's would make two of each.
-        response.raw_headers = [(k, v) for k, v in response.raw_headers
-                                if k.lower() not in (b"date", b"server")]
-        return response
+        return proxying.passed_back(response)
 
     def _welcome(self, scope: Scope, job_id: str, token: str, has_cookie: bool) -> Response:
         """The link, opened: a cookie for the user the token names (the token spent), and
@@ -253,10 +249,7 @@ class Proxy:
             for gone in [p for p in self._clients if not os.path.exists(p)]:
                 await self._clients.pop(gone)[0].aclose()
             transport = httpx.AsyncHTTPTransport(uds=sockets.address(pathlib.Path(sock)))
-            client = httpx.AsyncClient(transport=transport, timeout=TIMEOUT)
-            # Only what the caller accepts: TensorBoard gzips for a request that says
-            # it may, and httpx would say so for every one.
-            del client.headers["accept-encoding"]
+            client = proxying.client(transport=transport, timeout=TIMEOUT)
             found = self._clients[sock] = (client, proxy_http.BaseHttpProxy(client))
         return found
 
@@ -313,27 +306,8 @@ def _verified(ctx: deps.Context, what: str, job_id: str, value: str) -> str:
 
 def _cookie(headers: Headers) -> str:
     """The value of the TensorBoard cookie the request carries ("" when none)."""
-    jar: http.cookies.SimpleCookie = http.cookies.SimpleCookie()
-    for value in headers.getlist("cookie"):
-        try:
-            jar.load(value)
-        except http.cookies.CookieError:
-            continue
-    morsel = jar.get(COOKIE)
+    morsel = proxying.cookies(headers).get(COOKIE)
     return morsel.value if morsel is not None else ""
-
-
-def _headers_for_tensorboard(headers: Headers) -> list[tuple[bytes, bytes]]:
-    """The request's headers less corral's credentials, its cookies and the Origin corral
-    checked: TensorBoard needs none of them."""
-    drop = {"authorization", auth.TOKEN_HEADER, "origin", "cookie"}
-    return [(k.encode("latin-1"), v.encode("latin-1")) for k, v in headers.items()
-            if k not in drop]
-
-
-def _path_and_query(scope: Scope) -> str:
-    query = scope.get("query_string", b"").decode("latin-1")
-    return scope["path"] + (f"?{query}" if query else "")
 
 
 def _without_token(scope: Scope) -> str:
