@@ -201,3 +201,27 @@ def test_a_link_in_the_place_of_the_folder_is_removed_itself(tmp_path: pathlib.P
     assert beneath.remove_tree(tmp_path / "channel") is True
 
     assert outside.is_dir() and not (tmp_path / "channel").is_symlink()
+
+
+def test_what_another_writer_left_half_written_is_removed_and_nothing_else(
+        tmp_path: pathlib.Path) -> None:
+    folder, outside = tmp_path / "channel", tmp_path / "outside"
+    (folder / "sub").mkdir(parents=True)
+    outside.mkdir()
+    (outside / ".x.tmp-1").write_text("not below the folder: only a link to it is")
+    os.symlink(outside, folder / "sub" / "link")
+    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+    try:  # what this process is writing is left alone
+        beneath.replace(fd, "mine.bin", lambda out: (
+            (folder / "sub" / ".other.bin.tmp-1").write_text("half"),
+            (folder / ".top.csv.tmp-4194305").write_text("half"),
+            beneath.drop_unfinished(folder)))
+    finally:
+        os.close(fd)
+    for name in ("keep.tmp-12", ".tmp-3", ".notes.tmp-x", "data.csv"):
+        (folder / name).write_text("a file of the job's")
+    assert beneath.drop_unfinished(folder) == 0
+    assert sorted(p.name for p in folder.rglob("*")) == [
+        ".notes.tmp-x", ".tmp-3", "data.csv", "keep.tmp-12", "link", "mine.bin", "sub"]
+    assert (outside / ".x.tmp-1").exists()
+    assert beneath.drop_unfinished(tmp_path / "gone") == 0

@@ -187,7 +187,7 @@ def read(path: str, *, owner: int | None = None) -> tuple[str, os.stat_result]:
 def replace(dir_fd: int, name: str, fill: Callable[[int], None], mode: int = 0o644) -> None:
     """Write file `name` of folder `dir_fd` anew: `fill` writes a new file beside it, which
     then takes its name. Nothing is ever written through what was at that name."""
-    tmp = f".{name}.tmp-{os.getpid()}"
+    tmp = _unfinished(name, os.getpid())
     with contextlib.suppress(FileNotFoundError):  # left by a writer that died
         os.unlink(tmp, dir_fd=dir_fd)
     fd = os.open(tmp, _NEW, 0o600, dir_fd=dir_fd)
@@ -200,6 +200,28 @@ def replace(dir_fd: int, name: str, fill: Callable[[int], None], mode: int = 0o6
         raise
     os.close(fd)
     os.rename(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+
+
+def _unfinished(name: str, pid: int) -> str:
+    """The name `replace` writes file `name` under until it is whole."""
+    return f".{name}.tmp-{pid}"
+
+
+def drop_unfinished(path: str | os.PathLike[str]) -> int:
+    """Remove, anywhere under folder `path`, the files other processes were writing with
+    `replace` (a server killed in the middle of one leaves its part of a file there);
+    returns how many. Links are not followed; a folder that is not there has none."""
+    count = 0
+    with contextlib.suppress(FileNotFoundError):  # (`path` itself)
+        for _where, _dirs, files, dir_fd in os.fwalk(path, follow_symlinks=False):
+            for name in files:
+                head, sep, pid = name.rpartition(".tmp-")
+                if (sep and len(head) > 1 and head.startswith(".") and pid.isdigit()
+                        and int(pid) != os.getpid()):
+                    with contextlib.suppress(FileNotFoundError):
+                        os.unlink(name, dir_fd=dir_fd)
+                        count += 1
+    return count
 
 
 def pump(src: int, dst: int) -> None:
