@@ -187,6 +187,30 @@ def test_a_model_version_downloads_as_one_archive(live: conftest.Live,
         assert "packed-v1/model.npz" in tar.getnames()
 
 
+def test_a_copy_a_killed_server_left_half_made_is_not_part_of_the_model(
+        live: conftest.Live, tmp_path: pathlib.Path) -> None:
+    """Registering copies the output into the registry under the job's id; a server killed
+    in the middle of a file leaves what it was writing there (`.<name>.tmp-<pid>`), and
+    the next registration of that job must not take it into the model."""
+    out = tmp_path / "out"
+    script = ("import pathlib, sys, time; out = pathlib.Path(sys.argv[1].split('=', 1)[1]); "
+              "out.mkdir(parents=True, exist_ok=True); "
+              "(out / 'weights.bin').write_bytes(b'w' * 100); time.sleep(2)")
+    job_id = live.submit(factories.make_job(
+        name="half-made", command=f'python3 -c "{script}"',
+        outputs={"train_url": str(out)}))["metadata"]["id"]
+    folder = live.settings.home / "models" / live.project_id / "half-made" / job_id
+    folder.mkdir(parents=True)
+    (folder / ".weights.bin.tmp-4194305").write_bytes(b"w" * 40)  # the killed server's
+    helpers.finished(live, job_id)
+    v = get(live, "/models/half-made/versions/1")
+    assert (v["file_count"], v["size_bytes"]) == (1, 100)
+    assert sorted(p.name for p in folder.iterdir()) == ["weights.bin"]
+    r = live.http.get(live.path("/models/half-made/versions/1/archive"))
+    with tarfile.open(fileobj=io.BytesIO(r.content), mode="r:gz") as tar:
+        assert tar.getnames() == ["half-made-v1/weights.bin"]
+
+
 def test_inference_and_evaluation_jobs_run_a_registered_model(
         live: conftest.Live, tmp_path: pathlib.Path) -> None:
     train(live, tmp_path / "out", "spiral-model", epochs=20)

@@ -141,6 +141,7 @@ def register(store: db.Store, stores: objects.Stores, settings: settings_mod.Set
     # lands on the same place, and the number is only taken once the files are there.
     location = objects.join(settings.models_dir, job.project_id, model, job.id)
     dest = stores.open(location, job.project_id)
+    dest.drop_unfinished()  # what a server killed while copying them was writing
     try:
         files, size = objects.copy_tree(source, dest, skip_versions=True)
     except FileNotFoundError:

@@ -27,7 +27,7 @@ from collections.abc import Callable
 from corral import settings as settings_mod
 from corral.domain import errors, jobs, specs
 from corral.domain import following as following_rules
-from corral.oskit import beneath, walk
+from corral.oskit import walk
 from corral.services import dataset_versions, environments, following, jobpaths
 from corral.storage import objects, runs
 from corral.storage import paths as storage_paths
@@ -142,8 +142,7 @@ class Fetcher:
             dst = objects.local(self._folder(self.job.id, step.dest, what))
         except errors.CorralError as exc:
             raise StagingFailed(f"{what}: {exc.message}") from None
-        # What a server killed while it fetched this was writing: never a file of the job's.
-        beneath.drop_unfinished(dst.path)
+        dst.drop_unfinished()  # what a server killed while fetching this was writing
         last: Exception | None = None
         for attempt in range(self.settings.upload_retries):
             if attempt:

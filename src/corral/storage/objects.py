@@ -228,6 +228,12 @@ class Location:
               else trees.open_single(self.path, self.reader))
         return os.fdopen(fd, "rb")
 
+    def drop_unfinished(self) -> None:
+        """Locally, remove the files under this folder that another process was writing
+        (`write`) when it was killed; an object in object storage is whole or not there."""
+        if not self.remote:
+            beneath.drop_unfinished(self.path)
+
     def write(self, rel: str, src: BinaryIO) -> None:
         """File `rel` of this folder written anew from `src`. Locally its folders are made
         and opened without following a link, and it is written beside its name and
