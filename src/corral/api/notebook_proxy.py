@@ -230,11 +230,6 @@ class _Proxies:
             await c.aclose()
 
 
-def _path_and_query(scope: Scope) -> str:
-    query = scope.get("query_string", b"").decode("latin-1")
-    return scope["path"] + (f"?{query}" if query else "")
-
-
 def _has_cookie(headers: Headers, nb: kind_rows.Notebook) -> bool:
     morsel = proxying.cookies(headers).get(COOKIE)
     return bool(morsel is not None and nb.cookie_secret and hmac.compare_digest(

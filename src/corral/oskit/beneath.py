@@ -207,6 +207,14 @@ def _unfinished(name: str, pid: int) -> str:
     return f".{name}.tmp-{pid}"
 
 
+def _writer(unfinished: str) -> int | None:
+    """The pid of the process that wrote a file named by `_unfinished`; None for a name
+    `_unfinished` does not make."""
+    head, sep, pid = unfinished.rpartition(".tmp-")
+    return int(pid) if sep and len(head) > 1 and head.startswith(".") and pid.isdigit() \
+        else None
+
+
 def drop_unfinished(path: str | os.PathLike[str]) -> int:
     """Remove, anywhere under folder `path`, the files other processes were writing with
     `replace` (a server killed in the middle of one leaves its part of a file there);
@@ -215,9 +223,7 @@ def drop_unfinished(path: str | os.PathLike[str]) -> int:
     with contextlib.suppress(FileNotFoundError):  # (`path` itself)
         for _where, _dirs, files, dir_fd in os.fwalk(path, follow_symlinks=False):
             for name in files:
-                head, sep, pid = name.rpartition(".tmp-")
-                if (sep and len(head) > 1 and head.startswith(".") and pid.isdigit()
-                        and int(pid) != os.getpid()):
+                if _writer(name) not in (None, os.getpid()):
                     with contextlib.suppress(FileNotFoundError):
                         os.unlink(name, dir_fd=dir_fd)
                         count += 1
