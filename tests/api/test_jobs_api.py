@@ -370,6 +370,49 @@ def test_a_watch_whose_client_went_away_ends_without_waiting_out_its_timeout(
         time.sleep(0.05)
 
 
+def test_a_watch_builds_the_jobs_body_only_for_its_answer(
+    live: conftest.Live, tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Every change of the job wakes its watchers, which read it again: while its phase is
+    # still watched that read is its phase alone, not the whole body (records, queue).
+    from corral.api import views
+
+    built: list[str] = []
+    real = views.job
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        out = real(*args, **kwargs)
+        built.append(out["status"]["phase"])
+        return out
+
+    monkeypatch.setattr(views, "job", counted)
+    gate = tmp_path / "gate"
+    job_id = live.submit(factories.make_job(command=gated(gate)))["metadata"]["id"]
+    wait_running(live, job_id)
+    changes = live.embedded.platform.context.changes
+    built.clear()
+
+    def poke_then_open() -> None:
+        deadline = time.monotonic() + 10
+        while changes.watched() == 0 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        for _ in range(5):  # changes that leave the job Running
+            changes.changed([job_id])
+            time.sleep(0.05)
+        gate.touch()
+
+    poker = threading.Thread(target=poke_then_open)
+    poker.start()
+    try:
+        r = watch(live, job_id, "Running", timeout=30)
+    finally:
+        poker.join()
+
+    assert r.status_code == 200, r.text
+    assert r.json()["status"]["phase"] == "Completed"
+    assert built == ["Completed"]
+
+
 @pytest.mark.parametrize("params", [
     [("watch", "Sleeping")],
     [("watch", "Running"), ("timeout", "0")],

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Collection
 from typing import Annotated, Any, Literal
 
 import sqlalchemy as sa
@@ -64,19 +65,33 @@ async def show_training_job(
     with ctx.changes.watching(training_job_id) as watcher:
         while True:
             watcher.arm()
-            out = await ctx.blocking(_job_body, ctx, project_id, training_job_id)
             left = deadline - loop.time()
-            if out["status"]["phase"] not in waiting or left <= 0:
-                return JSONResponse(tensorboard_proxy.endpoints(ctx, request, caller, out))
+            found = await ctx.blocking(_body_unless, ctx, project_id, training_job_id,
+                                       waiting if left > 0 else ())
+            if found is not None:
+                return JSONResponse(tensorboard_proxy.endpoints(ctx, request, caller, found))
             # Nobody to answer: stop reading the job (asked when nothing changed, since a
             # change is read at once whoever waits for it).
             if not await watcher.wait(left) and await request.is_disconnected():
-                return JSONResponse(out)
+                return JSONResponse(await ctx.blocking(_job_body, ctx, project_id,
+                                                       training_job_id))
 
 
 def _job_body(ctx: deps.Context, project_id: str, job_id: str) -> dict[str, Any]:
+    body = _body_unless(ctx, project_id, job_id, ())
+    assert body is not None
+    return body
+
+
+def _body_unless(ctx: deps.Context, project_id: str, job_id: str,
+                 phases: Collection[str]) -> dict[str, Any] | None:
+    """The job's body; None, without building it, while its phase is one of `phases` (a
+    watch reads the job on every change, and answers only once its phase is none of them)."""
     with ctx.store.read() as conn:
-        return views.job(conn, job_repo.get_job(conn, project_id, job_id), ctx.catalog, ctx.now())
+        row = job_repo.get_job(conn, project_id, job_id)
+        if row.phase in phases:
+            return None
+        return views.job(conn, row, ctx.catalog, ctx.now())
 
 
 @router.put("/training-jobs/{training_job_id}", responses=ERRORS)
