@@ -7,7 +7,8 @@ freezer hierarchies where they do, and none where nothing is writable (a server 
 root, most containers): tasks are then held by their keeper alone, a child subreaper
 (`keeper`). A task's cgroup is `<the server's cgroup>/corral/<launch id>` in each
 hierarchy; its keeper makes it, puts the task in it before the task's program runs, and
-removes it once everything in it is gone. Its place is written in the launch's claim file,
+removes it once everything in it is gone (`corral/`, made when the server starts, stays).
+Its place is written in the launch's claim file,
 so that a restarted server can still read and kill it (`Group.loads` checks that a claim
 names a task's cgroup and nothing else).
 
@@ -203,20 +204,14 @@ class Group:
     def create(self, memory_mb: int, controllers: tuple[str, ...] = ()) -> None:
         """Make the cgroup, its memory limited to `memory_mb` (0: not limited)."""
         for d in self.dirs:
-            for _ in range(5):  # another keeper may remove an empty parent meanwhile
-                try:
-                    make_parent(os.path.dirname(d), self.version, controllers)
-                except (FileExistsError, FileNotFoundError):
-                    # Removed between making it and looking at it (os.makedirs then says
-                    # it exists and is no folder): again.
-                    continue
-                try:
+            try:
+                os.mkdir(d, 0o755)
+            except FileExistsError:
+                pass
+            except FileNotFoundError:  # the folder that holds it was removed: made again
+                make_parent(os.path.dirname(d), self.version, controllers)
+                with contextlib.suppress(FileExistsError):
                     os.mkdir(d, 0o755)
-                    break
-                except FileExistsError:
-                    break
-                except FileNotFoundError:
-                    continue
         if memory_mb > 0:
             self._limit(memory_mb * 2**20)
 
@@ -318,8 +313,10 @@ class Group:
                     _write(freezer, off)
 
     def remove(self, timeout: float = 1.0) -> bool:
-        """Remove its folders (and the parent folder, when no other task uses it); True
-        when they are gone."""
+        """Remove its folders; True when they are gone. The folder that holds them stays,
+        for the next task (an empty cgroup costs nothing; making and removing it with each
+        task cost each launch and each end a few cgroup operations, the slowest kind of
+        mkdir and rmdir there is)."""
         deadline = time.monotonic() + timeout
         left = list(self.dirs)
         while left:
@@ -331,8 +328,6 @@ class Group:
                 except OSError:
                     continue  # busy: an exiting process is still counted
                 left.remove(d)
-                with contextlib.suppress(OSError):
-                    os.rmdir(os.path.dirname(d))
             if left and time.monotonic() >= deadline:
                 return False
             if left:
