@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from corral.scheduler import cleanup
 from corral.storage import runs
 from tests import conftest, factories
 
@@ -236,6 +237,24 @@ def test_each_attempts_logs_are_exported_and_outlive_the_job(
     factories.wait_for(lambda: not (live_server.settings.runs_dir / job_id).exists(),
                        what="the job's run directory to go")
     assert (export / "attempt-2" / "worker-0.log").read_text() == "run 2 of worker-0\n"
+
+
+def test_logs_a_killed_server_never_copied_are_exported_when_the_job_is_finished(
+    live_server: Live, tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The files thread copies an attempt's logs after the pass that ended it has committed;
+    # a server killed in between never copies them. Finishing the job (done again by the
+    # next server until it is done) makes the copies that are missing.
+    monkeypatch.setattr(cleanup.Files, "export_logs", lambda self, job, attempt: None)
+    export = tmp_path / "exported"
+    body = factories.make_job(command="echo from the job")
+    body["spec"]["log_export_path"] = {"host_path": str(export)}
+    job_id = live_server.submit(body)["metadata"]["id"]
+    assert live_server.wait(job_id)["status"]["phase"] == "Completed"
+
+    log = export / "attempt-1" / "worker-0.log"
+    factories.wait_for(log.exists, what="the attempt's log exported")
+    assert log.read_text() == "from the job\n"
 
 
 def test_retries_run_out(live_server: Live, tmp_path: pathlib.Path) -> None:

@@ -119,3 +119,22 @@ def test_logs_are_exported_but_not_a_planted_one(tmp_path: pathlib.Path) -> None
         runs.export_logs(paths, 1, dest)
     assert (dest / "attempt-1" / "worker-0.log").read_text() == "mine\n"
     assert sorted(p.name for p in (dest / "attempt-1").iterdir()) == ["worker-0.log"]
+
+
+def test_an_exported_log_is_copied_again_only_when_it_differs(tmp_path: pathlib.Path) -> None:
+    # An attempt's logs are exported as it ends and again as its job is finished (in case
+    # a server killed in between made no copy): the second export leaves a whole copy be.
+    paths = runs.RunPaths(tmp_path / "runs", "job-1")
+    paths.make_attempt_dirs(1)
+    paths.log_path(1, "worker-0").write_text("mine\n")
+    dest = tmp_path / "exported"
+    runs.export_logs(paths, 1, dest)
+    copy = dest / "attempt-1" / "worker-0.log"
+    first = copy.stat().st_ino
+
+    runs.export_logs(paths, 1, dest)
+    assert copy.stat().st_ino == first
+
+    copy.write_text("min")  # a copy cut short, or changed since
+    runs.export_logs(paths, 1, dest)
+    assert copy.read_text() == "mine\n" and copy.stat().st_ino != first

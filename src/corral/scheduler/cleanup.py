@@ -21,7 +21,7 @@ import sqlalchemy as sa
 from corral import settings as settings_mod
 from corral.domain import errors, jobs
 from corral.scheduler import passes, workers
-from corral.services import jobpaths
+from corral.services import finishing, jobpaths
 from corral.storage import objects, reserve, runs
 from corral.store import db, job_repo, rows
 
@@ -55,7 +55,7 @@ class Files:
         #: a log_export_path is checked against the job's roots again as it is written
         self.policies = jobpaths.Policies(store, settings)
         #: the user logs are exported as (jobpaths.task_user); None: the server's own
-        self.owner = _export_user(settings)
+        self.owner = finishing.export_user(settings, warn=True)
         #: room kept for the database on the disk of CORRAL_HOME (see storage/reserve.py)
         self.reserve = reserve.Reserve(settings.home, settings.disk_reserve_mb << 20,
                                        int(settings.disk_free_floor_gb * 2**30))
@@ -82,12 +82,9 @@ class Files:
 
     def _export(self, job_id: str, project_id: str, attempt: int, dest: str) -> None:
         try:
-            # Checked at submit; but a job may have made a link of the folder since.
-            real = jobpaths.named(self.policies.of(project_id),
-                                   runs.local_path(dest, "log_export_path"),
-                                   "log_export_path")
-            runs.export_logs(runs.RunPaths(self.runs_dir, job_id), attempt, real,
-                             self.owner)
+            finishing.export_local_logs(self.policies.of(project_id),
+                                        runs.RunPaths(self.runs_dir, job_id), attempt, dest,
+                                        self.owner)
         except (OSError, errors.CorralError) as exc:
             try:
                 with self.store.begin() as conn:
@@ -119,11 +116,3 @@ class Files:
                      "this one left behind", len(gone))
 
 
-def _export_user(settings: settings_mod.Settings) -> tuple[int, int] | None:
-    """The user tasks run as, whom logs are exported as; None (the server's user) where
-    there is no such user on this machine (tasks run on a Ray cluster's nodes)."""
-    try:
-        return jobpaths.task_user(settings, quiet=True)
-    except errors.CorralError as exc:
-        log.warning("logs are exported as the server's user: %s", exc.message)
-        return None

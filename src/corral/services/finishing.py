@@ -18,6 +18,7 @@ from corral import settings as settings_mod
 from corral.domain import errors, models, specs
 from corral.services import collect, dataset_versions, jobpaths, staging
 from corral.storage import objects, runs
+from corral.storage import paths as storage_paths
 from corral.store import db, job_repo, model_repo, rows, version_repo
 
 log = logging.getLogger(__name__)
@@ -62,11 +63,11 @@ def finish(store: db.Store, stores: objects.Stores, settings: settings_mod.Setti
 def is_plain(settings: settings_mod.Settings, job: rows.Job, spec: specs.JobCreate,
              uploads: list[staging.Upload] | None = None) -> bool:
     """Whether finishing the job moves nothing: no model to register, no output to upload,
-    no logs to export to object storage (most jobs)."""
+    no logs to export (most jobs)."""
     reg = models.registration(spec, settings.model_channel)
     ups = uploads if uploads is not None else staging.uploads_of(job, spec)
     return not ((reg is not None and reg.wanted(job.phase)) or ups
-                or _remote_log_export(spec))
+                or _log_export(spec))
 
 
 def finish_plain(store: db.Store, settings: settings_mod.Settings, jobs: Sequence[rows.Job],
@@ -81,9 +82,9 @@ def finish_plain(store: db.Store, settings: settings_mod.Settings, jobs: Sequenc
         job_repo.set_finalized(conn, [j.id for j in jobs], now())
 
 
-def _remote_log_export(spec: specs.JobCreate) -> bool:
+def _log_export(spec: specs.JobCreate) -> bool:
     export = spec.spec.log_export_path
-    return bool(export and objects.is_remote(export.obs_url or export.host_path))
+    return bool(export and (export.obs_url or export.host_path))
 
 
 def _set_finished(conn: sa.Connection, job_id: str, now: int) -> None:
@@ -213,15 +214,26 @@ def _final_upload(store: db.Store, stores: objects.Stores, settings: settings_mo
 
 def _export_logs(store: db.Store, stores: objects.Stores, settings: settings_mod.Settings,
                  job: rows.Job, spec: specs.JobCreate, now: Callable[[], int]) -> list[str]:
-    """Copy every attempt's logs to a log_export_path in object storage (local ones are the
-    reconciler's, as each attempt ends)."""
+    """Copy every attempt's logs to the job's log_export_path: to object storage here, and
+    to a local folder again (the reconciler copies each attempt's as it ends, but a server
+    killed before that copy was made would never make it; a copy already made is left as
+    it is). Why a copy to object storage failed; a local one's failure is an event."""
     export = spec.spec.log_export_path
     dest = export and (export.obs_url or export.host_path)
-    if not dest or not objects.is_remote(dest):
+    if not dest:
         return []
     paths = runs.RunPaths(settings.runs_dir, job.id)
     with store.read() as conn:
         last = job_repo.latest_attempt(conn, job.id)
+    if not objects.is_remote(dest):
+        policy = jobpaths.Policies(store, settings).of(job.project_id)
+        owner = export_user(settings)
+        for attempt in range(1, last + 1):
+            try:
+                export_local_logs(policy, paths, attempt, dest, owner)
+            except (OSError, errors.CorralError) as exc:
+                _event(store, job.id, now(), f"Log export failed: {_message(exc)}", "Warning")
+        return []
     refused: list[str] = []
     try:
         for attempt in range(1, last + 1):
@@ -236,6 +248,28 @@ def _export_logs(store: db.Store, stores: objects.Stores, settings: settings_mod
         _event(store, job.id, now(), f"Log export failed: {text}", "Warning")
         return [text]
     return []
+
+
+def export_local_logs(policy: storage_paths.Policy, paths: runs.RunPaths, attempt: int,
+                      dest: str, owner: tuple[int, int] | None) -> None:
+    """Copy an ended attempt's logs to a local log_export_path `dest`, checked against the
+    job's storage roots again as it is written (a job may have made a link of it since it
+    was submitted); OSError or CorralError when it cannot be."""
+    real = jobpaths.named(policy, runs.local_path(dest, "log_export_path"), "log_export_path")
+    runs.export_logs(paths, attempt, real, owner)
+
+
+def export_user(settings: settings_mod.Settings, *, warn: bool = False,
+                ) -> tuple[int, int] | None:
+    """The user tasks run as, whom logs are exported as; None (the server's user) where
+    there is no such user on this machine (tasks run on a Ray cluster's nodes), which
+    `warn` says in the log."""
+    try:
+        return jobpaths.task_user(settings, quiet=True)
+    except errors.CorralError as exc:
+        if warn:
+            log.warning("logs are exported as the server's user: %s", exc.message)
+        return None
 
 
 def _export_attempt(paths: runs.RunPaths, attempt: int, dest: objects.Location) -> list[str]:

@@ -171,13 +171,16 @@ def snapshot(req: dict[str, Any]) -> dict[str, Any]:
 
 def export(req: dict[str, Any]) -> dict[str, Any]:
     """Write each of `files` ([name, descriptor inherited from the parent]) into folder
-    `dest`, made where missing."""
+    `dest`, made where missing; one whose copy is there already (a file of its size and
+    time, which only a whole copy has: each is written aside, then renamed) is left."""
     dest = beneath.open_dir(req["dest"], make=True)
     try:
         for name, fd in req["files"]:
             if "/" in name or name in ("", ".", ".."):
                 raise ValueError(f"not a file name: {name!r}")
             st = os.fstat(fd)
+            if _copied(dest, name, st):
+                continue
 
             def fill(out: int, fd: int = fd, st: os.stat_result = st) -> None:
                 beneath.pump(fd, out)
@@ -187,6 +190,15 @@ def export(req: dict[str, Any]) -> dict[str, Any]:
     finally:
         os.close(dest)
     return {}
+
+
+def _copied(dest: int, name: str, st: os.stat_result) -> bool:
+    try:
+        there = os.stat(name, dir_fd=dest, follow_symlinks=False)
+    except FileNotFoundError:
+        return False
+    return (stat.S_ISREG(there.st_mode) and there.st_size == st.st_size
+            and there.st_mtime_ns == st.st_mtime_ns)
 
 
 OPERATIONS: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
