@@ -61,6 +61,19 @@ describe("the request body", () => {
   });
 });
 
+describe("an image", () => {
+  it("is sent as algorithm.engine.image_url, trimmed", () => {
+    const body = requestBody({ ...CODE, imageUrl: " registry.example.com/team/train:1.0 " });
+    expect((body.algorithm as Record<string, unknown>).engine).toEqual({ image_url: "registry.example.com/team/train:1.0" });
+  });
+
+  it("is the whole environment: given with an engine or packages, the form says so", () => {
+    expect(check({ ...CODE, imageUrl: "busybox:1", engineId: "python-3.11" }).image).toMatch(/leave the engine and the packages empty/);
+    expect(check({ ...CODE, imageUrl: "busybox:1", requirements: "six" }).image).toMatch(/whole environment/);
+    expect(check({ ...CODE, imageUrl: "busybox:1" }).image).toBeUndefined();
+  });
+});
+
 describe("a dataset input", () => {
   const row = { name: "data_url", path: "", fromAlgorithm: false, kind: "dataset" as const, dataset: "d1", version: "v2" };
 
@@ -161,6 +174,8 @@ describe("where an error the API answers is shown", () => {
       ["metadata.annotations: fault-tolerance/job-retry-num must be between 0 and 100", "retries"],
       ["spec.fault_tolerance.checkpoint: 'x' is not an output channel of the job", "checkpoint"],
       ["spec.resource.pool_id 'x' does not exist; known pools: default", "pool"],
+      ["engine.image_url needs container_runtime = 'podman' in the server's settings (docs/environments.md#images)", "image"],
+      ["algorithm.engine: engine.image_url runs the job in that image: give it without engine.requirements", "image"],
     ];
     for (const [message, key] of cases) expect([message, placeErrors(message, form, all)]).toEqual([message, { [key]: message.replace(/^algorithm: /, "") }]);
   });

@@ -39,6 +39,8 @@ export interface JobForm {
   engineId: string;
   /** one requirement a line */
   requirements: string;
+  /** an OCI image the tasks run in, in place of an engine and packages */
+  imageUrl: string;
   flavorId: string;
   nodeCount: string;
   poolId: string;
@@ -56,7 +58,7 @@ export interface JobForm {
 
 export const EMPTY: JobForm = {
   name: "", description: "", source: "code", algorithmId: "", codeDir: "", bootFile: "",
-  engineId: "", requirements: "", flavorId: "", nodeCount: "1", poolId: "",
+  engineId: "", requirements: "", imageUrl: "", flavorId: "", nodeCount: "1", poolId: "",
   params: [], inputs: [], outputs: [], retries: "", unconditional: false, hangRetry: false,
   maxRunTime: "", checkpoint: "",
 };
@@ -119,7 +121,8 @@ export function requestBody(form: JobForm): Record<string, unknown> {
     algorithm = { id: form.algorithmId, ...io };
   } else {
     const requirements = form.requirements.split("\n").map((r) => r.trim()).filter(Boolean);
-    const engine = { ...(form.engineId ? { engine_id: form.engineId } : {}), ...(requirements.length ? { requirements } : {}) };
+    const image = form.imageUrl.trim();
+    const engine = { ...(form.engineId ? { engine_id: form.engineId } : {}), ...(requirements.length ? { requirements } : {}), ...(image ? { image_url: image } : {}) };
     algorithm = { code_dir: form.codeDir.trim(), boot_file: form.bootFile.trim(), ...io, ...(Object.keys(engine).length ? { engine } : {}) };
   }
   const resource = { flavor_id: form.flavorId || undefined, node_count: Number(form.nodeCount), pool_id: form.poolId || undefined };
@@ -189,6 +192,7 @@ export function check(form: JobForm): Record<string, string> {
   if (form.source === "algorithm" && !form.algorithmId) out.algorithm = "pick an algorithm";
   if (form.source === "code" && !form.codeDir.trim()) out.code_dir = "give the folder of the code";
   if (form.source === "code" && !form.bootFile.trim()) out.boot_file = "give the file to run, in the code folder";
+  if (form.source === "code" && form.imageUrl.trim() && (form.engineId || form.requirements.trim())) out.image = "an image is the whole environment: leave the engine and the packages empty";
   const nodes = Number(form.nodeCount);
   if (!INT_RE.test(form.nodeCount.trim()) || nodes < 1 || nodes > 1024) out.node_count = "a whole number from 1 to 1024";
   const retries = Number(form.retries);
@@ -211,6 +215,7 @@ const RULES: [RegExp, (m: RegExpMatchArray, form: JobForm) => string | null][] =
   [/^(?:algorithm\.inputs\.(\d+)|input '([^']*)')/, (m, f) => row("input", m, f.inputs)],
   [/^(?:algorithm\.outputs\.(\d+)|output '([^']*)')/, (m, f) => row("output", m, f.outputs)],
   [/algorithm\.engine\.requirements|^requirement /, () => "requirements"],
+  [/engine\.image_url\b/, () => "image"],
   [/^engine '|^algorithm\.engine\b/, () => "engine"],
   [/algorithm\.code_dir/, () => "code_dir"],
   [/algorithm\.boot_file/, () => "boot_file"],

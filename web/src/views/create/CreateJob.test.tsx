@@ -172,3 +172,18 @@ it("gives an input a dataset's version, the latest once the dataset is picked", 
   fireEvent.change(version, { target: { value: "v1" } });
   expect(preview().algorithm.inputs).toEqual([{ name: "data_url", remote: { dataset: { id: "d1", version_id: "v1" } } }]);
 });
+
+it("runs the code in an image named in place of the engine, and puts the server's refusal of it beside the field", async () => {
+  const posted: unknown[] = [];
+  vi.stubGlobal("fetch", server(posted, () => json({ error_code: "ModelArts.2788", error_msg: "engine.image_url needs container_runtime = 'podman' in the server's settings (docs/environments.md#images)" }, 400)));
+  shown();
+  fireEvent.change(screen.getByLabelText("name"), { target: { value: "in-image" } });
+  fireEvent.change(screen.getByLabelText("code folder"), { target: { value: "/code/mlp" } });
+  fireEvent.change(screen.getByLabelText("boot file"), { target: { value: "train.py" } });
+  fireEvent.change(screen.getByLabelText("image"), { target: { value: "registry.example.com/team/train:1.0" } });
+  await waitFor(() => expect(preview().spec.resource.flavor_id).toBe("corral.cpu.1u"));
+  expect(preview().algorithm.engine).toEqual({ image_url: "registry.example.com/team/train:1.0" });
+  fireEvent.click(screen.getByRole("button", { name: "Create" }));
+  expect(await screen.findByTestId("error-image")).toHaveTextContent("needs container_runtime = 'podman'");
+  expect(posted).toHaveLength(1);
+});

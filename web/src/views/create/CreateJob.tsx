@@ -32,7 +32,7 @@ function useCatalog(pid: string) {
 /** the fields the page shows now: an error about another goes to the top */
 function shownKeys(form: JobForm): (key: string) => boolean {
   const fixed = ["name", "description", "flavor", "node_count", "pool", "retries", "max_run_time", "checkpoint"];
-  const own = form.source === "algorithm" ? ["algorithm"] : ["code_dir", "boot_file", "engine", "requirements"];
+  const own = form.source === "algorithm" ? ["algorithm"] : ["code_dir", "boot_file", "engine", "requirements", "image"];
   return (key) => {
     if (fixed.includes(key) || own.includes(key)) return true;
     const [what, i] = key.split(":");
@@ -230,6 +230,9 @@ function CodeFields({ form, engines, errors, set }: { form: JobForm; engines: En
       </Field>
       <Field label="packages" errorKey="requirements" error={errors.requirements} hint="one requirement a line (tomli>=2): installed in a cached environment made from the engine's Python before the job is queued">
         <textarea aria-label="packages" rows={3} value={form.requirements} onChange={(e) => set({ requirements: e.target.value }, "requirements")} {...invalid(errors, "requirements")} />
+      </Field>
+      <Field label="image" errorKey="image" error={errors.image} hint="or an OCI image the tasks run in, with podman, in place of the engine and packages (the boot file runs with its python3); on a server set up for images">
+        <input aria-label="image" className="path" placeholder="registry.example.com/team/train:1.0" value={form.imageUrl} onChange={(e) => set({ imageUrl: e.target.value }, "image")} {...invalid(errors, "image")} />
       </Field>
     </>
   );
