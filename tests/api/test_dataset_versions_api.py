@@ -287,3 +287,47 @@ def test_the_cli_and_the_sdk_make_list_and_show_versions(
         assert incremental.dataset_version(api, "bycli", "V0002") == second
         with pytest.raises(client.ClientError, match="has no version 'V0003'"):
             incremental.dataset_version(api, "bycli", "V0003")
+
+
+def test_a_version_is_deleted_on_its_own_and_its_number_is_not_given_again(
+        live: conftest.Live, tmp_path: pathlib.Path) -> None:
+    from corral.sdk import client, incremental
+    from tests.api.test_cli import corral
+
+    dataset(live, tmp_path, "pruned", ["p1"])
+    v1 = ok(live, "POST", "/datasets/pruned/versions", 201)
+    v2 = ok(live, "POST", "/datasets/pruned/versions", 201)
+    body = reading("pruned", "V0002", tmp_path, name="reader")
+    body["algorithm"]["code_dir"] = str(f.write_code(tmp_path, "import time; time.sleep(60)"))
+    job_id = live.submit(body)["metadata"]["id"]
+
+    r = live.http.delete(live.path("/datasets/pruned/versions/V0002"))
+    assert r.status_code == 409 and "reader" in r.json()["error_msg"], r.text
+    ok(live, "DELETE", "/datasets/pruned/versions/1")  # by its number; no job reads it
+    assert not pathlib.Path(v1["location"]).exists()
+    assert [v["version_name"] for v in ok(live, "GET", "/datasets/pruned/versions")[
+        "versions"]] == ["V0002"]
+    r = live.http.get(live.path(f"/datasets/pruned/versions/{v1['version_id']}"))
+    assert r.status_code == 404, r.text
+    r = live.http.post(live.path("/training-jobs"), json=reading("pruned", "V0001", tmp_path))
+    assert r.status_code == 400 and "has no version 'V0001'" in r.json()["error_msg"], r.text
+
+    ok(live, "POST", f"/training-jobs/{job_id}/actions", 202,
+       json={"action_type": "terminate"})
+    live.wait(job_id, timeout=60)
+    deadline = time.monotonic() + 30  # refused until the ended job is finished too
+    while (gone := corral(live, "datasets", "version", "delete", "pruned", "V0002")
+           ).exit_code != 0:
+        assert time.monotonic() < deadline, gone.output
+        time.sleep(0.1)
+    assert "deleted dataset pruned version V0002" in gone.output
+    assert not pathlib.Path(v2["location"]).exists()
+    v3 = ok(live, "POST", "/datasets/pruned/versions", 201)
+    assert v3["version_name"] == "V0003"  # not V0001 nor V0002 again
+    with client.Client(live.url, token=live.login.token,
+                       project_id=live.project_id) as api:
+        incremental.delete_dataset_version(api, "pruned", v3["version_id"])
+        assert incremental.dataset_versions(api, "pruned")["versions"] == []
+        with pytest.raises(client.ClientError, match="has no version"):
+            incremental.delete_dataset_version(api, "pruned", "V0003")
+    ok(live, "DELETE", "/datasets/pruned")

@@ -50,6 +50,37 @@ def test_migration_0016_adds_versions_and_an_empty_lineage_and_goes_back_down(
         engine.dispose()
 
 
+def test_migration_0018_keeps_versions_and_marks_none_deleted_and_goes_back_down(
+        db_url: str) -> None:
+    engine = db.make_engine(db_url)
+    try:
+        db.upgrade(engine, "0017")
+        with engine.begin() as conn:
+            conn.execute(sa.text("INSERT INTO projects (id, name, created_at) "
+                                 "VALUES ('p', 'p', 0)"))
+            conn.execute(sa.text(
+                "INSERT INTO datasets (id, project_id, name, description, url, format, "
+                "user_name, number_of_samples, created_at, updated_at) VALUES ('d', 'p', "
+                "'d', '', '/d.txt', 'txt', 'ann', 1, 0, 0)"))
+            conn.execute(sa.text(
+                "INSERT INTO dataset_versions (id, dataset_id, project_id, number, "
+                "description, location, format, number_of_samples, size_bytes, "
+                "content_hash, files, user_name, created_at) VALUES ('v', 'd', 'p', 1, '', "
+                "'/v', 'txt', 1, 2, 'sha256:x', '[]', 'ann', 0)"))
+        db.upgrade(engine)
+        with engine.connect() as conn:
+            assert conn.execute(sa.text(
+                "SELECT number, deleted_at FROM dataset_versions")).one() == (1, None)
+        db.downgrade(engine, "0017")
+        with engine.connect() as conn:
+            assert "deleted_at" not in {c["name"] for c in sa.inspect(conn).get_columns(
+                "dataset_versions")}
+            assert conn.execute(sa.text("SELECT count(*) FROM dataset_versions")).scalar_one() == 1
+        db.upgrade(engine)
+    finally:
+        engine.dispose()
+
+
 @pytest.fixture
 def w(store: db.Store, tmp_path: pathlib.Path) -> h.Harness:
     return h.make(store, tmp_path)

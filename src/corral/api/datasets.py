@@ -215,6 +215,19 @@ def list_versions(project_id: str, dataset: str, ctx: Ctx) -> dict[str, Any]:
     return {"total": len(made), "versions": [version_view(found, v) for v in made]}
 
 
+@router.delete("/datasets/{dataset}/versions/{version}", responses=ERRORS)
+def delete_version(project_id: str, dataset: str,
+                   version: Annotated[str, Path(min_length=1, max_length=64)],
+                   ctx: Ctx, caller: auth.Caller) -> dict[str, Any]:
+    """Delete a version (by its id, name or number) and its files; refused while a job
+    that has not ended reads it. Its number is not given to a later version."""
+    with ctx.store.read() as conn:
+        identity_repo.require_project(conn, project_id)
+    dataset_versions.delete_version(ctx.store, ctx.stores, project_id, dataset, version,
+                                    caller, ctx.now)
+    return {}
+
+
 @router.get("/datasets/{dataset}/versions/{version}", response_model=VersionOut,
             responses=ERRORS)
 def show_version(project_id: str, dataset: str,

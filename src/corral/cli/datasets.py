@@ -167,4 +167,16 @@ def show_version(state: State, name: str, version_ref: str, as_json: bool) -> No
     state.out.print(grid)
 
 
+@version.command(name="delete", short_help="Delete a version of a dataset and its files.")
+@click.argument("name")
+@click.argument("version_ref", metavar="VERSION")
+@click.pass_obj
+def delete_version(state: State, name: str, version_ref: str) -> None:
+    """Delete VERSION (its name, V0002, its number or its id) of dataset NAME, and its
+    files; refused while a job that has not ended reads it. Its number is not given to a
+    later version."""
+    incremental.delete_dataset_version(state.connect(), name, version_ref)
+    state.out.print(f"deleted dataset {name} version {version_ref}")
+
+
 COMMANDS = (datasets,)

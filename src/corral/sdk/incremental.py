@@ -60,6 +60,11 @@ def dataset_version(api: client.Client, ref: str, version: str) -> dict[str, Any
     return dict(api.v2("GET", f"/datasets/{ref}/versions/{version}"))
 
 
+def delete_dataset_version(api: client.Client, ref: str, version: str) -> None:
+    """Delete a version of the dataset (by its id, name or number) and its files."""
+    api.v2("DELETE", f"/datasets/{ref}/versions/{version}")
+
+
 def create(api: client.Client, body: dict[str, Any]) -> dict[str, Any]:
     """A loop from Sedna's IncrementalLearningJob body."""
     return dict(api.v2("POST", LOOPS, json=body))

@@ -158,6 +158,19 @@ def delete(store: db.Store, stores: objects.Stores | None, home: pathlib.Path,
         remove(stores, project_id, [versions_root(home, found)])
 
 
+def delete_version(store: db.Store, stores: objects.Stores | None, project_id: str,
+                   ref: str, version: str, caller: identity.Principal,
+                   now: Callable[[], int]) -> None:
+    """Delete one version (by id, name or number) of a dataset the caller may change, and
+    its files; refused while a job that has not ended reads it. Its number is not given to
+    another version (models' lineage names versions by it)."""
+    with store.begin() as conn:
+        found = dataset_repo.get(conn, project_id, ref)
+        caller.may_change_job(project_id, found.user_name, "dataset")
+        gone = dataset_repo.delete_version(conn, found, version, now())
+    remove(stores, project_id, [gone.location])
+
+
 def remove(stores: objects.Stores | None, project_id: str, locations: Sequence[str]) -> None:
     """Remove versions' folders (their rows are gone); what cannot be removed is logged."""
     for location in locations:
@@ -216,9 +229,9 @@ def fetch(store: db.Store, stores: objects.Stores | None, project_id: str,
     with store.read() as conn:
         row = dataset_repo.version_by_id(conn, ref.version_id or "")
         dataset = dataset_repo.by_id(conn, row.dataset_id) if row else None
-    if row is None or dataset is None:
+    if row is None or dataset is None or row.deleted_at is not None:
         raise errors.BadParameter(f"dataset '{ref.name}' version {ref.version_name} no longer "
-                                  "exists (its dataset was deleted)")
+                                  "exists (it, or its dataset, was deleted)")
     src = open_location(stores, row.location, project_id)
     files: list[dict[str, Any]] = json.loads(row.files)
     for f in files:

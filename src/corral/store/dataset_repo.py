@@ -107,10 +107,12 @@ def loops_using(conn: sa.Connection, dataset_id: str) -> list[str]:
     return [str(n) for n in conn.execute(q).scalars()]
 
 
-def jobs_reading(conn: sa.Connection, dataset_id: str) -> list[str]:
-    """The names of the jobs not deleted that read a version of the dataset and have not
-    ended, or ended but are not finished yet: the model a job is registered as, after it
-    ends, records the content hash and samples of the versions it read (their rows)."""
+def jobs_reading(conn: sa.Connection, dataset_id: str,
+                 version_id: str | None = None) -> list[str]:
+    """The names of the jobs not deleted that read a version of the dataset (`version_id`,
+    or any) and have not ended, or ended but are not finished yet: the model a job is
+    registered as, after it ends, records the content hash and samples of the versions it
+    read (their rows)."""
     q = (sa.select(JOBS.c.name, JOBS.c.spec)
          .where(sa.or_(JOBS.c.phase.not_in([p.value for p in jobs.TERMINAL]),
                        JOBS.c.finalized_at.is_(None)),
@@ -119,8 +121,9 @@ def jobs_reading(conn: sa.Connection, dataset_id: str) -> list[str]:
     out = []
     for name, spec in conn.execute(q):
         inputs = json.loads(spec).get("algorithm", {}).get("inputs", [])
-        if any((ch.get("remote", {}).get("dataset") or {}).get("id") == dataset_id
-               for ch in inputs):
+        refs = [ch.get("remote", {}).get("dataset") or {} for ch in inputs]
+        if any(ref.get("id") == dataset_id
+               and version_id in (None, ref.get("version_id")) for ref in refs):
             out.append(str(name))
     return out
 
@@ -155,8 +158,9 @@ def version_by_id(conn: sa.Connection, version_id: str) -> kind_rows.DatasetVers
 
 
 def versions_of(conn: sa.Connection, dataset_id: str) -> list[kind_rows.DatasetVersion]:
-    """The dataset's versions, oldest first."""
-    q = (sa.select(VERSIONS).where(VERSIONS.c.dataset_id == dataset_id)
+    """The dataset's versions (not those deleted), oldest first."""
+    q = (sa.select(VERSIONS).where(VERSIONS.c.dataset_id == dataset_id,
+                                   VERSIONS.c.deleted_at.is_(None))
          .order_by(VERSIONS.c.number))
     return kind_rows.DatasetVersion.all(conn.execute(q))
 
@@ -168,8 +172,25 @@ def get_version(conn: sa.Connection, dataset: kind_rows.Dataset,
     key = VERSIONS.c.id == ref
     if versions.VERSION_RE.match(ref):
         key = sa.or_(key, VERSIONS.c.number == versions.parse(ref))
-    r = conn.execute(sa.select(VERSIONS).where(VERSIONS.c.dataset_id == dataset.id, key)
+    r = conn.execute(sa.select(VERSIONS).where(VERSIONS.c.dataset_id == dataset.id, key,
+                                               VERSIONS.c.deleted_at.is_(None))
                      .order_by(sa.desc(VERSIONS.c.id == ref))).first()
     if r is None:
         raise VersionNotFound(f"dataset '{dataset.name}' has no version '{ref}'")
     return kind_rows.DatasetVersion.of(r)
+
+
+def delete_version(conn: sa.Connection, dataset: kind_rows.Dataset, ref: str,
+                   now: int) -> kind_rows.DatasetVersion:
+    """Mark a version of `dataset` (by id, name or number) deleted; it is no longer listed
+    nor read, and its number is not given again. Refused while a job that has not ended
+    (or not yet registered its model) reads it."""
+    found = get_version(conn, dataset, ref)
+    readers = jobs_reading(conn, dataset.id, found.id)
+    if readers:
+        raise errors.InvalidState(f"training job(s) {', '.join(readers)} read version "
+                                  f"{versions.name(found.number)} of the dataset and have "
+                                  "not ended (or not yet registered their model): wait for "
+                                  "them, or stop them, first")
+    conn.execute(VERSIONS.update().where(VERSIONS.c.id == found.id).values(deleted_at=now))
+    return found

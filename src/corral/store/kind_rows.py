@@ -54,6 +54,7 @@ class DatasetVersion(rows.FromRow):
     files: str  #: JSON: [{path, size, sha256}]
     user_name: str
     created_at: int
+    deleted_at: int | None = None  #: deleted on its own: its files are gone
 
 
 @values.value

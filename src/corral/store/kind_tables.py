@@ -69,6 +69,9 @@ dataset_versions = sa.Table(
     sa.Column("files", sa.Text, nullable=False),
     sa.Column("user_name", sa.String(128), nullable=False),
     sa.Column("created_at", sa.BigInteger, nullable=False),
+    #: when it was deleted (its files are gone; the row stays so that its number is not
+    #: given to another version)
+    sa.Column("deleted_at", sa.BigInteger),
     sa.UniqueConstraint("dataset_id", "number", name="ux_dataset_versions_number"),
 )
 
