@@ -115,7 +115,9 @@ def build(settings: settings_mod.Settings) -> Platform:
 
     def new_reconciler(guard: leasing.Fence) -> reconciler.Reconciler:
         return reconciler.Reconciler(store.fenced(guard), executor, ctx.catalog, settings,
-                                     run_as=run_as, on_catalog=follow, on_change=changed,
+                                     run_as=run_as, on_catalog=follow,
+                                     on_change=ctx.changes.changed,
+                                     on_pass_end=kinds.jobs_changed,
                                      wake=wake.set, hang_timeout=settings.hang_timeout,
                                      leading=leader.holds)
 

@@ -180,6 +180,26 @@ def test_a_job_runs_to_completion(world: World) -> None:
     assert (task.state, task.exit_code) == ("exited", 0)
 
 
+def test_watchers_hear_of_each_commit_and_the_kinds_of_the_whole_pass_once_it_is_over(
+        world: World) -> None:
+    # The job kinds' controllers look up the owner of each job they hear of: told once the
+    # pass is over, that look does not run while the pass starts the job it decided on.
+    job_id = world.submit()
+    told: list[tuple[str, list[str], int]] = []
+
+    def hear(who: str) -> Any:
+        return lambda ids: told.append((who, sorted(ids), len(world.fake.launches(job_id))))
+
+    rec = reconciler.Reconciler(store=world.store, executor=world.fake, catalog=world.catalog,
+                                settings=world.settings, clock=world.clock, environ=ENVIRON,
+                                on_change=hear("watchers"), on_pass_end=hear("kinds"))
+    rec.tick()
+
+    assert told[0] == ("watchers", [job_id], 0)  # its start committed, not yet launched
+    assert told[-1] == ("kinds", [job_id], 1)  # launched and recorded
+    assert [who for who, _ids, _n in told].count("kinds") == 1
+
+
 def test_a_finished_job_is_left_alone_by_later_ticks(world: World) -> None:
     job_id = world.submit()
     world.tick()

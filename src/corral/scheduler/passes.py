@@ -40,6 +40,8 @@ class Pass:
     exports: list[tuple[rows.Job, int]] = dataclasses.field(default_factory=list)
     #: deleted jobs whose rows were purged: their run directories go next
     purged: list[str] = dataclasses.field(default_factory=list)
+    #: the jobs its committed transactions changed (told to `on_pass_end`)
+    changed: set[str] = dataclasses.field(default_factory=set)
 
 
 def task_row(job_id: str, attempt: int, rank: int, name: str, node: str, gpu_ids: str,

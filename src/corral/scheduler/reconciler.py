@@ -53,13 +53,16 @@ class Reconciler:
                  run_as: tuple[int, int] | None = None,
                  on_catalog: Callable[[catalog_mod.Catalog], None] | None = None,
                  on_change: Callable[[Collection[str]], None] | None = None,
+                 on_pass_end: Callable[[Collection[str]], None] | None = None,
                  wake: Callable[[], None] | None = None,
                  hang_timeout: int = faults.DEFAULT_HANG_TIMEOUT,
                  leading: Callable[[], bool] = lambda: True) -> None:
         """`environ`: what tasks inherit (less settings.job_env_deny; default the
         server's); `run_as`: (uid, gid) tasks run as; `on_catalog`: told of the new catalog
         when the executor's nodes change; `on_change`: told of the jobs a pass changed once
-        it has committed (see api/watch.py); `wake`: asks for a pass soon, from any thread;
+        it has committed (see api/watch.py); `on_pass_end`: told of them all once the pass is
+        over (the job kinds' controllers, which look up each job's owner: not while the
+        pass still starts what it decided); `wake`: asks for a pass soon, from any thread;
         `hang_timeout`: seconds, for the jobs that set none (0: hangs are not looked for);
         `leading`: whether this server still holds its lease, by its own clock (asked
         before processes are started: a leader that lost its lease starts none)."""
@@ -70,6 +73,7 @@ class Reconciler:
         self.clock = clock
         self.on_catalog = on_catalog
         self.on_change = on_change
+        self.on_pass_end = on_pass_end
         self.launches = launches.Launches(store, executor, settings, catalog, run_as=run_as,
                                           environ=environ, wake=wake or (lambda: None))
         self.admission = admission.Admission(store, executor, settings)
@@ -91,6 +95,13 @@ class Reconciler:
         committed, and their handles recorded in a third.
         """
         p = passes.Pass(now=self.now())
+        try:
+            return self._tick(p)
+        finally:
+            if p.changed and self.on_pass_end is not None:
+                self.on_pass_end(p.changed)
+
+    def _tick(self, p: passes.Pass) -> bool:
         ctx = settle.Context(self.executor, int(self.settings.grace_period * 1000),
                              self.settings.runs_dir, self._node_names, self.policies,
                              self.watchdog)
@@ -141,6 +152,7 @@ class Reconciler:
         """Tell who waits on them of the jobs a committed transaction changed."""
         if p.events.jobs and self.on_change is not None:
             self.on_change(p.events.jobs)
+        p.changed |= p.events.jobs
         p.events.jobs = set()
 
     def _node_names(self) -> frozenset[str]:
