@@ -935,3 +935,39 @@ def test_each_pass_tells_which_jobs_it_changed_once_they_are_committed(world: Wo
     world.fake.exit(job_id, code=0)
     world.tick()  # the first completes (first transaction), the second starts (second)
     assert told == [{job_id: "Completed"}, {other: "Running"}]
+
+
+def test_a_jobs_submission_and_passes_build_no_sql_statement(
+        world: World, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Building a statement and its cache key cost about 0.1 ms of CPU a statement here,
+    # more than running it: the statements a job's submission and its scheduler passes run
+    # are built once, when their module loads (a watched job was 3.6-4.5 ms slower when
+    # about twenty of them were built on every call).
+    world.submit()  # the first of each: imports, the compiled cache
+    world.tick()
+    world.fake.exit(world.fake.launches()[0].job_id, code=0)
+    world.tick()
+    built: list[str] = []
+
+    def counting(cls: type, name: str) -> None:
+        original = getattr(cls, name)
+
+        def count(self: Any, *args: Any, **kwargs: Any) -> Any:
+            built.append(type(self).__name__)
+            return original(self, *args, **kwargs)
+
+        monkeypatch.setattr(cls, name, count)
+
+    for cls in (sa.sql.selectable.Select, sa.sql.dml.Insert, sa.sql.dml.Update,
+                sa.sql.dml.Delete, sa.sql.elements.TextClause):
+        counting(cls, "__init__")
+    counting(sa.sql.base.Generative, "_generate")  # .where() and the like on a built one
+
+    job_id = world.submit()
+    world.tick()
+    world.clock.advance(5)
+    world.fake.exit(job_id, code=0)
+    world.tick()
+
+    assert world.phase(job_id) == ("Completed", "Completed")
+    assert built == []

@@ -69,8 +69,10 @@ class Admission:
             p.events.write(conn)
         p.launches += started  # (only once their rows are durable)
         # (A preemption is signalled by the next pass: at once, not a tick later.)
-        return d is not None and (bool(d.preempts) or any(
-            a.job_id in _window_ends(queued) for a in d.starts))
+        if d is None:
+            return False
+        ends = _window_ends(queued)
+        return bool(d.preempts) or any(a.job_id in ends for a in d.starts)
 
     def _hold_if_disk_low(self, d: scheduling.Decisions,
                           pools: Mapping[str, str]) -> scheduling.Decisions:

@@ -18,6 +18,8 @@ MEMBERS = schema.memberships
 KEYS = schema.access_keys
 TOKENS = schema.tokens
 PROJECTS = schema.projects
+# Built once: every API request asks it.
+_PROJECT = sa.select(PROJECTS.c.id).where(PROJECTS.c.id == sa.bindparam("k_id"))
 
 
 # --- projects ------------------------------------------------------------------------------
@@ -47,7 +49,7 @@ def default_project(conn: sa.Connection) -> str | None:
 
 def require_project(conn: sa.Connection, project_id: str) -> None:
     """ProjectNotFound unless a project has this id."""
-    if conn.execute(sa.select(PROJECTS.c.id).where(PROJECTS.c.id == project_id)).first() is None:
+    if conn.execute(_PROJECT, {"k_id": project_id}).first() is None:
         raise errors.ProjectNotFound(f"project '{project_id}' does not exist")
 
 

@@ -30,7 +30,8 @@ ACTIVE = [p.value for p in jobs.ACTIVE]
 LIVE = [jobs.TaskState.LAUNCHING.value, jobs.TaskState.RUNNING.value]
 WAITING = [jobs.Phase.CREATING.value, jobs.Phase.PENDING.value]
 
-# Built once: the API and the scheduler run these for every job, many times.
+# Built once: the API and the scheduler run these for every job, many times, and building
+# a statement (with its cache key) costs more than running it (tests/unit/test_reconciler.py).
 _JOB = sa.select(JOBS).where(JOBS.c.id == sa.bindparam("k_id"))
 _LIVE_JOB = _JOB.where(JOBS.c.project_id == sa.bindparam("k_project"),
                        JOBS.c.deleted_at.is_(None))
@@ -49,6 +50,41 @@ _SET_TASK = TASKS.update().where(TASKS.c.job_id == sa.bindparam("k_job"),
                                  TASKS.c.attempt == sa.bindparam("k_attempt"),
                                  TASKS.c.name == sa.bindparam("k_name"))
 _SET_LIVE_TASK = _SET_TASK.where(TASKS.c.state.in_(LIVE))
+_NAME_TAKEN = sa.select(JOBS.c.id).where(JOBS.c.project_id == sa.bindparam("k_project"),
+                                         JOBS.c.name == sa.bindparam("k_name"),
+                                         JOBS.c.deleted_at.is_(None))
+_NEXT_SEQ = sa.select(sa.func.coalesce(sa.func.max(JOBS.c.seq), 0) + 1)
+_INSERT_JOB = JOBS.insert()
+_ANY_OWNED = (sa.select(JOBS.c.id)
+              .where(JOBS.c.id.in_(sa.bindparam("k_ids", expanding=True)),
+                     JOBS.c.owner_kind.is_not(None)).limit(1))
+_NOTE_WAIT = _SET_JOB.where(JOBS.c.phase.in_(WAITING))
+_DELETED = sa.select(JOBS.c.id, JOBS.c.phase).where(JOBS.c.deleted_at.is_not(None))
+# Jobs holding resources (a job still fetching its inputs holds none, unless it is being
+# stopped; a search's own job never does), and the tasks of every attempt of theirs.
+_ACTIVE_JOBS = (sa.select(JOBS).where(
+    JOBS.c.phase.in_(ACTIVE),
+    sa.or_(JOBS.c.staging.is_(None),
+           sa.and_(JOBS.c.phase == jobs.Phase.TERMINATING.value,
+                   JOBS.c.staging != search_spec.JOB_STAGING)))
+    .order_by(JOBS.c.seq))
+_ACTIVE_TASKS = (sa.select(TASKS).join(JOBS, JOBS.c.id == TASKS.c.job_id)
+                 .where(JOBS.c.phase.in_(ACTIVE))
+                 .order_by(TASKS.c.job_id, TASKS.c.attempt, TASKS.c.rank))
+_LIVE_TASKS = (sa.select(TASKS, JOBS.c.phase.label("job_phase"))
+               .join(JOBS, JOBS.c.id == TASKS.c.job_id).where(TASKS.c.state.in_(LIVE)))
+_ADD_EVENTS = EVENTS.insert()
+_OPEN_ATTEMPT = ATTEMPTS.insert()
+_CLOSE_ATTEMPT = ATTEMPTS.update().where(ATTEMPTS.c.job_id == sa.bindparam("k_job"),
+                                         ATTEMPTS.c.seq == sa.bindparam("k_seq"),
+                                         ATTEMPTS.c.end_at.is_(None))
+_INSERT_TASKS = TASKS.insert()
+# Each job's attempts, and every task of theirs (records_of keeps the latest attempt's)
+_ATTEMPTS_OF = (sa.select(ATTEMPTS)
+                .where(ATTEMPTS.c.job_id.in_(sa.bindparam("k_jobs", expanding=True)))
+                .order_by(ATTEMPTS.c.job_id, ATTEMPTS.c.seq))
+_TASKS_OF = (sa.select(TASKS).where(TASKS.c.job_id.in_(sa.bindparam("k_jobs", expanding=True)))
+             .order_by(TASKS.c.job_id, TASKS.c.rank))
 
 
 def new_job_id() -> str:
@@ -66,21 +102,19 @@ def insert_job(conn: sa.Connection, values: Mapping[str, Any], *,
     values = dict(values)
     if conn.dialect.name == "sqlite":
         # No sequences in SQLite; write transactions are serialised there, so max + 1 is safe.
-        values["seq"] = conn.execute(
-            sa.select(sa.func.coalesce(sa.func.max(JOBS.c.seq), 0) + 1)).scalar_one()
+        values["seq"] = conn.execute(_NEXT_SEQ).scalar_one()
     try:
         # A name taken by a concurrent insert since the check fails here; the caller's
         # transaction is then rolled back as the error propagates.
-        conn.execute(JOBS.insert(), values)
+        conn.execute(_INSERT_JOB, values)
     except sa.exc.IntegrityError:
         raise errors.DuplicateName(
             f"a training job named '{values['name']}' already exists") from None
 
 
 def name_taken(conn: sa.Connection, project_id: str, name: str) -> bool:
-    q = sa.select(JOBS.c.id).where(JOBS.c.project_id == project_id, JOBS.c.name == name,
-                                   JOBS.c.deleted_at.is_(None))
-    return conn.execute(q).first() is not None
+    return conn.execute(_NAME_TAKEN, {"k_project": project_id, "k_name": name}
+                        ).first() is not None
 
 
 def get_job(conn: sa.Connection, project_id: str, job_id: str) -> rows.Job:
@@ -111,9 +145,7 @@ def any_owned(conn: sa.Connection, job_ids: Collection[str]) -> bool:
     """Whether an object of a job kind owns one of `job_ids`."""
     ids = sorted(job_ids)
     for i in range(0, len(ids), 500):
-        q = sa.select(JOBS.c.id).where(JOBS.c.id.in_(ids[i:i + 500]),
-                                       JOBS.c.owner_kind.is_not(None)).limit(1)
-        if conn.execute(q).first() is not None:
+        if conn.execute(_ANY_OWNED, {"k_ids": ids[i:i + 500]}).first() is not None:
             return True
     return False
 
@@ -176,8 +208,7 @@ def set_failure_message(conn: sa.Connection, job_id: str, now: int, message: str
 
 def note_wait(conn: sa.Connection, job_id: str, *, now: int, reason: str, code: str) -> bool:
     """Say why a job waits, if it still waits (False, and nothing written, otherwise)."""
-    q = _SET_JOB.where(JOBS.c.phase.in_(WAITING))
-    return conn.execute(q, {"wait_reason": reason, "wait_code": code, "updated_at": now,
+    return conn.execute(_NOTE_WAIT, {"wait_reason": reason, "wait_code": code, "updated_at": now,
                             "k_id": job_id}).rowcount == 1
 
 
@@ -232,8 +263,7 @@ def purge_job(conn: sa.Connection, job_id: str) -> None:
 
 
 def deleted_jobs(conn: sa.Connection) -> list[rows.DeletedJob]:
-    q = sa.select(JOBS.c.id, JOBS.c.phase).where(JOBS.c.deleted_at.is_not(None))
-    return rows.DeletedJob.all(conn.execute(q))
+    return rows.DeletedJob.all(conn.execute(_DELETED))
 
 
 def active_with_tasks(conn: sa.Connection) -> list[tuple[rows.Job, list[rows.Task]]]:
@@ -241,19 +271,11 @@ def active_with_tasks(conn: sa.Connection) -> list[tuple[rows.Job, list[rows.Tas
     inputs are still being fetched is not here (it is not queued yet), unless it is being
     stopped: it then ends as any job stopped before it started. A search's own job
     (`staging` set for good) holds none: its controller moves it (kinds/search/)."""
-    stopped_while_staging = sa.and_(JOBS.c.phase == jobs.Phase.TERMINATING.value,
-                                    JOBS.c.staging != search_spec.JOB_STAGING)
-    found = rows.Job.all(conn.execute(
-        sa.select(JOBS).where(JOBS.c.phase.in_(ACTIVE),
-                              sa.or_(JOBS.c.staging.is_(None), stopped_while_staging))
-        .order_by(JOBS.c.seq)))
+    found = rows.Job.all(conn.execute(_ACTIVE_JOBS))
     if not found:
         return []
     by_job: dict[str, list[rows.Task]] = {}
-    q = (sa.select(TASKS).join(JOBS, JOBS.c.id == TASKS.c.job_id)
-         .where(JOBS.c.phase.in_(ACTIVE))
-         .order_by(TASKS.c.job_id, TASKS.c.attempt, TASKS.c.rank))
-    for t in rows.Task.all(conn.execute(q)):
+    for t in rows.Task.all(conn.execute(_ACTIVE_TASKS)):
         by_job.setdefault(t.job_id, []).append(t)
     out = []
     for job in found:
@@ -359,7 +381,7 @@ def escape_like(v: str) -> str:
 
 def add_event(conn: sa.Connection, job_id: str, now: int, message: str, *,
               level: str = "Info", source: str = "Job") -> None:
-    conn.execute(EVENTS.insert(), {"job_id": job_id, "time": now, "level": level,
+    conn.execute(_ADD_EVENTS, {"job_id": job_id, "time": now, "level": level,
                                    "source": source, "message": message})
 
 
@@ -384,7 +406,7 @@ class Events:
 
     def write(self, conn: sa.Connection) -> None:
         if self.rows:
-            conn.execute(EVENTS.insert(), self.rows)
+            conn.execute(_ADD_EVENTS, self.rows)
             self.rows = []
 
 
@@ -413,7 +435,7 @@ def list_events(conn: sa.Connection, job_id: str, *, offset: int, limit: int, or
 
 def open_attempt(conn: sa.Connection, job_id: str, seq: int, now: int,
                  start_type: jobs.StartType) -> None:
-    conn.execute(ATTEMPTS.insert(), {"job_id": job_id, "seq": seq, "start_at": now,
+    conn.execute(_OPEN_ATTEMPT, {"job_id": job_id, "seq": seq, "start_at": now,
                                      "start_type": start_type.value})
 
 
@@ -421,11 +443,11 @@ def close_attempt(conn: sa.Connection, job_id: str, seq: int, *, now: int, end_r
                   related_task: str | None = None,
                   end_recover: jobs.EndRecover | None = None,
                   failure_class: jobs.FailureClass | None = None) -> None:
-    conn.execute(ATTEMPTS.update().where(ATTEMPTS.c.job_id == job_id, ATTEMPTS.c.seq == seq,
-                                         ATTEMPTS.c.end_at.is_(None))
-                 .values(end_at=now, end_reason=end_reason, end_related_task=related_task,
-                         end_recover=end_recover.value if end_recover else None,
-                         failure_class=failure_class.value if failure_class else None))
+    conn.execute(_CLOSE_ATTEMPT, {
+        "end_at": now, "end_reason": end_reason, "end_related_task": related_task,
+        "end_recover": end_recover.value if end_recover else None,
+        "failure_class": failure_class.value if failure_class else None,
+        "k_job": job_id, "k_seq": seq})
 
 
 def withdraw_restart(conn: sa.Connection, job_id: str, seq: int) -> None:
@@ -448,17 +470,13 @@ def records_of(conn: sa.Connection, job_ids: Sequence[str]
     out: dict[str, tuple[list[rows.Attempt], list[rows.Task]]] = {j: ([], []) for j in job_ids}
     if not job_ids:
         return out
-    q = (sa.select(ATTEMPTS).where(ATTEMPTS.c.job_id.in_(list(job_ids)))
-         .order_by(ATTEMPTS.c.job_id, ATTEMPTS.c.seq))
-    for a in rows.Attempt.all(conn.execute(q)):
+    for a in rows.Attempt.all(conn.execute(_ATTEMPTS_OF, {"k_jobs": list(job_ids)})):
         out[a.job_id][0].append(a)
     latest = {j: attempts[-1].seq for j, (attempts, _) in out.items() if attempts}
     if latest:
         # By job id alone, which the key's index finds (a list of (job, attempt) pairs
         # makes SQLite read every task); earlier attempts' tasks are dropped here.
-        q = (sa.select(TASKS).where(TASKS.c.job_id.in_(list(latest)))
-             .order_by(TASKS.c.job_id, TASKS.c.rank))
-        for t in rows.Task.all(conn.execute(q)):
+        for t in rows.Task.all(conn.execute(_TASKS_OF, {"k_jobs": list(latest)})):
             if t.attempt == latest[t.job_id]:
                 out[t.job_id][1].append(t)
     return out
@@ -476,7 +494,7 @@ def latest_attempts(conn: sa.Connection, job_ids: Sequence[str]) -> dict[str, in
 
 
 def insert_tasks(conn: sa.Connection, tasks: Sequence[rows.Task]) -> None:
-    conn.execute(TASKS.insert(), [{f: getattr(t, f) for f in TASK_COLUMNS} for t in tasks])
+    conn.execute(_INSERT_TASKS, [{f: getattr(t, f) for f in TASK_COLUMNS} for t in tasks])
 
 
 def update_task(conn: sa.Connection, task: rows.Task, **values: Any) -> None:
@@ -506,9 +524,7 @@ def delete_tasks(conn: sa.Connection, job_id: str, attempt: int) -> None:
 
 def live_tasks(conn: sa.Connection) -> list[rows.LiveTask]:
     """Tasks that may have a process: launching or running, with their job's phase."""
-    q = (sa.select(TASKS, JOBS.c.phase.label("job_phase"))
-         .join(JOBS, JOBS.c.id == TASKS.c.job_id).where(TASKS.c.state.in_(LIVE)))
-    return rows.LiveTask.all(conn.execute(q))
+    return rows.LiveTask.all(conn.execute(_LIVE_TASKS))
 
 
 TASK_COLUMNS = tuple(c.name for c in TASKS.columns)

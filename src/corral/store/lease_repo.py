@@ -32,7 +32,11 @@ ROW = 1
 
 
 def _now(conn: sa.Connection) -> str:
-    if conn.dialect.name == "postgresql":
+    return _clock(conn.dialect.name)
+
+
+def _clock(dialect: str) -> str:
+    if dialect == "postgresql":
         # clock_timestamp(): the time of the statement, not of the transaction's start
         return "(extract(epoch from clock_timestamp()) * 1000)::bigint"
     return "CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)"
@@ -104,10 +108,18 @@ def guard(conn: sa.Connection, me: str, epoch: int, hold_ms: int) -> bool:
     transaction: `me` still holds `epoch` and it has not expired. On PostgreSQL the
     transaction is also ended if it waits `hold_ms` for this server (in the same statement:
     no round trip more)."""
-    hold = ("set_config('idle_in_transaction_session_timeout', :hold, true)"
-            if conn.dialect.name == "postgresql" else "NULL")
-    row = conn.execute(sa.text(
-        f"SELECT epoch, {hold} FROM leadership WHERE id = :id AND holder = :me "
-        f"AND epoch = :epoch AND expires_at > {_now(conn)}" + _share(conn)),
-        {"me": me, "epoch": epoch, "id": ROW, "hold": str(hold_ms)}).first()
+    row = conn.execute(_GUARD[conn.dialect.name],
+                       {"me": me, "epoch": epoch, "id": ROW, "hold": str(hold_ms)}).first()
     return row is not None
+
+
+def _guard(dialect: str) -> sa.TextClause:
+    hold = ("set_config('idle_in_transaction_session_timeout', :hold, true)"
+            if dialect == "postgresql" else "NULL")
+    share = " FOR SHARE" if dialect == "postgresql" else ""
+    return sa.text(f"SELECT epoch, {hold} FROM leadership WHERE id = :id AND holder = :me "
+                   f"AND epoch = :epoch AND expires_at > {_clock(dialect)}{share}")
+
+
+#: the guard's statement for each database (built once: every scheduler write runs it)
+_GUARD = {dialect: _guard(dialect) for dialect in ("sqlite", "postgresql")}

@@ -136,11 +136,15 @@ def pending_counts(conn: sa.Connection) -> dict[str, int]:
 # --- quotas and usage ---------------------------------------------------------------------
 
 
+_QUOTAS = sa.select(QUOTAS).order_by(QUOTAS.c.project_id, QUOTAS.c.pool_id)
+_PROJECT_QUOTAS = _QUOTAS.where(QUOTAS.c.project_id == sa.bindparam("k_project"))
+_USAGE = sa.select(USAGE)
+
+
 def quotas(conn: sa.Connection, project_id: str | None = None) -> list[rows.Quota]:
-    q = sa.select(QUOTAS).order_by(QUOTAS.c.project_id, QUOTAS.c.pool_id)
-    if project_id is not None:
-        q = q.where(QUOTAS.c.project_id == project_id)
-    return rows.Quota.all(conn.execute(q))
+    if project_id is None:
+        return rows.Quota.all(conn.execute(_QUOTAS))
+    return rows.Quota.all(conn.execute(_PROJECT_QUOTAS, {"k_project": project_id}))
 
 
 def set_quotas(conn: sa.Connection, project_id: str, quotas: Sequence[Mapping[str, Any]],
@@ -153,7 +157,7 @@ def set_quotas(conn: sa.Connection, project_id: str, quotas: Sequence[Mapping[st
 
 
 def usage(conn: sa.Connection) -> list[rows.Usage]:
-    return rows.Usage.all(conn.execute(sa.select(USAGE)))
+    return rows.Usage.all(conn.execute(_USAGE))
 
 
 def save_usage(conn: sa.Connection, usage: Sequence[rows.Usage]) -> None:

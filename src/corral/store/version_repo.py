@@ -34,6 +34,9 @@ _LAST_IDS = (sa.select(sa.func.max(POINTS.c.id)).where(POINTS.c.job_id.in_(_JOBS
              .group_by(POINTS.c.job_id, POINTS.c.name).scalar_subquery())
 _Q_FINALS = (sa.select(POINTS.c.job_id, POINTS.c.name, POINTS.c.value)
              .where(POINTS.c.id.in_(_LAST_IDS)).order_by(POINTS.c.job_id, POINTS.c.name))
+# Every submission runs these.
+_ADD_FAMILY = FAMILIES.insert()
+_ADD_VERSION = VERSIONS.insert()
 
 
 # --- families and versions ----------------------------------------------------------------
@@ -42,9 +45,9 @@ _Q_FINALS = (sa.select(POINTS.c.job_id, POINTS.c.name, POINTS.c.value)
 def start_family(conn: sa.Connection, *, job_id: str, project_id: str, name: str, now: int,
                  output_bases: Mapping[str, str]) -> None:
     """Make `job_id` version 1 of a new family named after it."""
-    conn.execute(FAMILIES.insert(), {"id": job_id, "project_id": project_id, "name": name,
+    conn.execute(_ADD_FAMILY, {"id": job_id, "project_id": project_id, "name": name,
                                      "next_version": 2, "created_at": now})
-    conn.execute(VERSIONS.insert(), {"job_id": job_id, "family_id": job_id, "number": 1,
+    conn.execute(_ADD_VERSION, {"job_id": job_id, "family_id": job_id, "number": 1,
                                      "resume": False,
                                      "output_bases": json.dumps(dict(output_bases)),
                                      "created_at": now})
