@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import pathlib
+import subprocess
 
 import pytest
 
@@ -138,3 +139,25 @@ def test_an_exported_log_is_copied_again_only_when_it_differs(tmp_path: pathlib.
     copy.write_text("min")  # a copy cut short, or changed since
     runs.export_logs(paths, 1, dest)
     assert copy.read_text() == "mine\n" and copy.stat().st_ino != first
+
+
+def test_an_export_removes_what_an_export_killed_midway_left_aside(
+        tmp_path: pathlib.Path) -> None:
+    # An export writes each copy aside (.<name>.tmp-<pid>) and renames it whole; one killed
+    # in between (its server killed) left that part in the user's folder.
+    paths = runs.RunPaths(tmp_path / "runs", "job-1")
+    paths.make_attempt_dirs(1)
+    paths.log_path(1, "worker-0").write_text("mine\n")
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    folder = tmp_path / "exported" / "attempt-1"
+    folder.mkdir(parents=True)
+    (folder / f".worker-0.log.tmp-{gone.pid}").write_text("mi")
+    (folder / f".worker-0.log.tmp-{os.getpid()}").write_text("m")  # its writer still runs
+    (folder / f".other.log.tmp-{gone.pid}").write_text("not one of these logs")
+
+    runs.export_logs(paths, 1, tmp_path / "exported")
+
+    assert sorted(p.name for p in folder.iterdir()) == [
+        f".other.log.tmp-{gone.pid}", f".worker-0.log.tmp-{os.getpid()}", "worker-0.log"]
+    assert (folder / "worker-0.log").read_text() == "mine\n"

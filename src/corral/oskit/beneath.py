@@ -215,6 +215,31 @@ def _writer(unfinished: str) -> int | None:
         else None
 
 
+def drop_abandoned(dir_fd: int, name: str) -> int:
+    """Remove from folder `dir_fd` the parts of file `name` that `replace` was writing in a
+    process that is gone (killed in the middle of it); returns how many. A part whose
+    writer is still there, or another user's process that may be, is left to it."""
+    count = 0
+    for entry in os.listdir(dir_fd):
+        pid = _writer(entry)
+        if pid is None or entry != _unfinished(name, pid) or _alive(pid):
+            continue
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(entry, dir_fd=dir_fd)
+            count += 1
+    return count
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's
+        return True
+    return True
+
+
 def drop_unfinished(path: str | os.PathLike[str]) -> int:
     """Remove, anywhere under folder `path`, the files other processes were writing with
     `replace` (a server killed in the middle of one leaves its part of a file there);

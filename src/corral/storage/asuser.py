@@ -172,12 +172,15 @@ def snapshot(req: dict[str, Any]) -> dict[str, Any]:
 def export(req: dict[str, Any]) -> dict[str, Any]:
     """Write each of `files` ([name, descriptor inherited from the parent]) into folder
     `dest`, made where missing; one whose copy is there already (a file of its size and
-    time, which only a whole copy has: each is written aside, then renamed) is left."""
+    time, which only a whole copy has: each is written aside, then renamed) is left, and
+    the part of one that an export killed midway was writing aside is removed."""
     dest = beneath.open_dir(req["dest"], make=True)
     try:
         for name, fd in req["files"]:
             if "/" in name or name in ("", ".", ".."):
                 raise ValueError(f"not a file name: {name!r}")
+            # A copy an export killed in the middle left aside (the server stopped, say).
+            beneath.drop_abandoned(dest, name)
             st = os.fstat(fd)
             if _copied(dest, name, st):
                 continue
