@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import pathlib
+import uuid
 from collections.abc import Iterator
 
 import pytest
@@ -49,6 +50,14 @@ def test_a_remote_datasets_versions_live_beside_it_and_jobs_read_a_copy(
     assert (tmp_path / "out" / "samples.csv").read_text() == "x,label\n1,a\n2,b\n"
     manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
     assert manifest["content_hash"] == v1["content_hash"]
+
+    # What a server killed while making a version left (its files, no row) goes when the
+    # next version is made.
+    half = f"data/stream.csv.versions/{uuid.uuid4()}/samples.csv"
+    store.put(bucket, half, b"x,label\n")
+    v2 = api.ok(live, "POST", "/datasets/remote/versions", 201)
+    assert {k.split("/")[2] for k in store.keys(bucket, "data/stream.csv.versions/")} == {
+        v1["version_id"], v2["version_id"]}
 
     f.wait_for(lambda: live.http.delete(live.path("/datasets/remote")).status_code == 200,
                what="the dataset deleted once its job is done with")

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import pathlib
+import uuid
 from typing import Any
 
 import pytest
@@ -244,3 +245,24 @@ def test_no_version_is_made_of_an_index_file_that_is_gone(w: h.Harness) -> None:
                                                                "stream").id) == []
     assert not (w.settings.home / "datasets").exists() or not any(
         (w.settings.home / "datasets").rglob("samples.txt"))
+
+
+def test_a_version_a_killed_server_left_half_made_goes_when_the_next_is_made(
+        w: h.Harness) -> None:
+    # A version's files are written before its row: a server killed in between left a
+    # folder no version has.
+    w.dataset("stream", ["a"])
+    v1 = freeze(w)
+    root = pathlib.Path(v1.location).parent
+    half = root / str(uuid.uuid4())
+    half.mkdir()
+    (half / ".samples.txt.tmp-99999").write_text("a\n")
+    (root / "notes").mkdir()  # not a version's: left alone
+    (root / "notes" / "readme.txt").write_text("mine")
+    w.append("stream", ["b"])
+
+    v2 = freeze(w)
+
+    assert not half.exists()
+    assert sorted(p.name for p in root.iterdir()) == sorted([v1.id, v2.id, "notes"])
+    assert (pathlib.Path(v1.location) / "samples.txt").read_text() == "a\n"

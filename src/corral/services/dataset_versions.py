@@ -88,6 +88,7 @@ def create(store: db.Store, stores: objects.Stores | None, home: pathlib.Path, *
         if snap.stamp is None and snap.header is None and not snap.samples:
             raise errors.BadParameter(f"dataset '{found.name}': its index file {found.url} "
                                       "does not exist")
+        _drop_half_made(store, stores, home, found)
         with store.read() as conn:
             number = dataset_repo.next_number(conn, found.id)
         data = indexfiles.render(snap.header, snap.samples)
@@ -104,6 +105,30 @@ def create(store: db.Store, stores: objects.Stores | None, home: pathlib.Path, *
             remove(stores, project_id, [values["location"]])
             raise
     return Made(dataset=found, version=made)
+
+
+def _drop_half_made(store: db.Store, stores: objects.Stores | None, home: pathlib.Path,
+                    dataset: kind_rows.Dataset) -> None:
+    """Remove what a server killed while it made a version of `dataset` left: a folder
+    named as a version's id that no version has (a deleted version keeps its row). Run
+    in the dataset's turn, when no version of it is being made."""
+    root = versions_root(home, dataset)
+    try:
+        names = {rel.split("/", 1)[0]
+                 for rel in open_location(stores, root, dataset.project_id).files()}
+    except FileNotFoundError:
+        return
+    with store.read() as conn:
+        names -= dataset_repo.version_ids(conn, dataset.id)
+    remove(stores, dataset.project_id,
+           [objects.join(root, name) for name in sorted(names) if _is_version_id(name)])
+
+
+def _is_version_id(name: str) -> bool:
+    try:
+        return str(uuid.UUID(name)) == name
+    except ValueError:
+        return False
 
 
 def _row(dataset: kind_rows.Dataset, data: bytes, samples: int, *, number: int,

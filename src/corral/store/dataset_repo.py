@@ -157,6 +157,12 @@ def version_by_id(conn: sa.Connection, version_id: str) -> kind_rows.DatasetVers
     return None if r is None else kind_rows.DatasetVersion.of(r)
 
 
+def version_ids(conn: sa.Connection, dataset_id: str) -> set[str]:
+    """The ids of every version of the dataset, deleted ones too."""
+    q = sa.select(VERSIONS.c.id).where(VERSIONS.c.dataset_id == dataset_id)
+    return set(conn.execute(q).scalars())
+
+
 def versions_of(conn: sa.Connection, dataset_id: str) -> list[kind_rows.DatasetVersion]:
     """The dataset's versions (not those deleted), oldest first."""
     q = (sa.select(VERSIONS).where(VERSIONS.c.dataset_id == dataset_id,
