@@ -42,10 +42,6 @@ def _clock(dialect: str) -> str:
     return "CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)"
 
 
-def _share(conn: sa.Connection) -> str:
-    return " FOR SHARE" if conn.dialect.name == "postgresql" else ""
-
-
 def _update(conn: sa.Connection) -> str:
     return " FOR UPDATE" if conn.dialect.name == "postgresql" else ""
 

@@ -46,11 +46,11 @@ def start_family(conn: sa.Connection, *, job_id: str, project_id: str, name: str
                  output_bases: Mapping[str, str]) -> None:
     """Make `job_id` version 1 of a new family named after it."""
     conn.execute(_ADD_FAMILY, {"id": job_id, "project_id": project_id, "name": name,
-                                     "next_version": 2, "created_at": now})
+                               "next_version": 2, "created_at": now})
     conn.execute(_ADD_VERSION, {"job_id": job_id, "family_id": job_id, "number": 1,
-                                     "resume": False,
-                                     "output_bases": json.dumps(dict(output_bases)),
-                                     "created_at": now})
+                                "resume": False,
+                                "output_bases": json.dumps(dict(output_bases)),
+                                "created_at": now})
 
 
 def ensure_version(conn: sa.Connection, job: rows.Job) -> rows.Version:
