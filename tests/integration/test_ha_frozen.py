@@ -64,10 +64,19 @@ def stopped(pid: int) -> bool:
 def waiting_for_its_server(conn: sa.Connection, backend: int,
                            xact_start: datetime.datetime) -> bool:
     """The backend's transaction, begun at `xact_start`, is still open and waits for its
-    server's next statement (once the one under way, if any, has ended by itself)."""
-    state = sa.text("SELECT state, xact_start FROM pg_stat_activity WHERE pid = :pid")
+    server's next statement (once the one under way, if any, has ended by itself).
+
+    A transaction that stays busy ("active") with its server stopped is one the database
+    will not end: it fails the test, saying what it was doing (a statement sent as a
+    pipeline of rows, before db._no_pipelines, waited there for ever)."""
+    state = sa.text("SELECT state, xact_start, wait_event, query FROM pg_stat_activity "
+                    "WHERE pid = :pid")
+    deadline = time.monotonic() + 2 * LEASE + SLACK_S
     while (row := conn.execute(state, {"pid": backend}).first()) is not None \
-            and row.state == "active":
+            and row.state == "active" and row.xact_start == xact_start:
+        assert time.monotonic() < deadline, (
+            f"the stopped leader's transaction stays busy ({row.wait_event}) in "
+            f"{row.query!r}: the database never ends it")
         time.sleep(0.01)
     return row is not None and (row.state, row.xact_start) == ("idle in transaction",
                                                                xact_start)

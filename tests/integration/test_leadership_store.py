@@ -9,6 +9,8 @@ import pathlib
 import socket
 import threading
 
+import psycopg
+import psycopg.types.string
 import pytest
 import sqlalchemy as sa
 
@@ -214,6 +216,74 @@ def test_a_write_of_a_frozen_server_holds_the_leaders_writes_back_no_longer_than
         leader.join(30)
         store.dispose()
         other.dispose()
+
+
+class Stalled(str):
+    """A value whose sending stalls until `STALLED` is set: the server frozen at that
+    point of a statement."""
+
+
+STALLED = threading.Event()
+
+
+class _StalledDumper(psycopg.types.string.StrDumper):
+    def dump(self, obj: str) -> bytes:
+        STALLED.wait(60)
+        return super().dump(obj)  # type: ignore[return-value]
+
+
+def test_a_leader_frozen_inside_a_statement_run_for_many_rows_is_ended_as_between_statements(
+        pg_url: str) -> None:
+    """PostgreSQL: a fenced write that runs one statement for many rows, its server frozen
+    after the first row, is ended by the database once it has waited `hold_ms` for its
+    server, as one frozen between two statements is, and nothing of it lands. (psycopg sent
+    such rows in one pipeline, which PostgreSQL counts as busy until the last: frozen
+    there, the server kept the lease row share-locked, every takeover waiting, for as long
+    as it stayed frozen.)"""
+    psycopg.adapters.register_dumper(Stalled, _StalledDumper)
+    store = db.Store(pg_url, dead_after=1.0)
+    store.migrate()
+    a = leasing.Leader(store, "a", None, SHORT)
+    sessions: list[int] = []
+    failed: list[BaseException] = []
+
+    @sa.event.listens_for(store.engine, "before_cursor_execute")
+    def seen(conn: sa.Connection, _cursor: object, statement: str, *_: object) -> None:
+        if "SET url" in statement:
+            sessions.append(backend(conn))
+
+    def write() -> None:
+        try:
+            with store.fenced(a.guard(1)).begin() as conn:
+                conn.execute(sa.text("UPDATE leadership SET url = :url"),
+                             [{"url": "first row"}, {"url": Stalled("second row")}])
+        except sa.exc.DBAPIError as exc:
+            failed.append(exc)
+
+    STALLED.clear()
+    frozen = threading.Thread(target=write)
+    try:
+        assert a.step()
+        frozen.start()
+        factories.wait_for(lambda: sessions, 30, "the write to begin")
+        pid = sessions[0]
+        factories.wait_for(lambda: not _session(store, pid), 15,
+                           "the database to end the frozen server's transaction")
+        STALLED.set()  # woken, it finds its transaction gone
+        frozen.join(30)
+        assert failed, "the frozen write landed"
+        lease, _ = leasing.current(store)
+        assert lease.url is None
+    finally:
+        STALLED.set()
+        frozen.join(30)
+        store.dispose()
+
+
+def _session(store: db.Store, pid: int) -> bool:
+    with store.read() as conn:
+        return conn.execute(sa.text("SELECT 1 FROM pg_stat_activity WHERE pid = :pid"),
+                            {"pid": pid}).first() is not None
 
 
 def test_a_servers_connections_give_a_silent_database_up_after_hold_ms(

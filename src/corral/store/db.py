@@ -141,8 +141,29 @@ def make_engine(url: str, *, echo: bool = False, pooled: bool = False,
     args: dict[str, Any] = {"prepare_threshold": None} if pooled else {}
     if dead_after is not None:
         args.update(_keepalives(dead_after))
-    return sa.create_engine(url, echo=echo, pool_size=8, max_overflow=16, pool_pre_ping=True,
-                            connect_args=args)
+    engine = sa.create_engine(url, echo=echo, pool_size=8, max_overflow=16,
+                              pool_pre_ping=True, connect_args=args)
+    _no_pipelines(engine)
+    return engine
+
+
+def _no_pipelines(engine: sa.Engine) -> None:
+    """A statement run for many rows (`conn.execute(stmt, [rows])`) runs as one statement
+    per row, each ended as a single one is.
+
+    psycopg runs such a statement in pipeline mode: it sends each row's execution as it
+    goes and ends the batch (Sync) only after the last. Until then PostgreSQL counts the
+    transaction as busy ("active"), not as waiting for its server, so
+    idle_in_transaction_session_timeout never ends it: a server frozen in the middle of the
+    batch would keep its row locks (the guard's share lock on the lease row, and with it
+    every takeover) for as long as it stayed frozen. Row by row, the transaction waits
+    for its server between rows as between statements, and is ended as it is there."""
+
+    @event.listens_for(engine, "do_executemany")
+    def _row_by_row(cursor: Any, statement: str, rows: Any, _context: Any) -> bool:
+        for row in rows:
+            cursor.execute(statement, row)
+        return True
 
 
 def _keepalives(dead_after: float) -> dict[str, int]:
