@@ -131,14 +131,17 @@ def freeze_the_follower_while_the_leader_schedules(p: ha.Pair) -> None:
             after = p.submit(leader, "after", 0.2)
             # Scheduling goes on while the follower is still frozen: the database
             # ended its transaction (its session is gone) and the row is free.
-            assert leader.wait(after, 60)["status"]["phase"] == "Completed"
+            ended = leader.wait(after, 60)["status"]
+            assert ended["phase"] == "Completed", ended
             assert watch.execute(sa.text("SELECT 1 FROM pg_stat_activity WHERE pid = :p"),
                                  {"p": backend}).first() is None
             assert follower.proc is not None
+            # (counted while it is frozen: woken, it may answer before this test's next
+            # line runs, and the client send its next request)
+            frozen_at = len(client.answers)
             os.kill(follower.proc.pid, signal.SIGCONT)
             # Woken, the follower finds its transaction gone: the request it was
             # answering fails, and its description was never written.
-            frozen_at = len(client.answers)
             factories.wait_for(lambda: len(client.answers) > frozen_at, 60,
                                "the frozen request to be answered")
             client.done.set()
