@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import pathlib
 import threading
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -26,10 +27,11 @@ class Held:
     """runs.<name>, held until `release` (at most 30 s, so that a scheduler that does
     this work on its own thread fails the test instead of hanging it). `entered` counts
     the calls; `calls` names them in the order they were let through, a list that several
-    Held may share."""
+    Held may share; `stops`: a snapshot also ends, with LaunchError, once it is cancelled."""
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch, name: str,
-                 calls: list[str] | None = None, *, released: bool = False) -> None:
+                 calls: list[str] | None = None, *, released: bool = False,
+                 stops: bool = False) -> None:
         self.release = threading.Event()
         if released:
             self.release.set()
@@ -42,7 +44,14 @@ class Held:
         def held(*args: Any) -> None:
             self.entered += 1
             self.started.set()
-            self.release.wait(30)
+            # `stops`: a copy stopped meanwhile ends, as a real one does (runs.snapshot
+            # asks `cancelled` every CANCEL_POLL_S); else it ends when released
+            cancelled = args[2] if stops and name == "snapshot" else None
+            deadline = time.monotonic() + 30
+            while not self.release.wait(runs.CANCEL_POLL_S) and time.monotonic() < deadline:
+                if cancelled is not None and cancelled():
+                    self.finished.set()
+                    raise errors.LaunchError("copying code_dir was cancelled")
             self.calls.append(name)
             try:
                 real(*args)
@@ -155,11 +164,12 @@ def test_a_job_deleted_while_its_code_is_copied_leaves_no_directory_behind(
 
 
 def test_a_server_stopped_while_code_is_copied_prepares_it_again_and_runs_it_once(
-        world: World, held: Held) -> None:
+        world: World, monkeypatch: pytest.MonkeyPatch) -> None:
+    held = Held(monkeypatch, "snapshot", stops=True)
     big = code_job(world)
     world.tick()
     assert held.started.wait(10)
-    world.rec.close()  # the server stops; its copy is abandoned
+    world.rec.close()  # the server stops; its copy stops
     world.restart()
     woken = threading.Event()
     world.rec.launches.wake = woken.set
@@ -173,6 +183,20 @@ def test_a_server_stopped_while_code_is_copied_prepares_it_again_and_runs_it_onc
     world.tick()
     assert world.phase(big)[0] == "Completed"
     assert held.entered == 2
+
+
+def test_a_scheduler_that_stops_returns_once_its_copies_have_ended(
+        world: World, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A term that ends (the server stops, or loses its lease and gains it again) stops
+    its copies and waits for them: the next term may copy the same attempt at once, and a
+    copy still running beside it, in the same folder under the same temporary name,
+    removed the new copy's files (the job then failed to start)."""
+    held = Held(monkeypatch, "snapshot", stops=True)
+    code_job(world)
+    world.tick()
+    assert held.started.wait(10)
+    world.rec.close()
+    assert held.finished.is_set(), "the stopped copy still runs"
 
 
 def test_an_executor_that_ships_code_gets_it_ahead_of_the_launch_off_the_schedulers_thread(

@@ -19,6 +19,7 @@ import logging
 import os
 import pathlib
 import threading
+import time
 from collections.abc import Callable, Mapping, Sequence
 
 import sqlalchemy as sa
@@ -37,6 +38,8 @@ from corral.store import db, job_repo, rows
 log = logging.getLogger(__name__)
 #: threads copying attempts' code at once
 COPIERS = 2
+#: how long a scheduler that stops waits for its stopped copies of code to end
+COPY_STOP_S = 10.0
 #: a task, its handle once launched, or None and why it failed to start
 Outcome = tuple[rows.Task, base.Handle | None, str]
 
@@ -260,9 +263,18 @@ class Launches:
 
     def close(self) -> None:
         """Stop the copies under way: their launches were never sent, and the next start
-        copies those attempts again."""
-        for copy in self._copies.values():
+        copies those attempts again. Returns once their threads have ended (a stopped copy
+        ends within a tenth of a second; at most COPY_STOP_S): this server's next term may
+        copy the same attempt at once, and two copies of one attempt, in one folder under
+        one temporary name, undo each other's work (the new one failed the job)."""
+        copies = list(self._copies.values())
+        for copy in copies:
             copy.cancelled = True
+        deadline = time.monotonic() + COPY_STOP_S
+        for copy in copies:
+            if not copy.done.wait(max(0.0, deadline - time.monotonic())):
+                log.warning("the copy of %s's code for attempt %d did not stop within %.0f s",
+                            copy.job.id, copy.attempt, COPY_STOP_S)
 
 
 def _message(exc: Exception) -> str:

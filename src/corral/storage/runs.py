@@ -120,8 +120,9 @@ def snapshot(src: pathlib.Path, dest: pathlib.Path,
     The copy is made beside `dest` and renamed into place, so an existing `dest` is always
     complete (a relaunch after a crash reuses it) and a half-made one is never used; one
     left by a server that died while copying is removed first (an attempt is prepared by
-    one server at a time). `cancelled` is asked while the copy runs: once it says yes, the
-    copy stops, is removed, and LaunchError is raised.
+    one server, and one term of its scheduler, at a time: launches.Launches.close).
+    `cancelled` is asked while the copy runs: once it says yes, the copy stops, is
+    removed, and LaunchError is raised.
     """
     if is_real_dir(dest):
         return

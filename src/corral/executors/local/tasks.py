@@ -85,7 +85,9 @@ class _Launcher:
                 self.proc.stdin.write(json.dumps(req).encode() + b"\n")
                 self.proc.stdin.flush()
                 answer: dict[str, Any] = json.loads(self._answer(time.monotonic() + timeout))
-            except OSError:
+            except OSError as exc:
+                log.warning("the task launcher (pid %s) failed a launch request: %s (it %s)",
+                            self.proc.pid, exc, _exit_of(self.proc))
                 self._give_up()
                 raise
             return answer
@@ -120,6 +122,14 @@ class _Launcher:
         if self._answers >= 0:
             os.close(self._answers)
             self._answers = -1
+
+
+def _exit_of(proc: subprocess.Popen[bytes]) -> str:
+    """How a launcher process stands, for a log line."""
+    code = proc.poll()
+    if code is None:
+        return "still runs"
+    return f"was killed by signal {-code}" if code < 0 else f"exited with code {code}"
 
 
 class LocalExecutor:
