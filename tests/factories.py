@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pathlib
+import socket
 import time
 import uuid
 from collections.abc import Callable
@@ -85,6 +86,33 @@ def wait_for(cond: Callable[[], Any], timeout: float = 30.0, what: str = "") -> 
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout}s waiting for {what or cond}")
         time.sleep(0.02)
+
+
+#: the ports free_port has handed out in this process
+_handed_out: set[int] = set()
+
+
+def free_port() -> int:
+    """A loopback TCP port that is free now and that this process was never handed before.
+
+    (The kernel may well give the same free port to two binds in a row: two servers
+    started on it would both answer at one URL, the second having failed to listen.)"""
+    while True:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = int(s.getsockname()[1])
+        if port not in _handed_out:
+            _handed_out.add(port)
+            return port
+
+
+def listens(pid: int, port: int) -> bool:
+    """Process `pid` itself listens on `port`: what answers there is that process, not
+    another one that took the port first."""
+    proc = psutil.Process(pid)
+    conns = proc.net_connections("tcp") if hasattr(proc, "net_connections") \
+        else proc.connections("tcp")
+    return any(c.status == psutil.CONN_LISTEN and c.laddr.port == port for c in conns)
 
 
 def alive(pid: int) -> bool:

@@ -14,7 +14,6 @@ import http.server
 import json
 import pathlib
 import re
-import socket
 import threading
 import time
 import uuid
@@ -27,7 +26,7 @@ import pytest
 from huaweicloudsdkcore.exceptions import exceptions as sdk_errors
 from huaweicloudsdkmodelarts.v1 import model as ma
 
-from tests import conftest
+from tests import conftest, factories
 from tests.api import test_sdk
 
 pytestmark = pytest.mark.slow
@@ -64,14 +63,24 @@ def show(live: conftest.Live, nb_id: str) -> dict[str, Any]:
     return dict(r.json())
 
 
+#: the statuses of a notebook whose session failed: it does not come up by itself
+FAILED = {"CREATE_FAILED", "START_FAILED", "ERROR"}
+
+
 def wait(live: conftest.Live, nb_id: str, status: str, timeout: float = 60) -> dict[str, Any]:
     found: dict[str, Any] = {}
 
     def reached() -> bool:
         found.update(show(live, nb_id))
+        if found["status"] in FAILED and status not in FAILED:
+            raise AssertionError(f"notebook {nb_id} is {found['status']}, not {status}")
         return found["status"] == status
 
-    test_sdk.poll(reached, timeout, f"notebook {nb_id} is {status} (it is {found})")
+    try:
+        test_sdk.poll(reached, timeout, f"notebook {nb_id} is {status}")
+    except AssertionError as e:  # (what it was at the end, not at the start)
+        events = live.http.get(path(live, f"/{nb_id}/events")).json().get("events")
+        raise AssertionError(f"{e}: it is {found}; its events: {events}") from None
     return found
 
 
@@ -329,7 +338,7 @@ def test_planted_server_files_neither_redirect_a_notebook_nor_keep_it_from_start
         live: conftest.Live) -> None:
     """A job's server files name a port: one nothing listens on (the notebook must still
     start), one where the job listens (nothing of the notebook's may reach it)."""
-    dead = _free_port()
+    dead = factories.free_port()
     nb = create(live, "planted-dead")
     with planting(live, nb["id"], dead):
         wait(live, nb["id"], "RUNNING")
@@ -381,12 +390,6 @@ def test_jupyterlab_s_pages_carry_no_credential_of_its_own(live: conftest.Live) 
     assert on_api.status_code == 307
     assert on_api.headers["location"] == proxied(live, nb["id"], "api/status")
     remove(live, nb["id"])
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def test_a_notebook_asks_for_what_exists(live: conftest.Live) -> None:

@@ -13,7 +13,6 @@ import contextlib
 import os
 import pathlib
 import signal
-import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -52,10 +51,7 @@ sys.exit(int(os.environ["CODE"]) if os.environ["CORRAL_ATTEMPT"] == "1" else 0)
 """
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+free_port = factories.free_port
 
 
 class ServerProcess:
@@ -108,6 +104,8 @@ class ServerProcess:
         assert self.proc is not None
         if self.proc.poll() is not None:
             raise AssertionError(f"server exited: {self.log.read_text()[-3000:]}")
+        if not factories.listens(self.proc.pid, self.port):
+            return False  # (not yet; or another process holds the port: it exits soon)
         try:
             return self.http.get("/healthz").status_code == 200
         except httpx.TransportError:

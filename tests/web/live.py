@@ -10,7 +10,6 @@ import os
 import pathlib
 import shlex
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -90,10 +89,7 @@ class Server:
         return runs.RunPaths(self.home / "runs", job_id).log_path(attempt, task)
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+free_port = factories.free_port
 
 
 def start(home: pathlib.Path, db_url: str | None = None, **settings: Any) -> Server:
@@ -134,8 +130,10 @@ def _wait_healthy(proc: subprocess.Popen[bytes], url: str, log: pathlib.Path) ->
         if proc.poll() is not None:
             raise AssertionError(f"the server exited with {proc.returncode}:\n"
                                  + log.read_text(errors="replace")[-4000:])
+        # (the server itself listening on its port: not another that took the port first)
         with contextlib.suppress(httpx.HTTPError):
-            if httpx.get(url + "/healthz", timeout=2).status_code == 200:
+            if factories.listens(proc.pid, int(url.rsplit(":", 1)[1])) and \
+                    httpx.get(url + "/healthz", timeout=2).status_code == 200:
                 return
         time.sleep(0.1)
     raise AssertionError("the server did not answer /healthz within 60 s")
