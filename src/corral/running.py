@@ -134,8 +134,10 @@ class Platform:
             t.start()
 
     def _end_term(self) -> None:
-        """This server no longer schedules (it lost its lease, or it stops)."""
-        self.fence.epoch = None
+        """This server no longer schedules (it lost its lease, or it stops). Its guards
+        refuse the term's writes from now on, even from a thread that outlives the wait
+        below and even if the lease is renewed in the same epoch."""
+        self.fence.epoch = self.rec_fence.epoch = None
         self.term_stop.set()
         self.wake_event.set()
         self.kinds.wake()

@@ -271,12 +271,13 @@ def test_a_term_whose_scheduler_stopped_at_a_refused_write_begins_again_in_the_s
         tmp_path: pathlib.Path, pg_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """A pass's write refused by the guard (the server's own term ran out while a renewal
     waited for a row) stops the term's threads; the next renewal, in the same epoch, begins
-    the term again (before, the server went on renewing with no scheduler)."""
+    the term again (before, the server went on renewing with no scheduler). The old term's
+    scheduler, were it still running, writes nothing in the new one."""
     platform = server.build(make_settings(tmp_path / "home", database_url=pg_url,
                                           server_name="here"))
     platform.start()
     try:
-        first = platform.reconciler
+        first, first_fence = platform.reconciler, platform.rec_fence
 
         def refused() -> bool:
             raise leadership.LostLease("epoch 1 is over: this server no longer leads")
@@ -290,6 +291,11 @@ def test_a_term_whose_scheduler_stopped_at_a_refused_write_begins_again_in_the_s
         assert platform.fence.epoch == 1
         assert platform.term_threads and all(t.is_alive() for t in platform.term_threads)
         assert platform.reconciler is not first
+        # (a thread that outlived its term's end, in a lease renewed in the same epoch)
+        with pytest.raises(leadership.LostLease), platform.store.begin() as conn:
+            first_fence(conn)
+        with platform.store.begin() as conn:
+            platform.rec_fence(conn)  # the new term's own writes pass
     finally:
         platform.stop()
 
@@ -300,7 +306,7 @@ def test_a_server_that_lost_its_lease_stops_scheduling_and_leads_again_afresh(
                                           server_name="here"))
     platform.start()
     try:
-        first = platform.reconciler
+        first, first_fence = platform.reconciler, platform.rec_fence
         assert platform.fence.epoch == 1 and platform.term_threads
         other = leasing.Leader(platform.store, "there", None, leasing.Times())
         with platform.store.begin() as conn:  # as if this server had been paused
@@ -314,5 +320,10 @@ def test_a_server_that_lost_its_lease_stops_scheduling_and_leads_again_afresh(
         platform._lead_once()  # a new term, begun as a restart would: a new reconciler
         assert platform.fence.epoch == 3 and platform.term_threads
         assert platform.reconciler is not first
+        # (a thread that outlived its term's end, in a lease renewed in the same epoch)
+        with pytest.raises(leadership.LostLease), platform.store.begin() as conn:
+            first_fence(conn)
+        with platform.store.begin() as conn:
+            platform.rec_fence(conn)  # the new term's own writes pass
     finally:
         platform.stop()

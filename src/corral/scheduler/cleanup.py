@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 import sqlalchemy as sa
 
 from corral import settings as settings_mod
-from corral.domain import errors, jobs
+from corral.domain import errors, jobs, leadership
 from corral.scheduler import passes, workers
 from corral.services import finishing, jobpaths
 from corral.storage import objects, reserve, runs
@@ -90,7 +90,8 @@ class Files:
                 with self.store.begin() as conn:
                     job_repo.add_event(conn, job_id, self.now(), f"Log export failed: {exc}",
                                        level="Warning")
-            except sa.exc.SQLAlchemyError:  # purged meanwhile, or the database is away
+            except (sa.exc.SQLAlchemyError, leadership.LostLease):
+                # (purged meanwhile, the database away, or this server's term over)
                 log.warning("exporting the logs of %s attempt %s failed: %s", job_id,
                             attempt, exc)
 
