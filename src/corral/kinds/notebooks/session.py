@@ -110,8 +110,10 @@ def _own(path: pathlib.Path, owner: tuple[int, int] | None, mode: int) -> None:
         os.close(fd)
 
 
-#: the ports a session on a Ray node may listen on, one chosen at random for each session
-TCP_PORTS = (20000, 59999)
+#: the ports a session on a Ray node may listen on, one chosen at random for each session:
+#: below Linux's default ip_local_port_range (32768-60999), from which the node's outgoing
+#: connections (Ray's own, a job's) take their ports, and above Ray's workers' (10002-19999)
+TCP_PORTS = (20000, 32767)
 #: the file in a Ray session's runtime folder that holds its JupyterLab's token
 TOKEN_FILE = "corral-jupyter-token"
 
