@@ -98,6 +98,38 @@ def test_a_snapshot_copies_links_as_links_and_drops_set_id_bits(
     assert manifest is not None and str(manifest["code_hash"]).startswith("sha256:")
 
 
+def test_a_snapshot_in_place_has_its_manifest_whenever_its_maker_is_killed(
+        tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The copy's manifest is written before the copy takes its name: a server killed
+    right after the rename (a relaunch then reuses the snapshot) left one without its
+    code hash and commit."""
+    from corral.storage import asuser
+
+    src = code(tmp_path)
+    paths = runs.RunPaths(tmp_path / "runs", "job-1")
+    paths.make_attempt_dirs(1)
+    att = paths.attempt_dir(1)
+    seen: dict[str, dict[str, str | None] | None] = {}
+    rename = os.rename
+
+    def killed_after(a: str, b: str, **kw: int) -> None:
+        rename(a, b, **kw)
+        if b == paths.code_dir(1).name:  # (what the process had written when it died)
+            seen["manifest"] = runs.read_code_manifest(att)
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(asuser.os, "rename", killed_after)
+    with pytest.raises(KeyboardInterrupt):
+        asuser.snapshot({"src": str(src), "attempt_dir": str(att), "tmp": ".code.tmp-1",
+                         "name": paths.code_dir(1).name, "ignore": runs.SNAPSHOT_IGNORE,
+                         "manifest": runs.CODE_MANIFEST})
+    monkeypatch.undo()
+    found = seen["manifest"]
+    assert found is not None and str(found["code_hash"]).startswith("sha256:")
+    runs.snapshot(src, paths.code_dir(1))  # the relaunch reuses it, manifest and all
+    assert runs.read_code_manifest(att) == found
+
+
 def test_a_snapshot_refuses_a_code_dir_with_a_link_on_its_way(tmp_path: pathlib.Path) -> None:
     src = code(tmp_path)
     (tmp_path / "via").symlink_to(tmp_path)

@@ -147,8 +147,10 @@ def git_commit(src: str) -> str | None:
 
 
 def snapshot(req: dict[str, Any]) -> dict[str, Any]:
-    """Copy folder `src` to `<attempt_dir>/<tmp>`, rename it `<name>`; answer its
-    `code_hash` and the `git_commit` of `src`."""
+    """Copy folder `src` to `<attempt_dir>/<tmp>`, write its `code_hash` and the
+    `git_commit` of `src` into `<attempt_dir>/<manifest>`, then rename the copy `<name>`;
+    answer the manifest. (In that order: a snapshot in place always has its manifest,
+    whenever this process is killed.)"""
     src = beneath.open_dir(req["src"])
     try:
         att = beneath.open_dir(req["attempt_dir"])
@@ -158,15 +160,17 @@ def snapshot(req: dict[str, Any]) -> dict[str, Any]:
             try:
                 copy_tree(src, out, req.get("ignore", ()))
                 os.fchmod(out, os.fstat(src).st_mode & 0o777)
-                os.rename(req["tmp"], req["name"], src_dir_fd=att, dst_dir_fd=att)
-                code_hash = tree_hash(out)  # the descriptor follows the folder's new name
+                manifest = {"code_hash": tree_hash(out), "git_commit": git_commit(req["src"])}
             finally:
                 os.close(out)
+            data = json.dumps(manifest).encode()
+            beneath.replace(att, req["manifest"], lambda fd: beneath.write_all(fd, data))
+            os.rename(req["tmp"], req["name"], src_dir_fd=att, dst_dir_fd=att)
         finally:
             os.close(att)
     finally:
         os.close(src)
-    return {"code_hash": code_hash, "git_commit": git_commit(req["src"])}
+    return manifest
 
 
 def export(req: dict[str, Any]) -> dict[str, Any]:

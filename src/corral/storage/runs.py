@@ -118,7 +118,9 @@ def snapshot(src: pathlib.Path, dest: pathlib.Path,
     `src`, which running git as root in a folder a user controls would not be safe.
 
     The copy is made beside `dest` and renamed into place, so an existing `dest` is always
-    complete (a relaunch after a crash reuses it) and a half-made one is never used; one
+    complete (a relaunch after a crash reuses it) and a half-made one is never used; its
+    manifest (`CODE_MANIFEST`) is written beside it before, so a snapshot in place always
+    has one; a copy
     left by a server that died while copying is removed first (an attempt is prepared by
     one server, and one term of its scheduler, at a time: launches.Launches.close).
     `cancelled` is asked while the copy runs: once it says yes, the copy stops, is
@@ -134,16 +136,15 @@ def snapshot(src: pathlib.Path, dest: pathlib.Path,
         shutil.rmtree(stale, ignore_errors=True)  # (never follows a link)
     tmp = f".{dest.name}.tmp-{os.getpid()}"
     request = {"src": str(src), "attempt_dir": str(dest.parent), "tmp": tmp,
-               "name": dest.name, "ignore": SNAPSHOT_IGNORE}
+               "name": dest.name, "ignore": SNAPSHOT_IGNORE, "manifest": CODE_MANIFEST}
     try:
-        manifest = _as_user("snapshot", request, owner, cancelled=cancelled)
+        _as_user("snapshot", request, owner, cancelled=cancelled)
     except _Cancelled:
         shutil.rmtree(dest.parent / tmp, ignore_errors=True)
         raise errors.LaunchError(f"copying code_dir '{src}' was cancelled") from None
     except OSError as exc:
         shutil.rmtree(dest.parent / tmp, ignore_errors=True)
         raise errors.LaunchError(f"cannot snapshot code_dir '{src}': {exc}") from None
-    _write_manifest(dest.parent, manifest)
 
 
 class _Cancelled(Exception):
@@ -203,16 +204,6 @@ def _as_user(op: str, request: dict[str, Any], owner: tuple[int, int] | None, *,
 CODE_MANIFEST = "code.json"
 #: a manifest is a few hundred bytes; more is not one corral wrote
 MANIFEST_MAX = 64 * 1024
-
-
-def _write_manifest(attempt_dir: pathlib.Path, manifest: dict[str, Any]) -> None:
-    data = json.dumps({"code_hash": manifest.get("code_hash"),
-                       "git_commit": manifest.get("git_commit")}).encode()
-    fd = beneath.open_dir(attempt_dir)
-    try:
-        beneath.replace(fd, CODE_MANIFEST, lambda out: beneath.write_all(out, data))
-    finally:
-        os.close(fd)
 
 
 def read_code_manifest(attempt_dir: pathlib.Path) -> dict[str, str | None] | None:
