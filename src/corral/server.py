@@ -42,6 +42,9 @@ from corral.store import db, identity_repo
 from corral.web import console
 
 log = logging.getLogger(__name__)
+#: in CORRAL_HOME: what goes wrong inside the task launcher and its keepers (tracebacks),
+#: which outlive the server and so do not write to its output
+LAUNCHER_LOG = "launcher.log"
 
 
 class AlreadyRunning(errors.CorralError):
@@ -199,7 +202,8 @@ def _executor(settings: settings_mod.Settings, key: str) -> base.Executor:
         node = machine.detect_node(cpus=settings.cpus, memory_gb=settings.memory_gb)
         return tasks.LocalExecutor(
             dataclasses.replace(node, accelerators=catalog_mod.local_accelerators(settings)),
-            cgroups_mode=settings.task_cgroups, log_max_mb=settings.task_log_max_mb)
+            cgroups_mode=settings.task_cgroups, log_max_mb=settings.task_log_max_mb,
+            errors_to=settings.home / LAUNCHER_LOG)
     if importlib.util.find_spec("ray") is None:
         raise errors.CorralError(f"a pool runs on the Ray cluster at {address} but Ray is "
                                  "not installed; install corral[ray]")

@@ -620,3 +620,28 @@ def test_a_launch_its_launcher_does_not_answer_in_time_never_runs(
     factories.wait_for(lambda: starter.proc.poll() is not None, what="the launcher to exit")
     assert not (rig.root / "ready-late").exists()
     assert rig.executor().recover(spec).state is base.State.NOT_STARTED
+
+
+# --- what goes wrong inside the launcher ---------------------------------------------------
+
+
+def test_a_keeper_that_fails_leaves_its_traceback_in_the_launchers_error_log(
+        rig: local_rig.Rig, tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The launcher and its keepers outlive the server, so they do not write to its
+    output: what goes wrong in them is appended to a file of the server's (before, it went
+    nowhere, and a keeper's bug left no trace but a failed launch)."""
+    found = tmp_path / "launcher.log"
+    ex = rig.executor(errors_to=found)
+    assert local_rig.wait_status(ex, rig.launch(ex, rig.spec("pass"))).exit_code == 0
+    assert found.read_text() == ""  # nothing for a launch that goes well
+    assert found.stat().st_mode & 0o777 == 0o600
+    # A keeper given what it cannot read (as a bug of its own would make it fail).
+    monkeypatch.setattr(ex, "_cgroup", lambda spec: {"version": "two", "dirs": []})
+    with pytest.raises(errors.LaunchError):
+        ex.launch(rig.spec("pass"))
+    monkeypatch.undo()
+    text = factories.wait_for(lambda: "Traceback" in (t := found.read_text()) and t, 10,
+                              "the keeper's traceback")
+    assert "ValueError" in text and "'two'" in text
+    # The launcher itself goes on.
+    assert local_rig.wait_status(ex, rig.launch(ex, rig.spec("pass"))).exit_code == 0

@@ -42,7 +42,9 @@ import os
 import select
 import signal
 import subprocess
+import sys
 import time
+import traceback
 from typing import Any, NoReturn
 
 if __package__:  # corral's module, as the server imports it
@@ -111,6 +113,10 @@ def run(req: dict[str, Any], answer_fd: int, launcher: int) -> NoReturn:
         prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
         if os.getppid() == launcher:
             Keeper(req, answer_fd).keep()
+    except BaseException:  # (a bug: the traceback goes to the launcher's error log)
+        with contextlib.suppress(BaseException):
+            traceback.print_exc()
+            sys.stderr.flush()
     finally:
         os._exit(0)
 

@@ -18,6 +18,7 @@ import contextlib
 import json
 import logging
 import os
+import pathlib
 import select
 import signal
 import subprocess
@@ -44,20 +45,34 @@ LOG_MAX_MB = 100
 KEEPER_START_S = 10.0
 
 
+def _error_log(path: pathlib.Path | None) -> int:
+    """Where a launcher (and its keepers) write what goes wrong in them, a traceback: the
+    file `path`, appended to (mode 0600; a link there is not followed), else nowhere."""
+    if path is None:
+        return subprocess.DEVNULL
+    try:
+        return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW
+                       | os.O_CLOEXEC, 0o600)
+    except OSError as exc:
+        log.warning("the task launcher's errors go nowhere: cannot open %s: %s", path, exc)
+        return subprocess.DEVNULL
+
+
 class _Launcher:
     """The server's end of one launcher process: one request at a time, each answered
     before the next is sent."""
 
-    def __init__(self) -> None:
+    def __init__(self, errors_to: pathlib.Path | None = None) -> None:
         exit_r, exit_w = os.pipe()
         out_r, out_w = os.pipe()
+        err = _error_log(errors_to)
         try:
             self.proc = subprocess.Popen(
                 [sys.executable, "-I", "-S", launcher.__file__, str(exit_w)],
                 stdin=subprocess.PIPE, stdout=out_w, pass_fds=(exit_w,),
                 # Not the server's stderr: a launcher outliving its server must not keep
                 # open a pipe someone reads the server's output from until it ends.
-                stderr=subprocess.DEVNULL, start_new_session=True, close_fds=True)
+                stderr=err, start_new_session=True, close_fds=True)
         except BaseException:
             os.close(exit_r)
             os.close(out_r)
@@ -65,6 +80,8 @@ class _Launcher:
         finally:
             os.close(exit_w)
             os.close(out_w)
+            if err != subprocess.DEVNULL:
+                os.close(err)
         self.exits, self._answers = exit_r, out_r
         os.set_blocking(exit_r, False)
         self._poll = select.poll()
@@ -141,8 +158,10 @@ class LocalExecutor:
     """
 
     def __init__(self, node: resources.Node, *, cgroups_mode: str = "auto",
-                 log_max_mb: int = LOG_MAX_MB) -> None:
+                 log_max_mb: int = LOG_MAX_MB, errors_to: pathlib.Path | None = None) -> None:
         self._node = node
+        #: the file the launchers' own errors are appended to (None: nowhere)
+        self._errors_to = errors_to
         self._layout, why = cgroups.detect(cgroups_mode)
         if self._layout is None and cgroups_mode in ("v1", "v2"):
             raise errors.CorralError(f"task_cgroups = {cgroups_mode}, but {why}")
@@ -214,7 +233,7 @@ class LocalExecutor:
     def _running_launcher(self) -> _Launcher:
         with self._lock:
             if self._launcher is None or not self._launcher.alive:
-                starter = self._launcher = _Launcher()
+                starter = self._launcher = _Launcher(self._errors_to)
                 self._watcher.read(starter.exits,
                                    lambda lines: self._on_exits(starter, lines))
             return self._launcher
