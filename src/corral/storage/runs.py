@@ -119,10 +119,10 @@ def snapshot(src: pathlib.Path, dest: pathlib.Path,
 
     The copy is made beside `dest` and renamed into place, so an existing `dest` is always
     complete (a relaunch after a crash reuses it) and a half-made one is never used; its
-    manifest (`CODE_MANIFEST`) is written beside it before, so a snapshot in place always
-    has one; a copy
-    left by a server that died while copying is removed first (an attempt is prepared by
-    one server, and one term of its scheduler, at a time: launches.Launches.close).
+    manifest (`CODE_MANIFEST`) is written beside it first, so a snapshot in place always
+    has one. A copy left by a server that died while copying is removed first (an attempt
+    is prepared by one server, and one term of its scheduler, at a time:
+    launches.Launches.close).
     `cancelled` is asked while the copy runs: once it says yes, the copy stops, is
     removed, and LaunchError is raised.
     """
