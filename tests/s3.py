@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import socket
 import uuid
 from typing import Any
 
 from corral import settings as settings_mod
+from tests import factories
 
 KEY, SECRET = "corral-test-key", "corral-test-secret"
 
@@ -52,9 +52,7 @@ def start() -> S3:
     from moto.server import ThreadedMotoServer
 
     logging.getLogger("werkzeug").setLevel(logging.ERROR)
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = factories.free_port()
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
     server.start()
     endpoint = f"http://127.0.0.1:{port}"

@@ -122,9 +122,7 @@ class Head:
 
 @pytest.fixture
 def port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    return factories.free_port()
 
 
 def test_the_server_outlives_its_cluster_and_carries_on_when_it_is_back(

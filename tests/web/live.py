@@ -111,7 +111,7 @@ def start(home: pathlib.Path, db_url: str | None = None, **settings: Any) -> Ser
                                 stdin=subprocess.DEVNULL, start_new_session=True)
     url = f"http://127.0.0.1:{port}"
     try:
-        _wait_healthy(proc, url, log)
+        _wait_healthy(proc, port, log)
     except BaseException:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)
@@ -124,7 +124,8 @@ def start(home: pathlib.Path, db_url: str | None = None, **settings: Any) -> Ser
                   log=log)
 
 
-def _wait_healthy(proc: subprocess.Popen[bytes], url: str, log: pathlib.Path) -> None:
+def _wait_healthy(proc: subprocess.Popen[bytes], port: int, log: pathlib.Path) -> None:
+    url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         if proc.poll() is not None:
@@ -132,7 +133,7 @@ def _wait_healthy(proc: subprocess.Popen[bytes], url: str, log: pathlib.Path) ->
                                  + log.read_text(errors="replace")[-4000:])
         # (the server itself listening on its port: not another that took the port first)
         with contextlib.suppress(httpx.HTTPError):
-            if factories.listens(proc.pid, int(url.rsplit(":", 1)[1])) and \
+            if factories.listens(proc.pid, port) and \
                     httpx.get(url + "/healthz", timeout=2).status_code == 200:
                 return
         time.sleep(0.1)
