@@ -51,6 +51,9 @@ QUICK_FREEZE_S = (1.0, 3.0)
 #: how long the jobs run, each drawn from these (seconds)
 DURATIONS = (0.2, 1.0, 3.0, 6.0)
 GIVE_UP_S = 300.0
+#: how long the file is given, once every job has ended, to show a run that came too late
+#: (a job started again after it had completed)
+SETTLE_S = 3.0
 
 
 class Servers:
@@ -234,6 +237,7 @@ def run(servers: Servers, work: pathlib.Path, jobs: int, faults: int, rng: rando
         time.sleep(rng.uniform(0.2, 1.5))
     else:
         return log, [f"not every job ended within {GIVE_UP_S:.0f} s"]
+    time.sleep(SETTLE_S)
     lines = count.read_text().split()
     phases = [client.call("GET", f"/training-jobs/{j}").json()["status"]["phase"] for j in ids]
     return log, tally(lines, ids, phases)
