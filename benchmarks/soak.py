@@ -277,6 +277,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         p.error("--servers takes 1 or more")
     if a.quick:
         a.jobs, a.faults = 4, 3
+    # Stopped with SIGTERM (or Ctrl-C), it still stops its servers and what they started.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
     seed = a.seed if a.seed is not None else random.randrange(1 << 30)
     rng = random.Random(seed)
     postgres = a.postgres or a.servers > 1
