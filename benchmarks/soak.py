@@ -9,6 +9,7 @@ run: does every job still run exactly once and complete?
     python benchmarks/soak.py --kind pipelines       # pipelines of four runs instead of jobs
     python benchmarks/soak.py --kind searches        # searches of four trials instead
     python benchmarks/soak.py --kind loops           # incremental-learning loops instead
+    python benchmarks/soak.py --ray 127.0.0.1:6379    # the jobs on that Ray cluster
 
 Each job appends a line to a file outside corral when it starts and another when it ends;
 that file, not corral, says how often each ran. With `--kind pipelines` each of the
@@ -204,11 +205,17 @@ def injected(log: Sequence[str]) -> int:
     return sum(1 for line in log if line.startswith(("kill", "freeze")))
 
 
+def where(count: pathlib.Path) -> str:
+    """A command that writes where it runs into the count file: `where-local` on this
+    machine, `where-<Ray node id>` on a Ray node (its job's CORRAL_RAY_NODE_ID)."""
+    return f'echo "where-${{CORRAL_RAY_NODE_ID:-local}}" >> {count}'
+
+
 def job_command(count: pathlib.Path, n: int | str, seconds: float) -> str:
     """A job's command: `start-N` into the count file, a sleep, `end-N`; the job's
     arguments, if it has any (a pipeline item's `--i=0`), end the name (`start-N--i=0`)
     and go to `true`, last."""
-    return (f'echo "start-{n}$1" >> {count}; sleep {seconds}; '
+    return (f'echo "start-{n}$1" >> {count}; {where(count)}; sleep {seconds}; '
             f'echo "end-{n}$1" >> {count}; true')
 
 
@@ -383,7 +390,7 @@ class Loops(Jobs):
     def body(self, n: int, name: str) -> dict[str, Any]:
         def job(stage: str, then: str) -> dict[str, Any]:
             edge = f"l{n}-r$IL_ROUND-{stage}"
-            command = (f'echo "start-{edge}" >> {self.count}; {then}; '
+            command = (f'echo "start-{edge}" >> {self.count}; {where(self.count)}; {then}; '
                        f'sleep {self.rng.choice(self.durations)}; '
                        f'echo "end-{edge}" >> {self.count}; true')
             return {"algorithm": {"command": command},
@@ -495,17 +502,18 @@ def fault(servers: Servers, rng: random.Random, log: list[str],
 
 
 def run(servers: Servers, work: pathlib.Path, jobs: int, faults: int, rng: random.Random,
-        quick: bool = False, kind: str = "jobs") -> tuple[list[str], list[str]]:
-    """Submit the jobs (pipelines, searches) and inject the faults until every one has ended;
-    (the faults, the problems found)."""
+        quick: bool = False, kind: str = "jobs", ray: bool = False,
+        ) -> tuple[list[str], list[str]]:
+    """Submit the jobs (pipelines, searches, loops) and inject the faults until every one
+    has ended; (the faults, the problems found). `ray`: a job that ran on this machine
+    rather than on a Ray node is a problem too."""
     count = work / "count"
     count.touch()
     log: list[str] = []
     client = Client(servers, rng, log)
     freeze_s = QUICK_FREEZE_S if quick else FREEZE_S
-    work_kind = {"jobs": Jobs, "pipelines": Pipelines, "searches": Searches,
-                 "loops": Loops}[kind](
-        count, rng, QUICK_DURATIONS if quick else DURATIONS)
+    kinds = {"jobs": Jobs, "pipelines": Pipelines, "searches": Searches, "loops": Loops}
+    work_kind = kinds[kind](count, rng, QUICK_DURATIONS if quick else DURATIONS)
     work_kind.prepare(client)
     ids = []
     for n in range(jobs):
@@ -527,9 +535,21 @@ def run(servers: Servers, work: pathlib.Path, jobs: int, faults: int, rng: rando
     time.sleep(SETTLE_S)
     lines = count.read_text().split()
     phases = [work_kind.phase(client, i) for i in ids]
-    log.append(f"the file outside corral: {sum(x.startswith('start-') for x in lines)} "
-               f"starts, {sum(x.startswith('end-') for x in lines)} ends")
-    return log, servers.exited + work_kind.tally(lines, ids, phases)
+    summary, wrong_place = placement(lines, ray)
+    log.append(summary)
+    return log, servers.exited + wrong_place + work_kind.tally(lines, ids, phases)
+
+
+def placement(lines: Sequence[str], ray: bool) -> tuple[str, list[str]]:
+    """What the count file says of the jobs' starts, ends and places, and (`ray`) a
+    problem when some ran on this machine rather than on a Ray node."""
+    here = lines.count("where-local")
+    ray_nodes = sum(x.startswith("where-") for x in lines) - here
+    summary = (f"the file outside corral: {sum(x.startswith('start-') for x in lines)} "
+               f"starts, {sum(x.startswith('end-') for x in lines)} ends; {here} on this "
+               f"machine, {ray_nodes} on Ray nodes")
+    return summary, ([f"{here} job(s) ran on this machine, not on the Ray cluster"]
+                     if ray and here else [])
 
 
 def tally(lines: Sequence[str], ids: Sequence[str], phases: Sequence[str]) -> list[str]:
@@ -555,6 +575,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--servers", type=int, default=1, help="servers (more than 1: PostgreSQL)")
     p.add_argument("--postgres", action="store_true", help="PostgreSQL instead of SQLite")
+    p.add_argument("--ray", metavar="ADDRESS",
+                   help="run the jobs on this Ray cluster (HOST:PORT), not as local processes")
     p.add_argument("--postgres-admin", default=ADMIN_URL,
                    help="where the throwaway database is made")
     p.add_argument("--kind", choices=("jobs", "pipelines", "searches", "loops"), default="jobs",
@@ -580,16 +602,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     rng = random.Random(seed)
     postgres = a.postgres or a.servers > 1
     db = bench_scale.Db("PostgreSQL", a.postgres_admin) if postgres else bench_scale.Db("SQLite")
-    print(f"soak: {a.servers} server(s) on {db.name}, {a.jobs} {a.kind}, {a.faults} faults, "
-          f"seed {seed}", flush=True)
+    on_ray = f", jobs on the Ray cluster at {a.ray}" if a.ray else ""
+    print(f"soak: {a.servers} server(s) on {db.name}{on_ray}, {a.jobs} {a.kind}, "
+          f"{a.faults} faults, seed {seed}", flush=True)
     with workdir(a.home_parent) as work:
         home = work / "home"
         with bench_scale.database(db, home) as (_url, env):
+            if a.ray:
+                env = {**env, "CORRAL_RAY_ADDRESS": a.ray}
             servers = Servers(a.servers, home, env)
             try:
                 servers.start_all()
                 log, problems = run(servers, work, a.jobs, a.faults, rng,
-                                    a.quick, a.kind)
+                                    a.quick, a.kind, bool(a.ray))
             finally:
                 servers.stop_all()
         for line in log:

@@ -126,3 +126,16 @@ def test_the_tally_of_loops_names_rounds_not_promoted_jobs_not_run_once_and_stra
         "time(s), ended 0 time(s); round 1 eval started 0 time(s), ended 0 time(s); jobs "
         "of a round it does not have: r3",
     ]
+
+
+def test_with_a_ray_cluster_a_job_that_ran_on_this_machine_is_a_problem(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    import soak
+
+    lines = ["start-0", "where-3f2a", "end-0", "start-1", "where-local", "end-1"]
+    summary = "the file outside corral: 2 starts, 2 ends; 1 on this machine, 1 on Ray nodes"
+    assert soak.placement(lines, ray=False) == (summary, [])
+    assert soak.placement(lines, ray=True) == (
+        summary, ["1 job(s) ran on this machine, not on the Ray cluster"])
+    assert soak.placement(["where-3f2a", "where-77b0"], ray=True)[1] == []

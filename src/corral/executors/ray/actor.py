@@ -262,9 +262,13 @@ class NodeAgent:
         return "unknown" if p is None else "ended" if p.ended.is_set() else "running"
 
     def groups(self) -> list[str]:
-        """The placement groups of the tasks here the server is not done with."""
+        """The placement groups of the tasks here whose process has not ended. A task that
+        has ended needs its group no more, whether or not a server has taken its end: one
+        killed between recording the end and telling this agent (`finish`) would otherwise
+        leave its group holding the node's resources for as long as this agent lives."""
         with self._lock:
-            return sorted({p.group for p in self._tasks.values() if p.group})
+            return sorted({p.group for p in self._tasks.values()
+                           if p.group and not p.ended.is_set()})
 
     def abandon(self, launch_id: str) -> bool:
         """Make sure a launch never starts; True if it had not (it never will now)."""

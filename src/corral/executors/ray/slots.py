@@ -123,9 +123,10 @@ class Reservations:
 
     def sweep(self, agents: Iterable[Any]) -> None:
         """Remove corral's groups that no task holds: single tasks' that an earlier server
-        kept for reuse, and those it made for launches it never asked a node to start (a
-        gang's too: one started again makes its group again). `agents` are the node agents
-        (actor handles), which say which groups their tasks hold; when one cannot say,
+        kept for reuse, those it made for launches it never asked a node to start (a
+        gang's too: one started again makes its group again), and those of tasks that have
+        ended, whose end it may not have taken. `agents` are the node agents (actor
+        handles), which say which groups their running tasks hold; when one cannot say,
         nothing is removed."""
         from ray.util.placement_group import placement_group_table
 
