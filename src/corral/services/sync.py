@@ -20,7 +20,7 @@ from typing import TypeVar
 import sqlalchemy as sa
 
 from corral import settings as settings_mod
-from corral.domain import errors, pacing, specs
+from corral.domain import errors, leadership, pacing, specs
 from corral.services import collect, finishing, following, staging
 from corral.storage import objects
 from corral.store import db, job_repo, rows, version_repo
@@ -164,6 +164,8 @@ class Syncer:
         try:
             finishing.finish(self.store, self.stores, self.settings, job, self.now,
                              uploads=self._uploads.get(job.id))
+        except leadership.LostLease:
+            raise  # the server's, not the job's: the next leader finishes it
         except Exception as exc:
             # Tried again next pass (a database hiccup passes); a job that keeps failing
             # is given up on, said so, rather than retried every second for ever.
@@ -180,12 +182,16 @@ class Syncer:
         one job's trouble is retried and given up on alone)."""
         try:
             finishing.finish_plain(self.store, self.settings, jobs, self.now)
+        except leadership.LostLease:
+            raise
         except Exception:
             log.exception("finishing %d jobs together failed; trying them one by one",
                           len(jobs))
             for job in jobs:
                 try:
                     self._finish(job)
+                except leadership.LostLease:
+                    raise
                 except Exception:
                     log.exception("finishing job %s failed", job.id)
 
@@ -239,6 +245,9 @@ class Syncer:
                    arg: T) -> None:
         try:
             fn(arg)
+        except leadership.LostLease as exc:  # (a term that ends: no trouble of the jobs')
+            log.info("storage work %s left to the next leader: %s",
+                     keys[0] if len(keys) == 1 else keys, exc)
         except Exception:
             log.exception("storage work %s failed", keys[0] if len(keys) == 1 else keys)
         finally:
