@@ -152,6 +152,8 @@ class Cluster:
 
     def __init__(self, node_ids: list[str]) -> None:
         self.node_ids = node_ids
+        #: nodes that were in the cluster and left (listed by `nodes`, not alive)
+        self.dead_ids: list[str] = []
         self.pool = Pool()
         self.lock = threading.RLock()
         self.actors: dict[str, Actor] = {}
@@ -189,8 +191,9 @@ class Cluster:
     # --- Ray's driver calls ---------------------------------------------------------------
 
     def nodes(self) -> list[dict[str, Any]]:
-        return [{"NodeID": n, "Alive": True, "NodeManagerAddress": "127.0.0.1",
-                 "Resources": {"CPU": 4.0, "memory": float(8 * GiB)}} for n in self.node_ids]
+        return [{"NodeID": n, "Alive": n in self.node_ids, "NodeManagerAddress": "127.0.0.1",
+                 "Resources": {"CPU": 4.0, "memory": float(8 * GiB)}}
+                for n in [*self.node_ids, *self.dead_ids]]
 
     def get_actor(self, name: str, namespace: str | None = None) -> Actor:
         with self.lock:

@@ -172,10 +172,14 @@ def test_a_gangs_reservation_no_task_reached_is_removed_by_the_next_server(
 
 def test_an_agent_works_in_a_folder_of_its_own_and_removes_those_of_nodes_gone(
         tmp_path: pathlib.Path, fake: Cluster, node_tmp: pathlib.Path) -> None:
+    fake.dead_ids.append("d" * 56)
     gone = node_tmp / f"corral-corral-{agents.agent_name('d' * 56)}"  # a dead node's
     other = node_tmp / f"corral-corral-{agents.agent_name('b' * 56)}"  # alive
     mine = node_tmp / f"corral-corral-{agents.agent_name('a' * 56)}"  # a dead agent's
-    for top in (gone, other, mine):
+    # a node of another Ray cluster on this machine, in the same namespace: its agent's
+    # tasks work there (before, this cluster's agent removed it, as not among its nodes)
+    elsewhere = node_tmp / f"corral-corral-{agents.agent_name('c' * 56)}"
+    for top in (gone, other, mine, elsewhere):
         (top / "corral-worker-0-old-x").mkdir(parents=True)
         (top / "corral-worker-0-old-x" / "model.bin").write_bytes(b"left behind")
     unrelated = node_tmp / "corral-unrelated"
@@ -189,6 +193,7 @@ def test_an_agent_works_in_a_folder_of_its_own_and_removes_those_of_nodes_gone(
                            timeout=10, what="the task to start")
         assert not gone.exists() and unrelated.exists()
         assert (other / "corral-worker-0-old-x" / "model.bin").exists()
+        assert (elsewhere / "corral-worker-0-old-x" / "model.bin").exists()
         [left] = mine.iterdir()  # what its last agent left went with it
         assert left.name.startswith("corral-worker-0-f1-")
         gate.touch()

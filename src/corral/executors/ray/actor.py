@@ -113,7 +113,7 @@ class NodeAgent:
         ctx = ray.get_runtime_context()
         self.node_id: str = ctx.get_node_id()
         self.scratch = _scratch(str(ctx.namespace or ""), str(ctx.get_actor_name() or ""),
-                                self.node_id, _alive_nodes(ray))
+                                self.node_id, _dead_nodes(ray))
         self._lock = threading.Condition()
         self._tasks: dict[str, _Proc] = {}
         #: launch ids that must never start (abandoned, or retired), oldest first
@@ -475,26 +475,28 @@ def _into_place(fd: int, made: str, dest: str, owner: tuple[int, int] | None) ->
         os.close(folder)
 
 
-def _alive_nodes(ray: Any) -> set[str] | None:
-    """The ids of the cluster's live nodes; None when it cannot say now."""
+def _dead_nodes(ray: Any) -> set[str] | None:
+    """The ids of the nodes that were in the cluster and left; None when it cannot say
+    now."""
     try:
-        return {str(n["NodeID"]) for n in ray.nodes() if n.get("Alive")}
+        return {str(n["NodeID"]) for n in ray.nodes() if not n.get("Alive")}
     except Exception:
         return None
 
 
-def _scratch(namespace: str, agent: str, node_id: str, alive: set[str] | None) -> str:
+def _scratch(namespace: str, agent: str, node_id: str, dead: set[str] | None) -> str:
     """This agent's folder for its tasks' scratch directories, emptied; the folders of
-    agents on nodes no longer alive (of the same namespace, made by the same user) go.
-    Agents' names end with their node's id."""
+    agents on the cluster's nodes that left (`dead`; of the same namespace, made by the
+    same user) go. Agents' names end with their node's id. A folder of a node the cluster
+    never had is left alone: another Ray cluster's agent on this machine works there."""
     top = tempfile.gettempdir()
     ns = "".join(c if c.isalnum() or c in "-_." else "_" for c in namespace) or "default"
     prefix = f"corral-{ns}-"
     mine = os.path.join(top, prefix + (agent or f"agent-{node_id}"))
-    if alive is not None:  # (unknown: no other node's folder is removed)
+    if dead is not None:  # (unknown: no other node's folder is removed)
         with contextlib.suppress(OSError):
             for name in os.listdir(top):
-                if name.startswith(prefix) and name.rsplit("-", 1)[-1] not in alive:
+                if name.startswith(prefix) and name.rsplit("-", 1)[-1] in dead:
                     _remove_own(os.path.join(top, name))
     _remove_own(mine)
     try:
