@@ -114,11 +114,6 @@ class Platform:
             self.reconciler = self.new_reconciler(self.rec_fence)
         self.terms += 1
         self.rec_fence.epoch = self.fence.epoch = epoch
-        if isinstance(self.executor, base.Sweeps):  # before this term launches anything
-            try:
-                self.executor.sweep()
-            except Exception:  # the term begins all the same
-                log.exception("giving back the cluster's unused reservations failed")
         self.term_stop = threading.Event()
         self.wake_event.set()  # first pass at once: re-adopt, recover, start queued jobs
         self.term_threads = [

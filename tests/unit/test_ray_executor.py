@@ -353,34 +353,6 @@ def test_a_server_killed_before_it_released_an_ended_task_leaves_no_reservation_
         second.close()
 
 
-def test_a_standby_that_begins_a_term_frees_what_the_dead_leader_left_reserved(
-        tmp_path: pathlib.Path, fake: Cluster, node_tmp: pathlib.Path) -> None:
-    """A standby started long before: its own start swept nothing of the leader's. The
-    leader dies between recording a task's end and giving back its group; the standby's
-    term (`sweep`) gives it back, and the groups the standby kept idle with it."""
-    home = tmp_path / "home"
-    gate = tmp_path / "gate"
-    leader = cluster.RayExecutor("127.0.0.1:1")
-    standby = cluster.RayExecutor("127.0.0.1:1")
-    try:
-        running = leader.launch(spec_for(home, "s1", argv=(
-            "/bin/sh", "-c", f"while [ ! -e {gate} ]; do sleep 0.05; done")))
-        done = leader.launch(spec_for(home, "s2", job="job2"))
-        assert ended(leader, done).exit_code == 0
-        leader.close()  # killed before `release`
-        assert set(fake.groups) == {running.group, done.group}
-
-        standby.sweep()
-
-        assert set(fake.groups) == {running.group}  # the running task's stays
-        assert ended(standby, done).exit_code == 0  # its end is still read
-        assert standby.adopt(running).state is base.State.RUNNING
-        gate.touch()
-        assert ended(standby, running).exit_code == 0
-    finally:
-        standby.close()
-
-
 def test_a_task_retired_while_its_resources_are_awaited_never_starts(
         tmp_path: pathlib.Path, executor: cluster.RayExecutor, fake: Cluster) -> None:
     fake.room = False  # its placement group is never placed

@@ -193,18 +193,6 @@ class ShipsCode(Protocol):
 
 
 @runtime_checkable
-class Sweeps(Protocol):
-    """An executor whose cluster keeps reservations that outlive a server (Ray's placement
-    groups): a server that died may have left some that no task holds any more."""
-
-    def sweep(self) -> None:
-        """This server begins a term (it leads from now on): give back the reservations no
-        running task holds, and forget those kept in memory for reuse, which another
-        server's sweep may have given back meanwhile."""
-        ...
-
-
-@runtime_checkable
 class Contains(Protocol):
     """An executor that holds each task's processes together (cgroups, a subreaper), so
     that none outlives its task: it says how, for the server's log and `corral info`."""

@@ -126,11 +126,6 @@ class Routed:
         if member is not None:
             member.release(handle)
 
-    def sweep(self) -> None:
-        for member in self._members.values():
-            if isinstance(member, base.Sweeps):
-                member.sweep()
-
     def close(self) -> None:
         for key, member in self._members.items():
             try:

@@ -51,7 +51,7 @@ RETRY_EVERY = 2.0
 RETRY_MAX = 30.0
 #: what the child may be asked (the executor protocol, and forgetting an uncertain launch)
 METHODS = frozenset({"nodes", "launch", "poll", "cancel", "adopt", "recover", "sample",
-                     "node_usage", "clean_up", "release", "forget", "sweep"})
+                     "node_usage", "clean_up", "release", "forget"})
 
 
 class Unreachable(errors.CorralError):
@@ -174,9 +174,6 @@ class RayBridge:
         with self._lock:
             self._lost.pop(handle.launch_id, None)
         self._tell("release", handle, defer=True)
-
-    def sweep(self) -> None:
-        self._tell("sweep", defer=False)  # (a cluster that is down is swept as it is back)
 
     def close(self) -> None:
         self._stop.set()

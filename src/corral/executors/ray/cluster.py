@@ -285,13 +285,6 @@ class RayExecutor:
             and task.result.state is base.State.EXITED
         self._groups.give_back(handle.group, keep=ended)
 
-    def sweep(self) -> None:
-        """A term begins on this server: give back the groups it kept for reuse and every
-        group no running task holds (`Reservations.sweep`), which a server killed before
-        it gave back an ended task's group leaves behind."""
-        self._groups.expire(keep=0.0)
-        self._groups.sweep(self._agents_alive())
-
     def close(self) -> None:
         """Stop watching; the tasks go on running on the cluster for the next server."""
         self._stop.set()
