@@ -82,8 +82,11 @@ class Group:
     name: str
     bundles: list[dict[str, float]]
     placed: threading.Event = dataclasses.field(default_factory=threading.Event)
+    gone: bool = False  #: removed: waiting for it fails, as Ray's does
 
     def wait(self, timeout: float) -> bool:
+        if self.gone:
+            raise Exception(f"Placement group {self.name} does not exist.")
         return self.placed.wait(min(timeout, 0.05))
 
 
@@ -249,6 +252,7 @@ class Cluster:
         with self.lock:
             self.groups.pop(group.name, None)
             self.removed.append(group.name)
+            group.gone = True
 
 
 def running(mp: pytest.MonkeyPatch) -> Iterator[Cluster]:

@@ -369,6 +369,20 @@ def test_a_task_retired_while_its_resources_are_awaited_never_starts(
     assert not marker.exists()
 
 
+def test_a_task_whose_reservation_is_removed_before_it_is_placed_ends_and_says_why(
+        tmp_path: pathlib.Path, executor: cluster.RayExecutor, fake: Cluster) -> None:
+    fake.room = False  # not placed yet, when a starting server's sweep removes it
+    marker = tmp_path / "ran"
+    spec = spec_for(tmp_path / "home", "w2", argv=("/bin/sh", "-c", f"touch {marker}"))
+    handle = executor.launch(spec)
+    time.sleep(0.2)
+    fake.remove_placement_group(fake.groups[handle.group])
+    status = ended(executor, handle)  # (before, it waited for it, and ran, for ever)
+    assert status.state is base.State.EXITED and status.exit_code == 127
+    assert "its reservation of resources is gone" in log_of(spec)
+    assert not marker.exists()
+
+
 # --- inputs shipped to the node --------------------------------------------------------
 
 

@@ -137,7 +137,7 @@ class NodeAgent:
             self._lock.notify_all()
         try:
             group = payload.get("group")
-            while group is not None and not group.wait(60):
+            while group is not None and not _placed(group):
                 # The placement group is not placed yet: the task waits for it, unless it
                 # is retired meanwhile (its group may then never be placed).
                 with self._lock:
@@ -473,6 +473,16 @@ def _into_place(fd: int, made: str, dest: str, owner: tuple[int, int] | None) ->
         os.rename(made, os.path.basename(dest), dst_dir_fd=folder)
     finally:
         os.close(folder)
+
+
+def _placed(group: Any) -> bool:
+    """Whether a task's placement group is placed, waiting a minute at most. One removed
+    before it was placed (a starting server's sweep took it for no one's) fails the start:
+    the task would otherwise wait for it, and its job run, for ever."""
+    try:
+        return bool(group.wait(60))
+    except Exception as exc:  # (Ray raises a bare Exception: "... does not exist")
+        raise OSError(f"its reservation of resources is gone ({exc})") from None
 
 
 def _dead_nodes(ray: Any) -> set[str] | None:
