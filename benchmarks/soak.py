@@ -199,6 +199,13 @@ class Client:
             self.servers.tend(self.log)
         raise SystemExit(f"no server answered {method} {path} within a minute")
 
+    def create(self, path: str, body: Any) -> Any:
+        """POST `body` to `path`; what was made (its JSON), or the run stops saying why."""
+        r = self.call("POST", path, body)
+        if r.status_code != 201:
+            raise SystemExit(f"POST {path} refused: {r.status_code} {r.text}")
+        return r.json()
+
 
 def injected(log: Sequence[str]) -> int:
     """The faults in the log (kills and freezes, not the starts and wakes after them)."""
@@ -234,10 +241,7 @@ class Jobs:
     def submit(self, client: Client, n: int) -> str:
         body = bench_local.job_body(job_command(self.count, n, self.rng.choice(self.durations)),
                                     f"soak{n}")
-        r = client.call("POST", "/training-jobs", body)
-        if r.status_code != 201:
-            raise SystemExit(f"submit refused: {r.status_code} {r.text}")
-        return str(r.json()["metadata"]["id"])
+        return str(client.create("/training-jobs", body)["metadata"]["id"])
 
     def prepare(self, client: Client) -> None:
         """What they need before the first is submitted (nothing, for jobs)."""
@@ -282,10 +286,7 @@ class Pipelines(Jobs):
                           task("c", depends_on=["b"])]}
 
     def submit(self, client: Client, n: int) -> str:
-        r = client.call("POST", "/pipelines", self.body(n))
-        if r.status_code != 201:
-            raise SystemExit(f"submit refused: {r.status_code} {r.text}")
-        return str(r.json()["id"])
+        return str(client.create("/pipelines", self.body(n))["id"])
 
     def phase(self, client: Client, ident: str) -> str:
         return str(client.call("GET", f"/pipelines/{ident}").json()["status"]["state"])
@@ -315,10 +316,7 @@ class Searches(Jobs):
             "algo_configs": [{"name": "grid_search", "params": [
                 {"key": "num_samples", "value": "0", "type": "int"},
                 {"key": "max_concurrent", "value": "2", "type": "int"}]}]}}
-        r = client.call("POST", "/training-jobs", body)
-        if r.status_code != 201:
-            raise SystemExit(f"submit refused: {r.status_code} {r.text}")
-        return str(r.json()["metadata"]["id"])
+        return str(client.create("/training-jobs", body)["metadata"]["id"])
 
     def tally(self, lines: Sequence[str], ids: Sequence[str], phases: Sequence[str],
               ) -> list[str]:
@@ -360,10 +358,7 @@ class Loops(Jobs):
         body["metadata"]["annotations"] = {"corral/model-name": self.model}
         body["algorithm"]["outputs"] = [{"name": "train_url",
                                          "remote": {"obs": {"obs_url": str(out)}}}]
-        r = client.call("POST", "/training-jobs", body)
-        if r.status_code != 201:
-            raise SystemExit(f"submit refused: {r.status_code} {r.text}")
-        job = r.json()["metadata"]["id"]
+        job = client.create("/training-jobs", body)["metadata"]["id"]
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             if (client.call("GET", f"/training-jobs/{job}").json()["status"]["phase"]
@@ -378,12 +373,8 @@ class Loops(Jobs):
         data = self.folder / f"{n}.txt"
         data.parent.mkdir(parents=True, exist_ok=True)
         data.touch()
-        r = client.call("POST", "/datasets", {"name": name, "url": str(data)})
-        if r.status_code != 201:
-            raise SystemExit(f"dataset refused: {r.status_code} {r.text}")
-        r = client.call("POST", "/incremental-learning-jobs", self.body(n, name))
-        if r.status_code != 201:
-            raise SystemExit(f"loop refused: {r.status_code} {r.text}")
+        client.create("/datasets", {"name": name, "url": str(data)})
+        client.create("/incremental-learning-jobs", self.body(n, name))
         self.batches[name], self.numbers[name] = 0, n
         return name
 
