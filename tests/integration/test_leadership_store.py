@@ -57,6 +57,34 @@ def test_a_takeover_fences_the_old_leaders_writes(store: db.Store) -> None:
     assert (lease.holder, lease.epoch) == (b.me, 2)
 
 
+def test_an_exclusive_leaders_guard_asks_its_own_clock_and_runs_no_statement(
+        tmp_path: pathlib.Path) -> None:
+    """SQLite (one server, which locks it): nobody else can take the lease, so the guard of
+    every scheduler write reads no row; it still refuses once the term is over by this
+    server's own clock, and an epoch that is not the term's."""
+    store = db.Store(f"sqlite:///{tmp_path / 'state.db'}")
+    store.migrate()
+    now = [0.0]
+    a = leasing.Leader(store, "a", None, TIMES, exclusive=True, clock=lambda: now[0])
+    try:
+        assert a.step()
+        ran: list[str] = []
+        sa.event.listen(store.engine, "before_cursor_execute",
+                        lambda _c, _cur, stmt, *_: ran.append(stmt))
+        with store.fenced(a.guard(1)).begin():
+            pass
+        assert ran == ["BEGIN IMMEDIATE"]
+        with pytest.raises(leadership.LostLease), store.fenced(a.guard(2)).begin():
+            pass  # not the term's epoch
+        now[0] += TIMES.lease_ms / 1000  # no renewal for a whole lease: over by its clock
+        with pytest.raises(leadership.LostLease), store.fenced(a.guard(1)).begin() as conn:
+            conn.execute(sa.text("UPDATE leadership SET url = 'stale'"))
+        lease, _ = leasing.current(store)
+        assert lease.url is None
+    finally:
+        store.dispose()
+
+
 def test_a_released_lease_is_taken_at_once(store: db.Store) -> None:
     a = leasing.Leader(store, "a", None, TIMES)
     b = leasing.Leader(store, "b", None, TIMES)

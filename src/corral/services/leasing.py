@@ -139,12 +139,15 @@ class Leader:
             return self.term.epoch if self.term.holds(self.clock()) else None
 
     def guard(self, epoch: int) -> Callable[[sa.Connection], None]:
-        """The fencing guard of a term begun in `epoch` (db.Store.fenced)."""
+        """The fencing guard of a term begun in `epoch` (db.Store.fenced). On an exclusive
+        database no other server can have taken the lease, so this server's own clock is
+        all there is to ask: no statement (SQLite; every scheduler write runs the guard)."""
 
         def check(conn: sa.Connection) -> None:
             with self._lock:
                 mine = self.term.epoch == epoch and self.term.holds(self.clock())
-            if not mine or not lease_repo.guard(conn, self.me, epoch, self.times.hold_ms):
+            if not mine or not (self.exclusive or lease_repo.guard(
+                    conn, self.me, epoch, self.times.hold_ms)):
                 raise leadership.LostLease(
                     f"epoch {epoch} is over: this server no longer leads")
 
