@@ -21,7 +21,8 @@ a doubt. A keeper
    the cgroup's OOM kills and removes it; runs the launch's `cleanup` command, if it has
    one (a container's record removed); appends what the end says besides its exit code
    (`E <json>`: processes killed for memory, bytes of log dropped), then the exit code
-   (128 + N for death by signal N), and exits. The launcher tells the server.
+   (128 + N for death by signal N), closes the pipe it answered the launcher on, which
+   tells the launcher (and through it the server) that the end is recorded, and exits.
 
 Until its task has started a keeper dies with its launcher (a server that gave up waiting
 claims the launch for no one; the keeper must not start the task after that). From then
@@ -161,12 +162,12 @@ class Keeper:
         reply = self.start()
         with contextlib.suppress(OSError):
             os.write(self.answer_fd, json.dumps(reply).encode() + b"\n")
-        os.close(self.answer_fd)
         if "error" in reply:
             return
         prctl(PR_SET_PDEATHSIG, 0)  # started: it outlives the launcher from now on
         self.watch()
         self.finish()
+        os.close(self.answer_fd)  # the end is recorded: the launcher tells it now
 
     def start(self) -> dict[str, Any]:
         try:

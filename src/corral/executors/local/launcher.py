@@ -9,9 +9,12 @@ It reads launch requests on stdin, one JSON object a line (`id`, `prefix`, `argv
 argv[0] is a command line for /bin/sh and the rest its arguments, `cwd`, `env`, `log`,
 `user`, `task`, `cgroup`: where the task's cgroup goes and its memory limit, `log_max`: the
 log's cap in bytes, 0 for none), and answers each on stdout once its keeper has started the
-task, one JSON line: `{"id", "pid", "ticks", "keeper"}` or `{"id", "error"}`. When a keeper
-exits it writes `<id> <code>` to the exit pipe (the file descriptor given as its argument),
-the code the keeper recorded, or `<id> -` when it recorded none (it was killed).
+task, one JSON line: `{"id", "pid", "ticks", "keeper"}` or `{"id", "error"}`. Once a keeper
+that started its task has recorded the task's end in the claim (it then closes the pipe it
+answered on), or has died, it writes `<id> <code>` to the exit pipe (the file descriptor
+given as its argument): the code the keeper recorded, or `<id> -` when it recorded none (it
+was killed). So the server learns of an end when it is recorded, not once the keeper's
+process has gone.
 
 It is a child subreaper: a keeper that is killed leaves its task and whatever the task
 started to the launcher, which kills them (its only children of its own are keepers).
@@ -49,8 +52,12 @@ class Launcher:
         self.exit_fd: int | None = exit_fd
         self.answer_fd = answer_fd
         self.pid = os.getpid()
-        #: keeper pid -> (its claim file, its launch id, whether it started its task)
-        self.keepers: dict[int, tuple[str, str, bool]] = {}
+        #: the keepers not yet reaped
+        self.keepers: set[int] = set()
+        #: the answer pipe of each keeper that started its task -> (its claim file, its
+        #: launch id): the keeper closes it once it has recorded the task's end
+        self.ends: dict[int, tuple[str, str]] = {}
+        self.poller = select.poll()
 
     def request(self, req: dict[str, Any]) -> None:
         """Carry out a launch request and answer it."""
@@ -73,21 +80,37 @@ class Launcher:
         if pid == 0:
             keeper.run(req, answer_w, self.pid)  # never returns
         os.close(answer_w)
-        claim = req["prefix"] + ".claim"
-        self.keepers[pid] = (claim, req["id"], False)
+        self.keepers.add(pid)
         raw = b""
         try:
-            while chunk := os.read(answer_r, 1 << 16):
+            while not raw.endswith(b"\n") and (chunk := os.read(answer_r, 1 << 16)):
                 raw += chunk
-        finally:
-            os.close(answer_r)
-        try:
             reply: dict[str, Any] = json.loads(raw)
-        except ValueError:
+        except (OSError, ValueError):
+            os.close(answer_r)
             return {"error": "its keeper died before starting it"}
-        if "pid" in reply:
-            self.keepers[pid] = (claim, req["id"], True)
+        if "pid" not in reply:
+            os.close(answer_r)
+            return reply
+        os.set_blocking(answer_r, False)
+        self.ends[answer_r] = (req["prefix"] + ".claim", req["id"])
+        self.poller.register(answer_r, select.POLLIN)
         return reply
+
+    def ended(self, fd: int) -> None:
+        """Tell the end of the task whose keeper's answer pipe `fd` is, once it closed."""
+        try:
+            if os.read(fd, 1 << 16):
+                return  # (a keeper says nothing more after its answer)
+        except BlockingIOError:
+            return
+        except OSError:
+            pass
+        claim, launch_id = self.ends.pop(fd)
+        self.poller.unregister(fd)
+        os.close(fd)
+        code = keeper.recorded_code(claim)
+        self._tell(f"{launch_id} {'-' if code is None else code}\n".encode())
 
     def reap(self) -> None:
         while True:
@@ -97,12 +120,7 @@ class Launcher:
                 break
             if pid == 0:
                 break
-            entry = self.keepers.pop(pid, None)
-            if entry is None or not entry[2]:
-                continue  # an orphan killed below, or a keeper whose task never started
-            claim, launch_id, _started = entry
-            code = keeper.recorded_code(claim)
-            self._tell(f"{launch_id} {'-' if code is None else code}\n".encode())
+            self.keepers.discard(pid)  # (its end is told when its answer pipe closes)
         self.kill_strays()
 
     def kill_strays(self) -> None:
@@ -132,13 +150,16 @@ def main(exit_fd: int) -> int:
     signal.set_wakeup_fd(wake_w)
     # A handler (not SIG_IGN, which tasks would inherit) so that poll() wakes up.
     signal.signal(signal.SIGCHLD, lambda *_: None)
-    poller = select.poll()
+    poller = launcher.poller
     poller.register(0, select.POLLIN)
     poller.register(wake_r, select.POLLIN)
     requests_open = True
     pending = b""
-    while requests_open or launcher.keepers:
+    while requests_open or launcher.keepers or launcher.ends:
         for fd, _ev in poller.poll():
+            if fd in launcher.ends:
+                launcher.ended(fd)
+                continue
             if fd == wake_r:
                 while True:
                     try:

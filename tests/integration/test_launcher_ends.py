@@ -1,0 +1,79 @@
+"""The local launcher tells a task's end as soon as the task's keeper has recorded it in
+the claim (the keeper then closes the pipe it answered on), not once the keeper's process
+has gone: a keeper's exit (its address space torn down, the launcher woken by SIGCHLD)
+took more than a millisecond of every job's path here. A keeper that dies without
+recording an end is told as `-`, as before."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import pathlib
+import select
+import signal
+import subprocess
+import sys
+
+import psutil
+
+#: a launcher (launcher.main, as the server runs it) whose keepers are stand-ins: each
+#: answers, records exit code 7 unless told to die first, and stays alive `linger` seconds
+LAUNCHER = r"""
+import json, os, signal, sys, time
+from corral.executors.local import keeper, launcher
+
+def stand_in(req, answer_fd, _launcher):
+    me = os.getpid()
+    os.write(answer_fd, json.dumps({"pid": me, "ticks": 0.0, "keeper": me}).encode() + b"\n")
+    if req.get("die"):
+        os.kill(me, signal.SIGKILL)
+    with open(req["prefix"] + ".claim", "w") as fh:
+        fh.write(f"L {me} 0\n{me}\n7\n")
+    os.close(answer_fd)
+    time.sleep(req["linger"])
+    os._exit(0)
+
+keeper.run = stand_in
+sys.exit(launcher.main(int(sys.argv[1])))
+"""
+
+
+def _launch(tmp_path: pathlib.Path, req: dict[str, object]) -> tuple[str, int]:
+    """Start a launcher, send it `req`: (what its exit pipe said within 10 s, the keeper)."""
+    exit_r, exit_w = os.pipe()
+    proc = subprocess.Popen([sys.executable, "-c", LAUNCHER, str(exit_w)],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, pass_fds=(exit_w,))
+    os.close(exit_w)
+    keeper = 0
+    try:
+        assert proc.stdin is not None and proc.stdout is not None
+        proc.stdin.write(json.dumps({"prefix": str(tmp_path / req["id"]), **req}).encode()
+                         + b"\n")
+        proc.stdin.flush()
+        keeper = int(json.loads(proc.stdout.readline())["pid"])
+        told = b""
+        if select.select([exit_r], [], [], 10)[0]:
+            told = os.read(exit_r, 100)
+        return told.decode(), keeper
+    finally:
+        os.close(exit_r)
+        proc.kill()
+        proc.wait()
+
+
+def test_an_end_is_told_once_recorded_while_the_keeper_still_lives(
+        tmp_path: pathlib.Path) -> None:
+    told, keeper = _launch(tmp_path, {"id": "L1", "linger": 30})
+    try:
+        assert told == "L1 7\n"
+        assert psutil.pid_exists(keeper) and psutil.Process(keeper).status() != "zombie"
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(keeper, signal.SIGKILL)
+
+
+def test_a_keeper_killed_before_recording_an_end_is_told_without_a_code(
+        tmp_path: pathlib.Path) -> None:
+    told, _keeper = _launch(tmp_path, {"id": "L2", "linger": 0, "die": True})
+    assert told == "L2 -\n"
