@@ -10,12 +10,16 @@ import contextlib
 import json
 import os
 import pathlib
+import resource
 import select
 import signal
 import subprocess
 import sys
 
 import psutil
+import pytest
+
+from corral.executors.local import launcher
 
 #: a launcher (launcher.main, as the server runs it) whose keepers are stand-ins: each
 #: answers, records exit code 7 unless told to die first, and stays alive `linger` seconds
@@ -77,3 +81,35 @@ def test_a_keeper_killed_before_recording_an_end_is_told_without_a_code(
         tmp_path: pathlib.Path) -> None:
     told, _keeper = _launch(tmp_path, {"id": "L2", "linger": 0, "die": True})
     assert told == "L2 -\n"
+
+
+def test_the_launcher_holds_a_pipe_a_task_with_room_for_them_and_tasks_keep_the_limit(
+        tmp_path: pathlib.Path) -> None:
+    """The launcher holds each running task's answer pipe: it raises its soft limit of open
+    files to the hard one (a soft 1024 would refuse the thousandth task), and its keepers
+    give their tasks the limit the launcher was started with."""
+    _soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and hard <= 512:
+        pytest.skip("the hard limit of open files is too low to tell the two apart")
+    exit_r, exit_w = os.pipe()
+    proc = subprocess.Popen(
+        [sys.executable, "-I", "-S", launcher.__file__, str(exit_w)],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, pass_fds=(exit_w,),
+        preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (512, hard)))
+    os.close(exit_w)
+    try:
+        assert proc.stdin is not None and proc.stdout is not None
+        req = {"id": "L3", "prefix": str(tmp_path / "ctl" / "L3"), "argv": ["ulimit -n"],
+               "shell": True, "cwd": str(tmp_path), "env": {"PATH": os.environ["PATH"]},
+               "log": str(tmp_path / "logs" / "L3.log"), "task": "worker-0"}
+        proc.stdin.write(json.dumps(req).encode() + b"\n")
+        proc.stdin.flush()
+        assert "pid" in json.loads(proc.stdout.readline())
+        assert select.select([exit_r], [], [], 10)[0]
+        assert os.read(exit_r, 100) == b"L3 0\n"
+        assert (tmp_path / "logs" / "L3.log").read_text().strip() == "512"
+        assert psutil.Process(proc.pid).rlimit(psutil.RLIMIT_NOFILE)[0] > 512
+    finally:
+        os.close(exit_r)
+        proc.kill()
+        proc.wait()

@@ -40,6 +40,7 @@ import fcntl
 import functools
 import json
 import os
+import resource
 import select
 import signal
 import subprocess
@@ -84,6 +85,25 @@ def forked_ticks(before_ns: int, after_ns: int) -> str | None:
     launch would otherwise spend asleep. None when the readings straddle a tick."""
     tick = before_ns // TICK_NS
     return str(tick) if after_ns // TICK_NS == tick else None
+
+
+#: the soft limit of open files the launcher was started with (`more_files`), which its
+#: keepers give back to the tasks they start
+_FILES_SOFT: int | None = None
+
+
+def more_files() -> None:
+    """(the launcher, once) Raise the soft limit of open files to the hard one: it holds
+    one pipe for each running task (the keeper's answer pipe, until the end is recorded),
+    more than a soft limit of 1024 leaves room for on a node that runs a thousand."""
+    global _FILES_SOFT
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    want = hard if hard != resource.RLIM_INFINITY else 1 << 20
+    if soft == resource.RLIM_INFINITY or soft >= want:
+        return
+    with contextlib.suppress(OSError, ValueError):
+        resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))
+        _FILES_SOFT = soft
 
 
 def prctl(option: int, value: int) -> bool:
@@ -140,6 +160,9 @@ class Keeper:
         self.pipe = -1
         signal.set_wakeup_fd(-1)  # the launcher's, closed next
         self._own_fds()
+        if _FILES_SOFT is not None:  # the task gets the limit the launcher was given
+            hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+            resource.setrlimit(resource.RLIMIT_NOFILE, (_FILES_SOFT, hard))
         self.wake_r, wake_w = os.pipe()
         for fd in (self.wake_r, wake_w):
             os.set_blocking(fd, False)

@@ -70,7 +70,10 @@ class Launcher:
 
     def launch(self, req: dict[str, Any]) -> dict[str, Any]:
         """Fork the launch's keeper and wait for it to say how the start went."""
-        answer_r, answer_w = os.pipe()
+        try:
+            answer_r, answer_w = os.pipe()
+        except OSError as exc:  # out of descriptors, say
+            return {"error": f"cannot start its keeper: {exc}"}
         try:
             pid = os.fork()
         except OSError as exc:
@@ -143,6 +146,7 @@ class Launcher:
 
 def main(exit_fd: int) -> int:
     keeper.prctl(keeper.PR_SET_CHILD_SUBREAPER, 1)
+    keeper.more_files()
     launcher = Launcher(exit_fd)
     wake_r, wake_w = os.pipe()
     for fd in (wake_r, wake_w):
