@@ -365,7 +365,10 @@ def test_a_task_retired_while_its_resources_are_awaited_never_starts(
     executor.release(handle)
     assert start.fut.result(timeout=5) is True  # its agent stopped waiting for it
     [wait] = fake.answers("wait")
-    assert wait.fut.result(timeout=5) == 137  # nor does a call wait for it for ever
+    # Nor does a call wait for it for ever. (The server tells the agent it is done with the
+    # task and gives its reservation back at once: the agent sees either first, and ends
+    # the call as if the task were killed, or with 127, its reservation gone.)
+    assert wait.fut.result(timeout=5) in (137, 127)
     assert not marker.exists()
 
 
