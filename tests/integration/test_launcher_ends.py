@@ -22,16 +22,19 @@ import pytest
 from corral.executors.local import launcher
 
 #: a launcher (launcher.main, as the server runs it) whose keepers are stand-ins: each
-#: answers, records exit code 7 unless told to die first, and stays alive `linger` seconds
+#: answers (after `answer_after` seconds), records exit code 7 (after `end_after` more)
+#: unless told to die first, and stays alive `linger` seconds
 LAUNCHER = r"""
 import json, os, signal, sys, time
 from corral.executors.local import keeper, launcher
 
 def stand_in(req, answer_fd, _launcher):
     me = os.getpid()
+    time.sleep(req.get("answer_after", 0))
     os.write(answer_fd, json.dumps({"pid": me, "ticks": 0.0, "keeper": me}).encode() + b"\n")
     if req.get("die"):
         os.kill(me, signal.SIGKILL)
+    time.sleep(req.get("end_after", 0))
     with open(req["prefix"] + ".claim", "w") as fh:
         fh.write(f"L {me} 0\n{me}\n7\n")
     os.close(answer_fd)
@@ -75,6 +78,41 @@ def test_an_end_is_told_once_recorded_while_the_keeper_still_lives(
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.kill(keeper, signal.SIGKILL)
+
+
+def test_an_end_is_told_while_another_keeper_is_still_starting_its_task(
+        tmp_path: pathlib.Path) -> None:
+    """The launcher passes a keeper's answer on when it comes, and tells ends meanwhile:
+    one that waited for a starting keeper's answer told the ends it saw only after it."""
+    exit_r, exit_w = os.pipe()
+    proc = subprocess.Popen([sys.executable, "-c", LAUNCHER, str(exit_w)],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, pass_fds=(exit_w,))
+    os.close(exit_w)
+    keepers: list[int] = []
+    try:
+        assert proc.stdin is not None and proc.stdout is not None
+        for req in ({"id": "A", "end_after": 1.0, "linger": 0},
+                    {"id": "B", "answer_after": 8.0, "linger": 0}):
+            proc.stdin.write(json.dumps({"prefix": str(tmp_path / req["id"]), **req})
+                             .encode() + b"\n")
+            proc.stdin.flush()
+            if req["id"] == "A":
+                keepers.append(int(json.loads(proc.stdout.readline())["pid"]))
+        # A's end comes a second after its answer, B's answer eight seconds after its request
+        assert select.select([exit_r], [], [], 5)[0], "A's end was not told while B started"
+        assert os.read(exit_r, 100) == b"A 7\n"
+        answer = json.loads(proc.stdout.readline())  # and B's answer comes all the same
+        assert answer["id"] == "B" and "pid" in answer
+        keepers.append(int(answer["pid"]))
+        assert select.select([exit_r], [], [], 10)[0]
+        assert os.read(exit_r, 100) == b"B 7\n"
+    finally:
+        os.close(exit_r)
+        for pid in keepers:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        proc.kill()
+        proc.wait()
 
 
 def test_a_keeper_killed_before_recording_an_end_is_told_without_a_code(

@@ -9,7 +9,8 @@ It reads launch requests on stdin, one JSON object a line (`id`, `prefix`, `argv
 argv[0] is a command line for /bin/sh and the rest its arguments, `cwd`, `env`, `log`,
 `user`, `task`, `cgroup`: where the task's cgroup goes and its memory limit, `log_max`: the
 log's cap in bytes, 0 for none), and answers each on stdout once its keeper has started the
-task, one JSON line: `{"id", "pid", "ticks", "keeper"}` or `{"id", "error"}`. Once a keeper
+task, one JSON line: `{"id", "pid", "ticks", "keeper"}` or `{"id", "error"}`; it does not
+wait for that answer to go on telling the ends of other tasks. Once a keeper
 that started its task has recorded the task's end in the claim (it then closes the pipe it
 answered on), or has died, it writes `<id> <code>` to the exit pipe (the file descriptor
 given as its argument): the code the keeper recorded, or `<id> -` when it recorded none (it
@@ -54,51 +55,71 @@ class Launcher:
         self.pid = os.getpid()
         #: the keepers not yet reaped
         self.keepers: set[int] = set()
+        #: the answer pipe of each keeper still starting its task -> (the request, what the
+        #: keeper has said so far)
+        self.starting: dict[int, tuple[dict[str, Any], bytes]] = {}
         #: the answer pipe of each keeper that started its task -> (its claim file, its
         #: launch id): the keeper closes it once it has recorded the task's end
         self.ends: dict[int, tuple[str, str]] = {}
         self.poller = select.poll()
 
     def request(self, req: dict[str, Any]) -> None:
-        """Carry out a launch request and answer it."""
-        self.answer({"id": req["id"], **self.launch(req)})
+        """Fork the launch's keeper. Its answer is passed on when it comes (`heard`), and
+        the ends of other tasks are told meanwhile: a keeper takes milliseconds to start
+        its task, and an end told only after them waited for them."""
+        try:
+            answer_r, answer_w = os.pipe()
+        except OSError as exc:  # out of descriptors, say
+            self.answer({"id": req["id"], "error": f"cannot start its keeper: {exc}"})
+            return
+        try:
+            pid = os.fork()
+        except OSError as exc:
+            os.close(answer_r)
+            os.close(answer_w)
+            self.answer({"id": req["id"], "error": f"cannot fork its keeper: {exc}"})
+            return
+        if pid == 0:
+            keeper.run(req, answer_w, self.pid)  # never returns
+        os.close(answer_w)
+        self.keepers.add(pid)
+        os.set_blocking(answer_r, False)
+        self.starting[answer_r] = (req, b"")
+        self.poller.register(answer_r, select.POLLIN)
 
     def answer(self, reply: dict[str, Any]) -> None:
         # A server that died after asking cannot read it: the claim says it all.
         with contextlib.suppress(OSError):
             os.write(self.answer_fd, json.dumps(reply).encode() + b"\n")
 
-    def launch(self, req: dict[str, Any]) -> dict[str, Any]:
-        """Fork the launch's keeper and wait for it to say how the start went."""
+    def heard(self, fd: int) -> None:
+        """Read what the keeper starting a task says on its answer pipe `fd`; once it has
+        said how the start went (a line), pass it on. A keeper that started its task keeps
+        the pipe open until it has recorded the task's end (`ended`)."""
+        req, said = self.starting[fd]
         try:
-            answer_r, answer_w = os.pipe()
-        except OSError as exc:  # out of descriptors, say
-            return {"error": f"cannot start its keeper: {exc}"}
+            chunk = os.read(fd, 1 << 16)
+        except BlockingIOError:
+            return
+        except OSError:
+            chunk = b""
+        said += chunk
+        if chunk and b"\n" not in said:
+            self.starting[fd] = (req, said)
+            return
+        del self.starting[fd]
         try:
-            pid = os.fork()
-        except OSError as exc:
-            os.close(answer_r)
-            os.close(answer_w)
-            return {"error": f"cannot fork its keeper: {exc}"}
-        if pid == 0:
-            keeper.run(req, answer_w, self.pid)  # never returns
-        os.close(answer_w)
-        self.keepers.add(pid)
-        raw = b""
-        try:
-            while not raw.endswith(b"\n") and (chunk := os.read(answer_r, 1 << 16)):
-                raw += chunk
-            reply: dict[str, Any] = json.loads(raw)
-        except (OSError, ValueError):
-            os.close(answer_r)
-            return {"error": "its keeper died before starting it"}
-        if "pid" not in reply:
-            os.close(answer_r)
-            return reply
-        os.set_blocking(answer_r, False)
-        self.ends[answer_r] = (req["prefix"] + ".claim", req["id"])
-        self.poller.register(answer_r, select.POLLIN)
-        return reply
+            reply: dict[str, Any] = json.loads(said.split(b"\n", 1)[0])
+        except ValueError:
+            reply = {"error": "its keeper died before starting it"}
+        self.answer({"id": req["id"], **reply})
+        if "pid" in reply:
+            self.ends[fd] = (req["prefix"] + ".claim", req["id"])
+            if not chunk:  # it closed the pipe with its answer: nothing more will come
+                self.ended(fd)
+            return
+        self.poller.unregister(fd)
+        os.close(fd)
 
     def ended(self, fd: int) -> None:
         """Tell the end of the task whose keeper's answer pipe `fd` is, once it closed."""
@@ -159,8 +180,11 @@ def main(exit_fd: int) -> int:
     poller.register(wake_r, select.POLLIN)
     requests_open = True
     pending = b""
-    while requests_open or launcher.keepers or launcher.ends:
+    while requests_open or launcher.keepers or launcher.starting or launcher.ends:
         for fd, _ev in poller.poll():
+            if fd in launcher.starting:
+                launcher.heard(fd)
+                continue
             if fd in launcher.ends:
                 launcher.ended(fd)
                 continue
