@@ -113,10 +113,8 @@ class Launcher:
         except ValueError:
             reply = {"error": "its keeper died before starting it"}
         self.answer({"id": req["id"], **reply})
-        if "pid" in reply:
+        if "pid" in reply:  # (its closing, once it comes, wakes the poll as any other)
             self.ends[fd] = (req["prefix"] + ".claim", req["id"])
-            if not chunk:  # it closed the pipe with its answer: nothing more will come
-                self.ended(fd)
             return
         self.poller.unregister(fd)
         os.close(fd)
