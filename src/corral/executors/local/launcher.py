@@ -64,9 +64,9 @@ class Launcher:
         self.poller = select.poll()
 
     def request(self, req: dict[str, Any]) -> None:
-        """Fork the launch's keeper. Its answer is passed on when it comes (`heard`), and
-        the ends of other tasks are told meanwhile: a keeper takes milliseconds to start
-        its task, and an end told only after them waited for them."""
+        """Fork the launch's keeper. Its answer is passed on when it comes (`heard`); the
+        ends of other tasks are told meanwhile, not after the milliseconds a keeper takes
+        to start its task."""
         try:
             answer_r, answer_w = os.pipe()
         except OSError as exc:  # out of descriptors, say
