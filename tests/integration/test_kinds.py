@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import enum
 import functools
+import math
 import pathlib
 import re
 import time
@@ -160,9 +161,23 @@ def test_jobs_owned_by_an_object_are_told_apart(
         plain = submit.create_job(conn, catalog, body(), project_id=project, now=NOW,
                                   user_name="ann")
     with store.read() as conn:
-        assert job_repo.any_owned(conn, [plain, mine.id, "no-such-job"])
-        assert not job_repo.any_owned(conn, [plain, "no-such-job"])
-        assert not job_repo.any_owned(conn, [])
+        assert job_repo.owners(conn, [plain, mine.id, "no-such-job"]) == ({mine.id}, {plain})
+        assert job_repo.owners(conn, []) == (set(), set())
+    # A job's owner is set when it is made and never changes: a job once seen to have none
+    # is not looked up again, and its changes do not even wake the controllers' thread.
+    lookups: list[str] = []
+    sa.event.listen(store.engine, "before_cursor_execute",
+                    lambda _c, _k, statement, *_: lookups.append(statement)
+                    if "owner_kind IS NOT NULL" in statement else None)
+    kinds = loop.Loop([], store=store)
+    kinds.jobs_changed([plain])
+    assert not kinds._due(False, math.inf) and len(lookups) == 1
+    kinds._wake.clear()  # (as the thread does before each look)
+    kinds.jobs_changed([plain])
+    assert not kinds._wake.is_set()
+    assert not kinds._due(False, math.inf) and len(lookups) == 1
+    kinds.jobs_changed([plain, mine.id])
+    assert kinds._wake.is_set() and kinds._due(False, math.inf) and len(lookups) == 2
 
 
 #: what the controllers' passes read first: every kind's live objects

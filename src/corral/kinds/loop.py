@@ -7,7 +7,9 @@ controller when woken (a user acted on an object, or a job that an object owns c
 and at least every `interval` seconds, which is what time-based triggers rely on.
 
 Most jobs belong to no object: their changes (several for each job) cost one look at
-who owns them, not a pass that reads every kind's live objects.
+who owns them, not a pass that reads every kind's live objects; and since a job's owner is
+set when the job is made and never changes, a job once seen to have none is not looked
+up again.
 """
 
 from __future__ import annotations
@@ -26,6 +28,8 @@ from corral.store import db, job_repo, kind_repo
 log = logging.getLogger(__name__)
 #: the most of an error's text an object's event repeats
 ERROR_TEXT = 500
+#: job ids remembered as owned by no object, at most (then forgotten, and looked up again)
+UNOWNED_KEPT = 100_000
 
 
 class Controller(Protocol):
@@ -93,6 +97,8 @@ class Loop:
         self._lock = threading.Lock()  #: over what woke the loop, set from any thread
         self._asked = False
         self._changed: set[str] = set()
+        #: jobs seen to belong to no object: their changes never call for a pass
+        self._unowned: set[str] = set()
 
     def wake(self) -> None:
         """A pass soon (from any thread)."""
@@ -103,7 +109,10 @@ class Loop:
     def jobs_changed(self, job_ids: Iterable[str]) -> None:
         """These jobs changed (from any thread): a pass soon if an object owns one."""
         with self._lock:
-            self._changed.update(job_ids)
+            new = [j for j in job_ids if j not in self._unowned]
+            if not new:
+                return
+            self._changed.update(new)
         self._wake.set()
 
     def _due(self, more: bool, at: float) -> bool:
@@ -119,7 +128,12 @@ class Loop:
         if self.store is None:
             return True
         with self.store.read() as conn:
-            return job_repo.any_owned(conn, job_ids)
+            owned, unowned = job_repo.owners(conn, job_ids)
+        with self._lock:
+            if len(self._unowned) + len(unowned) > UNOWNED_KEPT:
+                self._unowned.clear()
+            self._unowned |= unowned
+        return bool(owned)
 
     def tick(self) -> bool:
         """One pass of every controller; True when one has more to do at once. A

@@ -55,9 +55,8 @@ _NAME_TAKEN = sa.select(JOBS.c.id).where(JOBS.c.project_id == sa.bindparam("k_pr
                                          JOBS.c.deleted_at.is_(None))
 _NEXT_SEQ = sa.select(sa.func.coalesce(sa.func.max(JOBS.c.seq), 0) + 1)
 _INSERT_JOB = JOBS.insert()
-_ANY_OWNED = (sa.select(JOBS.c.id)
-              .where(JOBS.c.id.in_(sa.bindparam("k_ids", expanding=True)),
-                     JOBS.c.owner_kind.is_not(None)).limit(1))
+_OWNERS = sa.select(JOBS.c.id, JOBS.c.owner_kind.is_not(None).label("owned")).where(
+    JOBS.c.id.in_(sa.bindparam("k_ids", expanding=True)))
 _NOTE_WAIT = _SET_JOB.where(JOBS.c.phase.in_(WAITING))
 _DELETED = sa.select(JOBS.c.id, JOBS.c.phase).where(JOBS.c.deleted_at.is_not(None))
 # Jobs holding resources (a job still fetching its inputs holds none, unless it is being
@@ -141,13 +140,16 @@ def existing_jobs(conn: sa.Connection, job_ids: Sequence[str]) -> set[str]:
     return found
 
 
-def any_owned(conn: sa.Connection, job_ids: Collection[str]) -> bool:
-    """Whether an object of a job kind owns one of `job_ids`."""
+def owners(conn: sa.Connection, job_ids: Collection[str]) -> tuple[set[str], set[str]]:
+    """Which of `job_ids` an object of a job kind owns, and which no object does (a job
+    that does not exist is in neither)."""
     ids = sorted(job_ids)
+    owned: set[str] = set()
+    unowned: set[str] = set()
     for i in range(0, len(ids), 500):
-        if conn.execute(_ANY_OWNED, {"k_ids": ids[i:i + 500]}).first() is not None:
-            return True
-    return False
+        for r in conn.execute(_OWNERS, {"k_ids": ids[i:i + 500]}):
+            (owned if r.owned else unowned).add(r.id)
+    return owned, unowned
 
 
 def owned_jobs(conn: sa.Connection, kind: str, owner_id: str) -> dict[str, rows.Job]:
