@@ -32,6 +32,40 @@ def test_the_queue_window_takes_the_first_jobs_of_each_stream(
     assert all(r.pool_id == "default" for r in window)
 
 
+def test_the_window_is_read_stream_by_stream_through_the_queue_s_own_index(
+        store: db.Store, catalog: catalog_mod.Catalog, project: str,  # noqa: F811
+        monkeypatch: Any) -> None:
+    monkeypatch.setattr(queue_repo, "STREAMS_PER_READ", 4)  # six streams: two reads
+    with store.begin() as conn:
+        for other in ("second", "third"):
+            conn.execute(schema.projects.insert().values(id=other, name=other, created_at=0))
+    made = [[create(store, catalog, who, **prio(p)) for _ in range(3)]
+            for who in (project, "second", "third") for p in (1, 3)]
+    done = create(store, catalog, project)
+    with store.begin() as conn:
+        conn.execute(schema.jobs.update().where(schema.jobs.c.id == done)
+                     .values(phase="Completed"))
+    statements: list[tuple[str, Any]] = []
+
+    def note(_c: Any, _k: Any, statement: str, params: Any, *_: Any) -> None:
+        if statement.startswith("SELECT"):
+            statements.append((statement, params))
+
+    with store.read() as conn:
+        sa.event.listen(store.engine, "before_cursor_execute", note)
+        window = queue_repo.queued(conn, limit=2)
+        sa.event.remove(store.engine, "before_cursor_execute", note)
+        plans = [" ".join(str(r[-1]) for r in conn.exec_driver_sql(
+                     "EXPLAIN QUERY PLAN " + statement, params))
+                 for statement, params in statements] if store.is_sqlite else []
+    assert [r.id for r in window] == [j for stream in made for j in stream[:2]]
+    # Neither the rest of the queue nor the jobs that ended are gone through (a long queue
+    # cost every pass a sort of all of it): only the index of the queued jobs, in order.
+    assert len(plans) == (3 if store.is_sqlite else 0)  # the streams, then two reads
+    for plan in plans:
+        assert "ix_jobs_queue" in plan and "TEMP B-TREE" not in plan, plan
+
+
 def test_positions_follow_priority_the_last_head_fair_share_and_submission(
         store: db.Store, catalog: catalog_mod.Catalog, project: str) -> None:  # noqa: F811
     """The same order as domain.scheduling.queue_order, computed by the database."""

@@ -249,6 +249,42 @@ def test_a_pass_looks_past_the_queue_window_at_once_only_while_there_is_room(
     small.store.dispose()
 
 
+def test_between_deep_passes_a_pass_reads_only_the_head_of_each_stream(
+        world: World, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(admission, "NEAR", 2)
+    now = [100.0]
+    world.rec.admission.clock = lambda: now[0]
+    reads: list[int] = []
+    queued = queue_repo.queued
+    monkeypatch.setattr(queue_repo, "queued",
+                        lambda conn, limit: reads.append(limit) or queued(conn, limit))
+    world.submit(spec=policy(1, flavor_id="corral.cpu.full"))
+    world.tick()  # the first pass looks deep; the job starts and fills the machine
+    waiting = [world.submit(spec=policy(1, flavor_id="corral.cpu.full")) for _ in range(4)]
+    world.tick()  # the same second: the first NEAR jobs only
+    assert reads == [admission.QUEUE_WINDOW, 2]
+    assert [world.phase(j)[0] for j in waiting] == ["Pending", "Pending", "Creating",
+                                                     "Creating"]
+    now[0] += admission.DEEP_EVERY_S  # a second later a pass looks deep again
+    world.tick()
+    assert reads[-1] == admission.QUEUE_WINDOW
+    assert [world.phase(j)[0] for j in waiting] == ["Pending"] * 4
+    assert all(world.job(j).wait_reason for j in waiting)
+
+
+def test_a_pass_that_used_a_near_window_up_is_followed_at_once_by_a_deep_one(
+        tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(admission, "NEAR", 2)
+    big = make_world(tmp_path, (resources.Node(name="local", cpu=16, memory_mb=65536),))
+    big.rec.admission.clock = lambda: 100.0  # no second goes by
+    big.rec.admission.deep_at = 101.0  # (as after a deep pass)
+    jobs = [big.submit() for _ in range(5)]
+    assert big.rec.tick() is True  # both near jobs started: the rest may fit too
+    assert big.rec.tick() is False  # a deep pass: it starts the other three
+    assert {big.phase(j)[0] for j in jobs} == {"Running"}
+    big.store.dispose()
+
+
 def test_a_new_job_that_opens_a_stream_is_decided_on_at_once(world: World) -> None:
     for _ in range(2):
         world.submit(spec=policy(1))

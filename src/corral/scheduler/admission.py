@@ -1,6 +1,12 @@
 """Admitting, placing and starting queued jobs, preempting for them, and saying why the
 rest wait.
 
+Each pass reads the first `NEAR` jobs of every stream (pool, priority, project): enough for
+what can start when a job ends; at least once a second, and right after a pass that used a
+stream's window up, a pass reads `QUEUE_WINDOW` jobs of each, which admits the new jobs
+further back, refreshes their reasons and lets backfill look that deep. A long queue thus
+costs a pass little more than a short one.
+
 The queue is read in a snapshot taken after the pass's first transaction committed (a job
 put back in the queue there is served in its old place, on the nodes there are now) and
 decided on (`domain.scheduling.decide`) outside any transaction, which on a long queue
@@ -16,7 +22,8 @@ reconciler has seen its processes go), so what `decide` saw free is still free.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
+import time
+from collections.abc import Callable, Mapping, Sequence
 
 import sqlalchemy as sa
 
@@ -27,9 +34,14 @@ from corral.scheduler import endings, launching, passes, usage
 from corral.storage import runs
 from corral.store import db, job_repo, queue_repo, rows
 
-#: how many queued jobs of each (pool, priority, project) one pass considers: more than a
+#: how many queued jobs of each (pool, priority, project) a deep pass considers: more than a
 #: pass can start or backfill on a big cluster, few enough to keep a pass short
 QUEUE_WINDOW = 256
+#: how many of them every other pass considers (what a job's end can start on a full
+#: cluster); reading and deciding on the whole window was a third of such a pass's work
+NEAR = 32
+#: seconds between deep passes, at most (a pass that used a window up is followed by one)
+DEEP_EVERY_S = 1.0
 #: waiting reasons written per pass at most (the rest on later passes), so that a long
 #: queue whose reasons all change at once does not make one long transaction
 REASON_WRITES = 256
@@ -40,14 +52,21 @@ class Admission:
     store: db.Store
     executor: base.Executor
     settings: settings_mod.Settings
+    clock: Callable[[], float] = time.monotonic
+    #: when the next pass reads the whole window (by `clock`): the first pass does
+    deep_at: float = 0.0
 
     def schedule(self, p: passes.Pass, nodes: Sequence[scheduling.Node],
                  holding: Sequence[tuple[rows.Job, Sequence[rows.Task]]]) -> bool:
         """Start what fits, preempt what must make room, say why the rest waits. True when
         a stream's window was used up and its last job started: more may start at once."""
         running = [passes.holds(job, tasks) for job, tasks in holding]
+        now = self.clock()
+        window = QUEUE_WINDOW if now >= self.deep_at else NEAR
+        if window == QUEUE_WINDOW:
+            self.deep_at = now + DEEP_EVERY_S
         with self.store.read() as conn:
-            queue = queue_repo.queued(conn, QUEUE_WINDOW)
+            queue = queue_repo.queued(conn, window)
             quotas = [_quota(q) for q in queue_repo.quotas(conn)]
             saved = queue_repo.usage(conn)
         shares, new_usage = usage.update(saved, running, nodes, p.now,
@@ -71,8 +90,11 @@ class Admission:
         # (A preemption is signalled by the next pass: at once, not a tick later.)
         if d is None:
             return False
-        ends = _window_ends(queued)
-        return bool(d.preempts) or any(a.job_id in ends for a in d.starts)
+        ends = _window_ends(queued, window)
+        if any(a.job_id in ends for a in d.starts):
+            self.deep_at = 0.0  # the rest of that stream may start too: look deep at once
+            return True
+        return bool(d.preempts)
 
     def _hold_if_disk_low(self, d: scheduling.Decisions,
                           pools: Mapping[str, str]) -> scheduling.Decisions:
@@ -189,12 +211,12 @@ def _note_waiting(conn: sa.Connection, p: passes.Pass, waits: Sequence[schedulin
             p.events.add(w.job_id, p.now, w.message, level=_wait_level(w))
 
 
-def _window_ends(queued: Sequence[scheduling.Queued]) -> set[str]:
+def _window_ends(queued: Sequence[scheduling.Queued], window: int) -> set[str]:
     """The last job of each stream whose window is full: jobs behind it were not read."""
     streams: dict[tuple[str, int, str], list[str]] = {}
     for q in queued:
         streams.setdefault((q.pool, q.priority, q.project), []).append(q.job_id)
-    return {ids[-1] for ids in streams.values() if len(ids) >= QUEUE_WINDOW}
+    return {ids[-1] for ids in streams.values() if len(ids) >= window}
 
 
 def _wait_level(w: scheduling.Wait) -> str:

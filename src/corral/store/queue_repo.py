@@ -4,6 +4,7 @@ that fair share weighs it by (functions over a connection the caller owns)."""
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -21,20 +22,49 @@ WAITING = [jobs.Phase.CREATING.value, jobs.Phase.PENDING.value]
 IN_QUEUE = sa.and_(JOBS.c.phase.in_(WAITING), JOBS.c.staging.is_(None))
 #: the columns of rows.QueuedJob
 _QUEUE_COLUMNS = [JOBS.c[f.name] for f in dataclasses.fields(rows.QueuedJob)]
-# The first `limit` jobs of every (pool, priority, project) stream: all that fair share and
-# backfill can reach in one pass. Only ids are ranked, then the chosen rows are read.
-_RANKED = (sa.select(JOBS.c.id, sa.func.row_number().over(
-               partition_by=(JOBS.c.pool_id, JOBS.c.priority, JOBS.c.project_id),
-               order_by=JOBS.c.seq).label("stream_rank"))
-           .where(IN_QUEUE).subquery())
-_QUEUED = (sa.select(*_QUEUE_COLUMNS).join(_RANKED, _RANKED.c.id == JOBS.c.id)
-           .where(_RANKED.c.stream_rank <= sa.bindparam("limit")).order_by(JOBS.c.seq))
+#: the queue's streams: (pool, priority, project) of the jobs in it
+_STREAMS = (sa.select(JOBS.c.pool_id, JOBS.c.priority, JOBS.c.project_id)
+            .where(schema.IN_QUEUE).distinct())
+#: the same on SQLite, whose planner (without statistics) would go through every queued
+#: job's row by `ix_jobs_phase_seq` rather than through the index that holds all it needs
+_STREAMS_SQLITE = sa.text("SELECT DISTINCT pool_id, priority, project_id FROM jobs "
+                          f"INDEXED BY ix_jobs_queue WHERE {schema.IN_QUEUE_SQL}")
+#: streams read in one statement at most
+STREAMS_PER_READ = 50
 
 
 def queued(conn: sa.Connection, limit: int) -> list[rows.QueuedJob]:
     """Jobs waiting to start (new ones too), in submission order: the first `limit` of
-    each pool, priority and project."""
-    return rows.QueuedJob.all(conn.execute(_QUEUED, {"limit": limit}))
+    each pool, priority and project. Each stream is read through `ix_jobs_queue` up to its
+    limit, so that a long queue costs little more than a short one."""
+    streams = conn.execute(_STREAMS_SQLITE if conn.dialect.name == "sqlite" else _STREAMS
+                           ).all()
+    found: list[rows.QueuedJob] = []
+    for i in range(0, len(streams), STREAMS_PER_READ):
+        some = streams[i:i + STREAMS_PER_READ]
+        params: dict[str, Any] = {"k_limit": limit}
+        for n, (pool_id, priority, project_id) in enumerate(some):
+            params.update({f"k_pool{n}": pool_id, f"k_priority{n}": priority,
+                           f"k_project{n}": project_id})
+        found += rows.QueuedJob.all(conn.execute(_heads(len(some)), params))
+    found.sort(key=lambda j: j.seq)
+    return found
+
+
+@functools.cache
+def _heads(streams: int) -> sa.Select[Any] | sa.CompoundSelect:
+    """The statement that reads the first jobs of `streams` streams (built once for each
+    number of streams)."""
+    heads = [sa.select(*_QUEUE_COLUMNS).where(
+                 schema.IN_QUEUE, JOBS.c.pool_id == sa.bindparam(f"k_pool{n}"),
+                 JOBS.c.priority == sa.bindparam(f"k_priority{n}"),
+                 JOBS.c.project_id == sa.bindparam(f"k_project{n}"))
+             .order_by(JOBS.c.seq).limit(sa.bindparam("k_limit", type_=sa.Integer))
+             for n in range(streams)]
+    if streams == 1:
+        return heads[0]
+    # (SQLite takes a LIMIT in a compound statement's parts only inside a subquery.)
+    return sa.union_all(*[sa.select(h.subquery()) for h in heads])
 
 
 def queue_order(keys: Mapping[tuple[str, str], float], heads: Sequence[str]) -> list[Any]:

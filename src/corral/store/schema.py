@@ -102,6 +102,15 @@ jobs = sa.Table(
     sa.Column("node_name", sa.String(128), nullable=False, server_default=""),
 )
 sa.Index("ix_jobs_phase_seq", jobs.c.phase, jobs.c.seq)
+#: the queue the scheduler decides on (new and admitted jobs, less those still fetching
+#: their inputs), with its values written out: a query with this condition word for word
+#: can read the index below (SQLite does not match a partial index to bound parameters)
+IN_QUEUE_SQL = "phase IN ('Creating', 'Pending') AND staging IS NULL"
+IN_QUEUE = sa.text(IN_QUEUE_SQL)
+#: the queue stream by stream (pool, priority, project) in submission order: a pass reads
+#: the first jobs of each without going through the rest of the queue
+sa.Index("ix_jobs_queue", jobs.c.pool_id, jobs.c.priority, jobs.c.project_id, jobs.c.seq,
+         sqlite_where=IN_QUEUE, postgresql_where=IN_QUEUE)
 sa.Index("ix_jobs_project_created", jobs.c.project_id, jobs.c.create_time)
 #: the deleted jobs that the reconciler purges (every pass looks for them)
 sa.Index("ix_jobs_deleted", jobs.c.deleted_at, sqlite_where=jobs.c.deleted_at.is_not(None),
