@@ -32,6 +32,12 @@ def test_the_queue_window_takes_the_first_jobs_of_each_stream(
     assert all(r.pool_id == "default" for r in window)
 
 
+def test_the_queue_s_written_out_condition_names_the_waiting_phases() -> None:
+    # (written out for the partial index; it must not drift from the phases' own names)
+    phases = ", ".join(f"'{p}'" for p in queue_repo.WAITING)
+    assert f"phase IN ({phases}) AND staging IS NULL" == schema.IN_QUEUE_SQL
+
+
 def test_the_window_is_read_stream_by_stream_through_the_queue_s_own_index(
         store: db.Store, catalog: catalog_mod.Catalog, project: str,  # noqa: F811
         monkeypatch: Any) -> None:

@@ -17,14 +17,13 @@ JOBS = schema.jobs
 QUOTAS = schema.quotas
 USAGE = schema.project_usage
 WAITING = [jobs.Phase.CREATING.value, jobs.Phase.PENDING.value]
-#: the queue the scheduler decides on: new and admitted jobs, less those still fetching
-#: their inputs
-IN_QUEUE = sa.and_(JOBS.c.phase.in_(WAITING), JOBS.c.staging.is_(None))
+#: the queue the scheduler decides on (the condition of `ix_jobs_queue`, written out)
+IN_QUEUE = schema.IN_QUEUE
 #: the columns of rows.QueuedJob
 _QUEUE_COLUMNS = [JOBS.c[f.name] for f in dataclasses.fields(rows.QueuedJob)]
 #: the queue's streams: (pool, priority, project) of the jobs in it
 _STREAMS = (sa.select(JOBS.c.pool_id, JOBS.c.priority, JOBS.c.project_id)
-            .where(schema.IN_QUEUE).distinct())
+            .where(IN_QUEUE).distinct())
 #: the same on SQLite, whose planner (without statistics) would go through every queued
 #: job's row by `ix_jobs_phase_seq` rather than through the index that holds all it needs
 _STREAMS_SQLITE = sa.text("SELECT DISTINCT pool_id, priority, project_id FROM jobs "
@@ -56,7 +55,7 @@ def _heads(streams: int) -> sa.Select[Any] | sa.CompoundSelect:
     """The statement that reads the first jobs of `streams` streams (built once for each
     number of streams)."""
     heads = [sa.select(*_QUEUE_COLUMNS).where(
-                 schema.IN_QUEUE, JOBS.c.pool_id == sa.bindparam(f"k_pool{n}"),
+                 IN_QUEUE, JOBS.c.pool_id == sa.bindparam(f"k_pool{n}"),
                  JOBS.c.priority == sa.bindparam(f"k_priority{n}"),
                  JOBS.c.project_id == sa.bindparam(f"k_project{n}"))
              .order_by(JOBS.c.seq).limit(sa.bindparam("k_limit", type_=sa.Integer))
