@@ -15,6 +15,7 @@ import select
 import signal
 import subprocess
 import sys
+import time
 
 import psutil
 import pytest
@@ -28,7 +29,10 @@ LAUNCHER = r"""
 import json, os, signal, sys, time
 from corral.executors.local import keeper, launcher
 
-def stand_in(req, answer_fd, _launcher):
+def stand_in(request_fd, answer_fd, _launcher):
+    req = keeper.read_request(request_fd)
+    if req is None:  # forked ahead, and the launcher took no more requests
+        os._exit(0)
     me = os.getpid()
     time.sleep(req.get("answer_after", 0))
     os.write(answer_fd, json.dumps({"pid": me, "ticks": 0.0, "keeper": me}).encode() + b"\n")
@@ -147,6 +151,81 @@ def test_the_launcher_holds_a_pipe_a_task_with_room_for_them_and_tasks_keep_the_
         assert os.read(exit_r, 100) == b"L3 0\n"
         assert (tmp_path / "logs" / "L3.log").read_text().strip() == "512"
         assert psutil.Process(proc.pid).rlimit(psutil.RLIMIT_NOFILE)[0] > 512
+    finally:
+        os.close(exit_r)
+        proc.kill()
+        proc.wait()
+
+
+def _ready_keeper(launcher_pid: int, known: set[int], within: float = 10.0) -> int:
+    """The launcher's child that is none of `known`: the keeper it forked ahead."""
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        new = {c.pid for c in psutil.Process(launcher_pid).children()} - known
+        if new:
+            return new.pop()
+        time.sleep(0.02)
+    raise AssertionError("the launcher forked no keeper ahead")
+
+
+def _request(proc: subprocess.Popen[bytes], tmp_path: pathlib.Path,
+             req: dict[str, object]) -> dict[str, object]:
+    assert proc.stdin is not None and proc.stdout is not None
+    proc.stdin.write(json.dumps({"prefix": str(tmp_path / str(req["id"])), **req}).encode()
+                     + b"\n")
+    proc.stdin.flush()
+    answer: dict[str, object] = json.loads(proc.stdout.readline())
+    return answer
+
+
+def test_a_launch_is_handed_to_a_keeper_forked_before_it_came(
+        tmp_path: pathlib.Path) -> None:
+    """A launch does not wait for a fork of the launcher: the keeper that keeps it was
+    forked ahead (once no keeper was starting a task), ready and waiting."""
+    exit_r, exit_w = os.pipe()
+    proc = subprocess.Popen([sys.executable, "-c", LAUNCHER, str(exit_w)],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, pass_fds=(exit_w,))
+    os.close(exit_w)
+    kept: set[int] = set()
+    try:
+        for launch in ("A", "B"):
+            ready = _ready_keeper(proc.pid, kept)
+            answer = _request(proc, tmp_path, {"id": launch, "linger": 30})
+            assert answer["pid"] == ready
+            kept.add(ready)
+        # A ready keeper that died before its launch came: the launch gets one forked then.
+        ready = _ready_keeper(proc.pid, kept)
+        os.kill(ready, signal.SIGKILL)
+        with contextlib.suppress(psutil.NoSuchProcess):
+            while psutil.Process(ready).status() != psutil.STATUS_ZOMBIE:
+                time.sleep(0.01)  # (its pipes close with its exit)
+        answer = _request(proc, tmp_path, {"id": "C", "linger": 30})
+        assert isinstance(answer["pid"], int) and answer["pid"] != ready
+        kept.add(answer["pid"])
+    finally:
+        os.close(exit_r)
+        for pid in kept:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        proc.kill()
+        proc.wait()
+
+
+def test_the_keeper_forked_ahead_exits_once_the_launcher_takes_no_more_requests(
+        tmp_path: pathlib.Path) -> None:
+    """Its server gone (stdin closed), the launcher tells its ready keeper that no launch
+    comes: the keeper exits without claiming anything, and the launcher with it."""
+    exit_r, exit_w = os.pipe()
+    proc = subprocess.Popen([sys.executable, "-I", "-S", launcher.__file__, str(exit_w)],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, pass_fds=(exit_w,))
+    os.close(exit_w)
+    try:
+        ready = _ready_keeper(proc.pid, set())
+        assert proc.stdin is not None
+        proc.stdin.close()
+        assert proc.wait(timeout=10) == 0
+        assert not psutil.pid_exists(ready) or psutil.Process(ready).status() == "zombie"
+        assert list(tmp_path.iterdir()) == []
     finally:
         os.close(exit_r)
         proc.kill()

@@ -2,7 +2,12 @@
 
 The launcher forks a keeper for each launch (`run`), and the keeper, not the launcher, is
 the task's parent: what a task leaves behind is then told apart from other tasks' without
-a doubt. A keeper
+a doubt. A keeper first gets ready (it drops the launcher's descriptors and becomes a child
+subreaper), then reads the launch it is to keep from its request pipe, until the launcher
+closes it: the launcher forks the next keeper while none is starting a task, so that a
+launch does not wait for a fork (a fork of the launcher and a keeper's readying are a few
+milliseconds; see docs/performance.md). A keeper that reads no launch (the launcher took
+no more requests) exits. Then it
 
 1. claims the launch: creates `<prefix>.claim` exclusively and writes `L <its pid> <its
    start ticks>` there. A claim that exists already was given up (`abandoned`: by a
@@ -128,12 +133,16 @@ def recorded_code(claim: str) -> int | None:
     return None
 
 
-def run(req: dict[str, Any], answer_fd: int, launcher: int) -> NoReturn:
-    """(the child of the launcher's fork) Keep the task `req` asks for, then exit."""
+def run(request_fd: int, answer_fd: int, launcher: int) -> NoReturn:
+    """(the child of the launcher's fork) Get ready, wait for the launch to keep on
+    `request_fd`, keep it, then exit."""
     try:
         prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
         if os.getppid() == launcher:
-            Keeper(req, answer_fd).keep()
+            ready = Keeper(answer_fd, request_fd)
+            req = read_request(request_fd)
+            if req is not None:
+                ready.keep(req)
     except BaseException:  # (a bug: the traceback goes to the launcher's error log)
         with contextlib.suppress(BaseException):
             traceback.print_exc()
@@ -142,24 +151,34 @@ def run(req: dict[str, Any], answer_fd: int, launcher: int) -> NoReturn:
         os._exit(0)
 
 
+def read_request(fd: int) -> dict[str, Any] | None:
+    """The launch a keeper is given: a JSON object, read from `fd` until it closes (which
+    it then closes); None when it closed with nothing on it."""
+    raw = b""
+    while chunk := os.read(fd, 1 << 16):
+        raw += chunk
+    os.close(fd)
+    return json.loads(raw) if raw else None
+
+
 class Keeper:
-    def __init__(self, req: dict[str, Any], answer_fd: int) -> None:
-        self.req = req
+    def __init__(self, answer_fd: int, request_fd: int) -> None:
+        """Ready for a launch, before it is known: the launcher's descriptors dropped
+        (all but the pipes of this launch), a child subreaper."""
         self.answer_fd = answer_fd
-        self.claim = req["prefix"] + ".claim"
+        self.req: dict[str, Any] = {}
+        self.claim = ""
         #: the claim's folder and the claim, held from the claim on: the attempt's folder
         #: is the task's user's, who may put a link or a folder of theirs where these were
         self.ctl = -1
         self.claim_fd = -1
-        found = req.get("cgroup")
-        self.group = cgroups.Group(int(found["version"]), tuple(found["dirs"])) \
-            if found else None
+        self.group: cgroups.Group | None = None
         self.proc: subprocess.Popen[bytes] | clone.Child | None = None
         self.code: int | None = None
         self.sink: logcap.Sink | None = None
         self.pipe = -1
         signal.set_wakeup_fd(-1)  # the launcher's, closed next
-        self._own_fds()
+        self._own_fds(answer_fd, request_fd)
         if _FILES_SOFT is not None:  # the task gets the limit the launcher was given
             hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
             resource.setrlimit(resource.RLIMIT_NOFILE, (_FILES_SOFT, hard))
@@ -168,20 +187,28 @@ class Keeper:
             os.set_blocking(fd, False)
         signal.set_wakeup_fd(wake_w)
         prctl(PR_SET_CHILD_SUBREAPER, 1)
+        self.ticks = start_ticks("self")
 
-    def _own_fds(self) -> None:
-        """Hold none of the launcher's pipes: the server learns that the launcher has gone
-        from their closing."""
+    @staticmethod
+    def _own_fds(*kept: int) -> None:
+        """Hold none of the launcher's pipes (but `kept`): the server learns that the
+        launcher has gone from their closing, and a keeper learns its launch from its
+        request pipe's."""
         null = os.open(os.devnull, os.O_RDWR)
         os.dup2(null, 0)
         os.dup2(null, 1)
         for name in os.listdir("/proc/self/fd"):
             fd = int(name)
-            if fd > 2 and fd != self.answer_fd:
+            if fd > 2 and fd not in kept:
                 with contextlib.suppress(OSError):
                     os.close(fd)
 
-    def keep(self) -> None:
+    def keep(self, req: dict[str, Any]) -> None:
+        self.req = req
+        self.claim = req["prefix"] + ".claim"
+        found = req.get("cgroup")
+        if found:
+            self.group = cgroups.Group(int(found["version"]), tuple(found["dirs"]))
         reply = self.start()
         with contextlib.suppress(OSError):
             os.write(self.answer_fd, json.dumps(reply).encode() + b"\n")
@@ -200,7 +227,7 @@ class Keeper:
         except OSError as exc:
             return {"error": f"cannot claim the launch: {exc}"}
         try:
-            os.write(fd, f"L {os.getpid()} {start_ticks('self')}\n".encode())
+            os.write(fd, f"L {os.getpid()} {self.ticks}\n".encode())
             if self.group is not None:
                 os.write(fd, f"C {self.group.dumps()}\n".encode())
             try:

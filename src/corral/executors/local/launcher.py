@@ -1,9 +1,12 @@
 """The local executor's launcher: starts tasks, each under a keeper, and tells their ends.
 
 One launcher runs beside each server, started with the server's first task in a session of
-its own, so that it outlives a server that is killed. For each launch it forks a keeper
-(`keeper`), which claims the launch, starts the task as its child and records how it ended
-in the launch's claim file.
+its own, so that it outlives a server that is killed. Each launch is kept by a keeper
+(`keeper`), a fork of the launcher, which claims the launch, starts the task as its child
+and records how it ended in the launch's claim file. The launcher forks the next launch's
+keeper ahead, whenever it has none and no keeper is starting a task (so the fork does not
+take a core from a starting task); a launch that finds it ready is handed to it at once,
+one that finds none gets one forked then.
 
 It reads launch requests on stdin, one JSON object a line (`id`, `prefix`, `argv`, `shell`:
 argv[0] is a command line for /bin/sh and the rest its arguments, `cwd`, `env`, `log`,
@@ -20,8 +23,8 @@ process has gone.
 It is a child subreaper: a keeper that is killed leaves its task and whatever the task
 started to the launcher, which kills them (its only children of its own are keepers).
 
-When stdin closes (its server stopped or died) it takes no more requests, goes on telling
-ends, and exits once its last keeper has.
+When stdin closes (its server stopped or died) it takes no more requests (the keeper forked
+ahead is told so, and exits), goes on telling ends, and exits once its last keeper has.
 
 Only the standard library and `corral.oskit` (loaded as plain files): it runs as
 `python -I -S` and starts in a few milliseconds.
@@ -48,6 +51,11 @@ else:  # run as a script: corral is not on the path; its siblings are beside it,
     import procs  # type: ignore[no-redef]
 
 
+#: a keeper forked for a launch: its pid, the pipe its launch is written to, and the pipe
+#: it answers on
+Forked = tuple[int, int, int]
+
+
 class Launcher:
     def __init__(self, exit_fd: int, answer_fd: int = 1) -> None:
         self.exit_fd: int | None = exit_fd
@@ -55,6 +63,8 @@ class Launcher:
         self.pid = os.getpid()
         #: the keepers not yet reaped
         self.keepers: set[int] = set()
+        #: the keeper forked ahead, ready for the next launch
+        self.ready: Forked | None = None
         #: the answer pipe of each keeper still starting its task -> (the request, what the
         #: keeper has said so far)
         self.starting: dict[int, tuple[dict[str, Any], bytes]] = {}
@@ -63,29 +73,76 @@ class Launcher:
         self.ends: dict[int, tuple[str, str]] = {}
         self.poller = select.poll()
 
-    def request(self, req: dict[str, Any]) -> None:
-        """Fork the launch's keeper. Its answer is passed on when it comes (`heard`); the
-        ends of other tasks are told meanwhile, not after the milliseconds a keeper takes
-        to start its task."""
-        try:
-            answer_r, answer_w = os.pipe()
-        except OSError as exc:  # out of descriptors, say
+    def request(self, req: dict[str, Any], raw: bytes) -> None:
+        """Hand the launch (`raw`, its JSON) to the keeper forked ahead, or to one forked
+        now. Its answer is passed on when it comes (`heard`); the ends of other tasks are
+        told meanwhile, not after the milliseconds a keeper takes to start its task."""
+        ready, self.ready = self.ready, None
+        if ready is not None and self._hand(ready, req, raw):
+            return
+        try:  # (none was ready, or it died before it was handed the launch)
+            forked = self.fork()
+        except OSError as exc:  # out of descriptors or processes, say
             self.answer({"id": req["id"], "error": f"cannot start its keeper: {exc}"})
             return
+        if not self._hand(forked, req, raw):
+            self.answer({"id": req["id"], "error": "its keeper died before starting it"})
+
+    def fork(self) -> Forked:
+        """A keeper, getting ready, its launch not yet written (OSError: none)."""
+        answer_r, answer_w = os.pipe()
         try:
-            pid = os.fork()
-        except OSError as exc:
+            request_r, request_w = os.pipe()
+        except OSError:
             os.close(answer_r)
             os.close(answer_w)
-            self.answer({"id": req["id"], "error": f"cannot fork its keeper: {exc}"})
-            return
-        if pid == 0:
-            keeper.run(req, answer_w, self.pid)  # never returns
+            raise
+        try:
+            pid = os.fork()
+        except OSError:
+            for fd in (answer_r, answer_w, request_r, request_w):
+                os.close(fd)
+            raise
+        if pid == 0:  # (the launcher's ends, closed at once: its launch ends with EOF)
+            os.close(request_w)
+            os.close(answer_r)
+            keeper.run(request_r, answer_w, self.pid)  # never returns
         os.close(answer_w)
+        os.close(request_r)
         self.keepers.add(pid)
         os.set_blocking(answer_r, False)
+        return pid, request_w, answer_r
+
+    def fork_ahead(self) -> None:
+        """Fork the next launch's keeper, unless one is ready or a keeper is starting a
+        task (the fork would take a core from it)."""
+        if self.ready is None and not self.starting:
+            with contextlib.suppress(OSError):  # the next launch forks one then
+                self.ready = self.fork()
+
+    def _hand(self, forked: Forked, req: dict[str, Any], raw: bytes) -> bool:
+        """Write the launch to the keeper `forked`; False when it died before reading it."""
+        _pid, request_w, answer_r = forked
+        try:
+            view = memoryview(raw)
+            while view:
+                view = view[os.write(request_w, view):]
+        except OSError:
+            os.close(answer_r)
+            return False
+        finally:
+            os.close(request_w)
         self.starting[answer_r] = (req, b"")
         self.poller.register(answer_r, select.POLLIN)
+        return True
+
+    def no_more_requests(self) -> None:
+        """Tell the keeper forked ahead that no launch comes: it exits."""
+        if self.ready is not None:
+            _pid, request_w, answer_r = self.ready
+            self.ready = None
+            os.close(request_w)
+            os.close(answer_r)
 
     def answer(self, reply: dict[str, Any]) -> None:
         # A server that died after asking cannot read it: the claim says it all.
@@ -179,6 +236,8 @@ def main(exit_fd: int) -> int:
     requests_open = True
     pending = b""
     while requests_open or launcher.keepers or launcher.starting or launcher.ends:
+        if requests_open:
+            launcher.fork_ahead()
         for fd, _ev in poller.poll():
             if fd in launcher.starting:
                 launcher.heard(fd)
@@ -198,11 +257,12 @@ def main(exit_fd: int) -> int:
             if not data:
                 requests_open = False
                 poller.unregister(0)
+                launcher.no_more_requests()
                 continue
             pending += data
             *lines, pending = pending.split(b"\n")
             for line in lines:
-                launcher.request(json.loads(line))
+                launcher.request(json.loads(line), line)
         launcher.reap()
     return 0
 
