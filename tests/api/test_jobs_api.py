@@ -413,6 +413,54 @@ def test_a_watch_builds_the_jobs_body_only_for_its_answer(
     assert built == ["Completed"]
 
 
+def test_a_watch_does_not_read_the_job_while_the_scheduler_starts_it(
+    live: conftest.Live, tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The scheduler says which phase it moved a job to: a watch waiting for the job to
+    # leave Pending and Running reads it when the watch begins and once it has ended, not
+    # when it starts (Running) nor when its start is recorded (its phase kept).
+    from corral.api import jobs as jobs_api
+    from corral.api import watch as watch_mod
+
+    monkeypatch.setattr(watch_mod, "RECHECK_S", 60.0)  # no read for lack of news
+    reads: list[str] = []
+    real = jobs_api._body_unless
+
+    def counted(ctx: Any, project_id: str, job_id: str, phases: Any) -> Any:
+        out = real(ctx, project_id, job_id, phases)
+        if phases:  # the watch's reads (a plain GET passes none)
+            reads.append("answer" if out is not None else "still waiting")
+        return out
+
+    monkeypatch.setattr(jobs_api, "_body_unless", counted)
+    blocker = live.submit(factories.make_job(command="sleep 30", flavor_id="corral.cpu.full"))[
+        "metadata"]["id"]
+    wait_running(live, blocker)
+    gate = tmp_path / "gate"
+    job_id = live.submit(factories.make_job(command=gated(gate)))["metadata"]["id"]
+    factories.wait_for(lambda: live.job(job_id)["status"]["secondary_phase"] == "Queuing")
+    changes = live.embedded.platform.context.changes
+
+    def start_then_end() -> None:
+        factories.wait_for(lambda: changes.watched() == 1, what="the watch begins")
+        assert terminate(live, blocker).status_code == 202  # the watched job starts
+        wait_running(live, job_id)
+        time.sleep(0.3)  # (its start recorded)
+        gate.touch()
+
+    helper = threading.Thread(target=start_then_end)
+    helper.start()
+    try:
+        reads.clear()
+        r = watch(live, job_id, "Pending", "Running", timeout=30)
+    finally:
+        helper.join()
+
+    assert r.status_code == 200, r.text
+    assert r.json()["status"]["phase"] == "Completed"
+    assert reads == ["still waiting", "answer"]
+
+
 @pytest.mark.parametrize("params", [
     [("watch", "Sleeping")],
     [("watch", "Running"), ("timeout", "0")],

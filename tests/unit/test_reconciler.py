@@ -7,7 +7,7 @@ import pathlib
 import shutil
 import threading
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import pytest
@@ -188,7 +188,8 @@ def test_watchers_hear_of_each_commit_and_the_kinds_of_the_whole_pass_once_it_is
     told: list[tuple[str, list[str], int]] = []
 
     def hear(who: str) -> Any:
-        return lambda ids: told.append((who, sorted(ids), len(world.fake.launches(job_id))))
+        return lambda ids, *_moved: told.append((who, sorted(ids),
+                                                 len(world.fake.launches(job_id))))
 
     rec = reconciler.Reconciler(store=world.store, executor=world.fake, catalog=world.catalog,
                                 settings=world.settings, clock=world.clock, environ=ENVIRON,
@@ -919,14 +920,21 @@ def test_a_pass_whose_scheduling_fails_still_carries_out_what_it_committed(
 def test_each_pass_tells_which_jobs_it_changed_once_they_are_committed(world: World) -> None:
     told: list[dict[str, str]] = []
 
-    def on_change(job_ids: Any) -> None:  # each job's phase as another connection sees it
+    def on_change(job_ids: Any, moved: Mapping[str, str]) -> None:
+        # each job's phase as another connection sees it; the pass says the phase each
+        # job it moved was moved to
         told.append({j: world.phase(j)[0] for j in job_ids})
+        assert moved == {j: phase for j, phase in told[-1].items() if j in moved}
+        moves.update(moved)
+
+    moves: dict[str, str] = {}
 
     world.rec.on_change = on_change
     job_id, other = world.submit(), world.submit(flavor_id="corral.cpu.full")
 
     world.tick()  # the first starts, the second waits for it
     assert told == [{job_id: "Running", other: "Pending"}]
+    assert moves == {job_id: "Running", other: "Pending"}
 
     told.clear()
     world.tick()  # nothing changed
@@ -935,6 +943,7 @@ def test_each_pass_tells_which_jobs_it_changed_once_they_are_committed(world: Wo
     world.fake.exit(job_id, code=0)
     world.tick()  # the first completes (first transaction), the second starts (second)
     assert told == [{job_id: "Completed"}, {other: "Running"}]
+    assert moves == {job_id: "Completed", other: "Running"}
 
 
 def test_a_jobs_submission_and_passes_build_no_sql_statement(

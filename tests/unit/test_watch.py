@@ -56,3 +56,22 @@ def test_a_wait_ends_by_itself_to_read_the_job_again() -> None:
 
     assert asyncio.run(main())
     changes.changed(["a"])  # nobody watches any more: nothing to do
+
+
+def test_a_change_that_leaves_the_job_in_a_phase_the_watch_waits_through_wakes_nobody() -> None:
+    """The scheduler says which phase each job moved to: a watch waiting for the job to
+    leave Pending and Running is not woken (to read the job) by its start, nor by a change
+    that moved no phase; it is by its end, and by a change that says nothing of phases."""
+    changes = watch.JobChanges()
+
+    async def woken(tell: list[tuple[list[str], dict[str, str] | None]]) -> bool:
+        with changes.watching("a", {"Pending", "Running"}) as w:
+            w.arm()
+            for ids, moved in tell:
+                changes.changed(ids, moved)
+            await asyncio.sleep(0)  # a poke is delivered through the loop
+            return await asyncio.wait_for(w.wait(0.2), 10)
+
+    assert not asyncio.run(woken([(["a"], {"a": "Running"}), (["a", "b"], {"b": "Failed"})]))
+    assert asyncio.run(woken([(["a"], {"a": "Running"}), (["a"], {"a": "Completed"})]))
+    assert asyncio.run(woken([(["a"], None)]))

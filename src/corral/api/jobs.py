@@ -62,7 +62,7 @@ async def show_training_job(
     # ends the wait at once (see api/watch.py).
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout
-    with ctx.changes.watching(training_job_id) as watcher:
+    with ctx.changes.watching(training_job_id, waiting) as watcher:
         while True:
             watcher.arm()
             left = deadline - loop.time()

@@ -3,8 +3,11 @@
 Whoever changes a job's phase (the scheduler's passes, the API's terminate and delete, the
 storage thread) says so once its transaction has committed, through `JobChanges.changed`;
 a request watching that job reads it again then, and answers once its phase differs from
-the one the client last saw. The job is also read again every RECHECK_S, so that a change
-nobody announced is still answered, late.
+the one the client last saw. The scheduler also says which phase each job moved to (and
+which of the jobs it names kept theirs): a change that leaves the job in a phase the watch
+waits through wakes no one, so a watch does not read the job while the scheduler starts
+it. The job is also read again every RECHECK_S, so that a change nobody announced is still
+answered, late.
 """
 
 from __future__ import annotations
@@ -12,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Collection, Iterable, Iterator, Mapping
 
 #: the longest a watching request waits (the client asks again)
 MAX_TIMEOUT_S = 60.0
@@ -24,14 +27,20 @@ RECHECK_S = 1.0
 class Watcher:
     """One request's wait for one job (see `JobChanges.watching`)."""
 
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+    def __init__(self, loop: asyncio.AbstractEventLoop,
+                 waits_through: Collection[str] = ()) -> None:
         self._loop = loop
+        #: the phases the watch waits through: a move to one of them is not its answer
+        self._through = frozenset(waits_through)
         self._changed = False
         #: what `wait` awaits, while it does
         self._waiter: asyncio.Future[None] | None = None
 
-    def poke(self) -> None:
-        """(any thread) The job changed."""
+    def poke(self, moved_to: str | None = None) -> None:
+        """(any thread) The job changed: moved to phase `moved_to`, when the changer says
+        (a move to a phase the watch waits through wakes nobody)."""
+        if moved_to in self._through:
+            return
         with contextlib.suppress(RuntimeError):  # the loop has closed: nobody waits
             self._loop.call_soon_threadsafe(self._set)
 
@@ -72,19 +81,26 @@ class JobChanges:
         self._lock = threading.Lock()
         self._watchers: dict[str, set[Watcher]] = {}
 
-    def changed(self, job_ids: Iterable[str]) -> None:
-        """Jobs changed (their transactions have committed)."""
+    def changed(self, job_ids: Iterable[str], moved: Mapping[str, str] | None = None) -> None:
+        """Jobs changed (their transactions have committed). `moved`, from a changer that
+        knows: the phase each job it names moved to; a job of `job_ids` it does not name
+        kept its phase, which is all a watch answers on, so its watches are not woken."""
         if not self._watchers:  # the usual case: nobody watches
             return
         with self._lock:
-            poked = [w for job_id in job_ids for w in self._watchers.get(job_id, ())]
-        for w in poked:
-            w.poke()
+            poked = [(w, job_id) for job_id in job_ids
+                     for w in self._watchers.get(job_id, ())]
+        for w, job_id in poked:
+            if moved is None:
+                w.poke()
+            elif job_id in moved:
+                w.poke(moved[job_id])
 
     @contextlib.contextmanager
-    def watching(self, job_id: str) -> Iterator[Watcher]:
-        """Watch a job for the length of the block (in the event loop's thread)."""
-        w = Watcher(asyncio.get_running_loop())
+    def watching(self, job_id: str, waits_through: Collection[str] = ()) -> Iterator[Watcher]:
+        """Watch a job for the length of the block (in the event loop's thread), until its
+        phase is none of `waits_through`."""
+        w = Watcher(asyncio.get_running_loop(), waits_through)
         with self._lock:
             self._watchers.setdefault(job_id, set()).add(w)
         try:

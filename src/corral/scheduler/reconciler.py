@@ -52,7 +52,7 @@ class Reconciler:
                  environ: Mapping[str, str] | None = None,
                  run_as: tuple[int, int] | None = None,
                  on_catalog: Callable[[catalog_mod.Catalog], None] | None = None,
-                 on_change: Callable[[Collection[str]], None] | None = None,
+                 on_change: Callable[[Collection[str], Mapping[str, str]], None] | None = None,
                  on_pass_end: Callable[[Collection[str]], None] | None = None,
                  wake: Callable[[], None] | None = None,
                  hang_timeout: int = faults.DEFAULT_HANG_TIMEOUT,
@@ -60,12 +60,13 @@ class Reconciler:
         """`environ`: what tasks inherit (less settings.job_env_deny; default the
         server's); `run_as`: (uid, gid) tasks run as; `on_catalog`: told of the new catalog
         when the executor's nodes change; `on_change`: told of the jobs a pass changed once
-        it has committed (see api/watch.py); `on_pass_end`: told of them all once the pass is
-        over (the job kinds' controllers, which look up each job's owner: not while the
-        pass still starts what it decided); `wake`: asks for a pass soon, from any thread;
-        `hang_timeout`: seconds, for the jobs that set none (0: hangs are not looked for);
-        `leading`: whether this server still holds its lease, by its own clock (asked
-        before processes are started: a leader that lost its lease starts none)."""
+        it has committed, with the phase each that moved was moved to (see api/watch.py);
+        `on_pass_end`: told of them all once the pass is over (the job kinds' controllers,
+        which look up each job's owner: not while the pass still starts what it decided);
+        `wake`: asks for a pass soon, from any thread; `hang_timeout`: seconds, for the
+        jobs that set none (0: hangs are not looked for); `leading`: whether this server
+        still holds its lease, by its own clock (asked before processes are started: a
+        leader that lost its lease starts none)."""
         self.store = store
         self.executor = executor
         self.catalog = catalog
@@ -151,9 +152,10 @@ class Reconciler:
     def _announce(self, p: passes.Pass) -> None:
         """Tell who waits on them of the jobs a committed transaction changed."""
         if p.events.jobs and self.on_change is not None:
-            self.on_change(p.events.jobs)
+            self.on_change(p.events.jobs, p.events.moved)
         p.changed |= p.events.jobs
         p.events.jobs = set()
+        p.events.moved = {}
 
     def _node_names(self) -> frozenset[str]:
         return frozenset(n.name for n in self.executor.nodes())

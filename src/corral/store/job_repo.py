@@ -179,7 +179,7 @@ def transition(
     if events is None:
         add_event(conn, job_id, now, message, level=level)
     else:
-        events.add(job_id, now, message, level=level)
+        events.add(job_id, now, message, level=level, moved_to=to.value)
     return True
 
 
@@ -399,10 +399,15 @@ class Events:
         #: the jobs events were added for, written or not (whoever waits on them is told
         #: once the transaction has committed)
         self.jobs: set[str] = set()
+        #: the phase each job that moved was moved to, the last one where it moved twice
+        #: (a job of `jobs` not named here kept its phase)
+        self.moved: dict[str, str] = {}
 
     def add(self, job_id: str, now: int, message: str, *, level: str = "Info",
-            source: str = "Job") -> None:
+            source: str = "Job", moved_to: str | None = None) -> None:
         self.jobs.add(job_id)
+        if moved_to is not None:
+            self.moved[job_id] = moved_to
         self.rows.append({"job_id": job_id, "time": now, "level": level, "source": source,
                           "message": message})
 
