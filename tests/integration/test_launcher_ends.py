@@ -1,8 +1,10 @@
 """The local launcher tells a task's end as soon as the task's keeper has recorded it in
-the claim (the keeper then closes the pipe it answered on), not once the keeper's process
-has gone: a keeper's exit (its address space torn down, the launcher woken by SIGCHLD)
-took more than a millisecond of every job's path here. A keeper that dies without
-recording an end is told as `-`, as before."""
+the claim (the keeper then says it on the pipe it answered on and closes it), not once the
+keeper's process has gone: a keeper's exit (its address space torn down, the launcher woken
+by SIGCHLD) took more than a millisecond of every job's path here. It tells the end the
+keeper said, without reading the claim again; from a keeper killed between recording and
+saying it, the end its claim records. A keeper that dies without recording an end is told
+as `-`."""
 
 from __future__ import annotations
 
@@ -39,8 +41,11 @@ def stand_in(request_fd, answer_fd, _launcher):
     if req.get("die"):
         os.kill(me, signal.SIGKILL)
     time.sleep(req.get("end_after", 0))
-    with open(req["prefix"] + ".claim", "w") as fh:
-        fh.write(f"L {me} 0\n{me}\n7\n")
+    if "say" in req:  # said on the pipe (as a keeper does once the claim records it)
+        os.write(answer_fd, json.dumps(req["say"]).encode())
+    else:  # recorded in the claim only (a keeper killed before it said it)
+        with open(req["prefix"] + ".claim", "w") as fh:
+            fh.write(f"L {me} 0\n{me}\n" + req.get("end", "7\n"))
     os.close(answer_fd)
     time.sleep(req["linger"])
     os._exit(0)
@@ -77,7 +82,7 @@ def test_an_end_is_told_once_recorded_while_the_keeper_still_lives(
         tmp_path: pathlib.Path) -> None:
     told, keeper = _launch(tmp_path, {"id": "L1", "linger": 30})
     try:
-        assert told == "L1 7\n"
+        assert told == 'L1 {"code":7}\n'
         assert psutil.pid_exists(keeper) and psutil.Process(keeper).status() != "zombie"
     finally:
         with contextlib.suppress(ProcessLookupError):
@@ -104,12 +109,12 @@ def test_an_end_is_told_while_another_keeper_is_still_starting_its_task(
                 keepers.append(int(json.loads(proc.stdout.readline())["pid"]))
         # A's end comes a second after its answer, B's answer eight seconds after its request
         assert select.select([exit_r], [], [], 5)[0], "A's end was not told while B started"
-        assert os.read(exit_r, 100) == b"A 7\n"
+        assert os.read(exit_r, 100) == b'A {"code":7}\n'
         answer = json.loads(proc.stdout.readline())  # and B's answer comes all the same
         assert answer["id"] == "B" and "pid" in answer
         keepers.append(int(answer["pid"]))
         assert select.select([exit_r], [], [], 10)[0]
-        assert os.read(exit_r, 100) == b"B 7\n"
+        assert os.read(exit_r, 100) == b'B {"code":7}\n'
     finally:
         os.close(exit_r)
         for pid in keepers:
@@ -117,6 +122,23 @@ def test_an_end_is_told_while_another_keeper_is_still_starting_its_task(
                 os.kill(pid, signal.SIGKILL)
         proc.kill()
         proc.wait()
+
+
+def test_the_end_a_keeper_says_is_told_without_reading_its_claim(
+        tmp_path: pathlib.Path) -> None:
+    """What a keeper says on its pipe (its end, once recorded) is told as it is: this one
+    wrote no claim at all, so the launcher did not read one."""
+    said = {"code": 137, "oom_kills": 2, "memory_mb": 512, "log_dropped": 0}
+    told, _keeper = _launch(tmp_path, {"id": "L4", "linger": 0, "say": said})
+    assert told == "L4 " + json.dumps(said, separators=(",", ":")) + "\n"
+    assert not (tmp_path / "L4.claim").exists()
+
+
+def test_the_end_a_claim_records_is_told_for_a_keeper_killed_before_saying_it(
+        tmp_path: pathlib.Path) -> None:
+    told, _keeper = _launch(tmp_path, {"id": "L5", "linger": 0,
+                                       "end": 'E {"log_dropped": 4096}\n1\n'})
+    assert told == 'L5 {"code":1,"log_dropped":4096}\n'
 
 
 def test_a_keeper_killed_before_recording_an_end_is_told_without_a_code(
@@ -148,7 +170,7 @@ def test_the_launcher_holds_a_pipe_a_task_with_room_for_them_and_tasks_keep_the_
         proc.stdin.flush()
         assert "pid" in json.loads(proc.stdout.readline())
         assert select.select([exit_r], [], [], 10)[0]
-        assert os.read(exit_r, 100) == b"L3 0\n"
+        assert os.read(exit_r, 100) == b'L3 {"code":0}\n'
         assert (tmp_path / "logs" / "L3.log").read_text().strip() == "512"
         assert psutil.Process(proc.pid).rlimit(psutil.RLIMIT_NOFILE)[0] > 512
     finally:

@@ -117,8 +117,8 @@ def test_a_launch_writes_nothing_through_a_folder_made_a_link(
 def test_a_task_that_makes_its_ctl_folder_a_link_gets_no_exit_code_written_there(
         run: Run, rig: local_rig.Rig) -> None:
     """The claim's end is appended to the file its keeper created, not to what has its
-    name when the task ends; the task's end is then unknown to the server, not a file
-    of root's."""
+    name when the task ends; the server has the end from the keeper itself (its pipe),
+    not from a file of root's."""
     spec = run.spec(f"mv ctl was-ctl && ln -s {run.victim} ctl; exit 3")
     planted = run.victim / f"{spec.task}.{spec.launch_id}.claim"
     planted.write_text(f"{SECRET}\n")
@@ -129,8 +129,13 @@ def test_a_task_that_makes_its_ctl_folder_a_link_gets_no_exit_code_written_there
     assert planted.read_text() == f"{SECRET}\n"
     kept = (run.attempt / "was-ctl" / planted.name).read_text().splitlines()
     assert kept[-1] == "3"  # the keeper's own claim, moved away, has the end
-    assert status.state is base.State.LOST
-    assert "claim file was replaced" in status.message
+    assert (status.state, status.exit_code) == (base.State.EXITED, 3)
+    # A restarted server, which has the end from the claim alone, finds a link there:
+    # the end is unknown to it, not read from a file of root's.
+    adopted = rig.executor().adopt(status.handle)
+    assert adopted.state is base.State.LOST
+    assert "claim file was replaced" in adopted.message
+    assert planted.read_text() == f"{SECRET}\n"
 
 
 def test_giving_a_launch_up_writes_nothing_through_a_ctl_folder_made_a_link(

@@ -89,6 +89,12 @@ class Claim:
         return dataclasses.replace(claim, pid=int(rest[0]),
                                    code=int(code) if code.lstrip("-").isdigit() else None)
 
+    @property
+    def end_details(self) -> dict[str, int]:
+        """What its end says besides the exit code (`keeper.END_DETAILS`)."""
+        return {"oom_kills": self.oom_kills, "memory_mb": self.memory_mb,
+                "log_dropped": self.log_dropped}
+
     def group(self, launch_id: str) -> cgroups.Group | None:
         """The task's cgroup, when the claim names one of this launch."""
         return cgroups.Group.loads(self.cgroup, launch_id) if self.cgroup else None
@@ -176,6 +182,12 @@ def _by_wrapper(text: str) -> bool:
                if line.strip())
 
 
+def told_end(raw: str) -> dict[str, int] | None:
+    """An end as the launcher tells it: a JSON object (`code`, and what the keeper said
+    of `keeper.END_DETAILS`); None for `-`, an end no one recorded."""
+    return None if raw == "-" else keeper.said_end(raw.encode())
+
+
 def _end(raw: str) -> dict[str, int]:
     """What an `E` line says, the numbers this version knows."""
     try:
@@ -184,8 +196,7 @@ def _end(raw: str) -> dict[str, int]:
         return {}
     if not isinstance(data, dict):
         return {}
-    return {k: v for k, v in data.items()
-            if k in ("oom_kills", "memory_mb", "log_dropped") and isinstance(v, int)}
+    return {k: v for k, v in data.items() if k in keeper.END_DETAILS and isinstance(v, int)}
 
 
 def old_exit_code(prefix: str) -> int | None:

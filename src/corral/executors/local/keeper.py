@@ -26,8 +26,9 @@ no more requests) exits. Then it
    the cgroup's OOM kills and removes it; runs the launch's `cleanup` command, if it has
    one (a container's record removed); appends what the end says besides its exit code
    (`E <json>`: processes killed for memory, bytes of log dropped), then the exit code
-   (128 + N for death by signal N), closes the pipe it answered the launcher on, which
-   tells the launcher (and through it the server) that the end is recorded, and exits.
+   (128 + N for death by signal N); says the same on the pipe it answered the launcher on
+   (one JSON object) and closes it, which tells the launcher (and through it the server)
+   that the end is recorded, and what it is; and exits.
 
 Until its task has started a keeper dies with its launcher (a server that gave up waiting
 claims the launch for no one; the keeper must not start the task after that). From then
@@ -120,17 +121,46 @@ def _libc() -> ctypes.CDLL:
     return ctypes.CDLL(None, use_errno=True)
 
 
-def recorded_code(claim: str) -> int | None:
-    """The exit code a claim file ends with, once its keeper has written it (and the file
-    is still the one it wrote: no link, its own)."""
+#: what an end says besides its exit code (the `E` line), the numbers this version knows
+END_DETAILS = ("oom_kills", "memory_mb", "log_dropped")
+
+
+def end_of(details: dict[str, Any], code: Any) -> dict[str, int] | None:
+    """An end as the launcher tells it: the exit code `code` and what `details` says of
+    END_DETAILS; None when `code` is no exit code."""
+    if isinstance(code, str) and code.lstrip("-").isdigit():
+        code = int(code)
+    if not isinstance(code, int) or isinstance(code, bool):
+        return None
+    said = {k: v for k, v in details.items() if k in END_DETAILS and isinstance(v, int)}
+    return {"code": code, **said}
+
+
+def said_end(said: bytes) -> dict[str, int] | None:
+    """The end a keeper said on its answer pipe once it had recorded it (a JSON object)."""
+    try:
+        end = json.loads(said)
+    except ValueError:
+        return None
+    return end_of(end, end.get("code")) if isinstance(end, dict) else None
+
+
+def recorded_end(claim: str) -> dict[str, int] | None:
+    """The end a claim file records, once its keeper has written it (and the file is still
+    the one it wrote: no link, its own): for a keeper killed between recording its end
+    and saying it."""
     try:
         text, _st = beneath.read(claim, owner=os.geteuid())
     except OSError:
         return None
-    lines = [x for x in text.split("\n") if x and x[:2] not in ("L ", "C ", "E ")]
-    if len(lines) == 2 and lines[1].lstrip("-").isdigit():
-        return int(lines[1])
-    return None
+    lines = [x for x in text.split("\n") if x and x[:2] not in ("L ", "C ")]
+    details: dict[str, Any] = {}
+    if len(lines) == 3 and lines[1].startswith("E "):
+        with contextlib.suppress(ValueError):
+            details = json.loads(lines.pop(1)[2:])
+    if len(lines) != 2 or not isinstance(details, dict):
+        return None
+    return end_of(details, lines[1])
 
 
 def run(request_fd: int, answer_fd: int, launcher: int) -> NoReturn:
@@ -407,8 +437,13 @@ class Keeper:
             self.group.remove()
         self._clean_up()
         lines = (f"E {json.dumps(end)}\n" if end else "") + f"{self.code}\n"
-        with contextlib.suppress(OSError):  # its disk is full, say
+        try:
             os.write(self.claim_fd, lines.encode())
+        except OSError:  # its disk is full, say: not recorded, so not said either
+            pass
+        else:  # said to the launcher, which tells it without reading the claim again
+            with contextlib.suppress(OSError):
+                os.write(self.answer_fd, json.dumps({"code": self.code, **end}).encode())
         os.close(self.claim_fd)
         os.close(self.ctl)
 

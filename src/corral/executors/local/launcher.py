@@ -14,11 +14,12 @@ argv[0] is a command line for /bin/sh and the rest its arguments, `cwd`, `env`, 
 log's cap in bytes, 0 for none), and answers each on stdout once its keeper has started the
 task, one JSON line: `{"id", "pid", "ticks", "keeper"}` or `{"id", "error"}`; it does not
 wait for that answer to go on telling the ends of other tasks. Once a keeper
-that started its task has recorded the task's end in the claim (it then closes the pipe it
-answered on), or has died, it writes `<id> <code>` to the exit pipe (the file descriptor
-given as its argument): the code the keeper recorded, or `<id> -` when it recorded none (it
-was killed). So the server learns of an end when it is recorded, not once the keeper's
-process has gone.
+that started its task has recorded the task's end in the claim (it then says the end on
+the pipe it answered on and closes it), or has died, it writes `<id> <end>` to the exit
+pipe (the file descriptor given as its argument): the end the keeper recorded, a JSON
+object (`code`, and `oom_kills`, `memory_mb`, `log_dropped` when it says them), or
+`<id> -` when it recorded none (it was killed). So the server learns of an end when it is
+recorded, not once the keeper's process has gone, and without reading the claim.
 
 It is a child subreaper: a keeper that is killed leaves its task and whatever the task
 started to the launcher, which kills them (its only children of its own are keepers).
@@ -69,8 +70,9 @@ class Launcher:
         #: keeper has said so far)
         self.starting: dict[int, tuple[dict[str, Any], bytes]] = {}
         #: the answer pipe of each keeper that started its task -> (its claim file, its
-        #: launch id): the keeper closes it once it has recorded the task's end
-        self.ends: dict[int, tuple[str, str]] = {}
+        #: launch id, what the keeper has said since its answer): the keeper says the
+        #: task's end there and closes it once it has recorded the end
+        self.ends: dict[int, tuple[str, str, bytes]] = {}
         self.poller = select.poll()
 
     def request(self, req: dict[str, Any], raw: bytes) -> None:
@@ -171,25 +173,33 @@ class Launcher:
             reply = {"error": "its keeper died before starting it"}
         self.answer({"id": req["id"], **reply})
         if "pid" in reply:  # (its closing, once it comes, wakes the poll as any other)
-            self.ends[fd] = (req["prefix"] + ".claim", req["id"])
+            self.ends[fd] = (req["prefix"] + ".claim", req["id"], said.split(b"\n", 1)[1])
             return
         self.poller.unregister(fd)
         os.close(fd)
 
     def ended(self, fd: int) -> None:
-        """Tell the end of the task whose keeper's answer pipe `fd` is, once it closed."""
+        """Tell the end of the task whose keeper's answer pipe `fd` is, once it closed: as
+        the keeper said it there, or, from a keeper killed before it said it, as its claim
+        records it (if it does)."""
+        claim, launch_id, said = self.ends[fd]
         try:
-            if os.read(fd, 1 << 16):
-                return  # (a keeper says nothing more after its answer)
+            chunk = os.read(fd, 1 << 16)
         except BlockingIOError:
             return
         except OSError:
-            pass
-        claim, launch_id = self.ends.pop(fd)
+            chunk = b""
+        if chunk:
+            self.ends[fd] = (claim, launch_id, said + chunk)
+            return
+        del self.ends[fd]
         self.poller.unregister(fd)
         os.close(fd)
-        code = keeper.recorded_code(claim)
-        self._tell(f"{launch_id} {'-' if code is None else code}\n".encode())
+        end = keeper.said_end(said) if said else None
+        if end is None:
+            end = keeper.recorded_end(claim)
+        told = "-" if end is None else json.dumps(end, separators=(",", ":"))
+        self._tell(f"{launch_id} {told}\n".encode())
 
     def reap(self) -> None:
         while True:

@@ -25,7 +25,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from corral.domain import errors, resources
@@ -178,8 +178,9 @@ class LocalExecutor:
         #: the tasks this executor's launchers started, until released: launch id ->
         #: (launcher, task pid, keeper pid)
         self._mine: dict[str, tuple[_Launcher, int, int]] = {}
-        #: their exit codes, as the launcher told them (None: its keeper recorded none)
-        self._exits: dict[str, int | None] = {}
+        #: their ends, as the launcher told them (`code`, and what the keeper said besides:
+        #: `keeper.END_DETAILS`; None: its keeper recorded none)
+        self._exits: dict[str, dict[str, int] | None] = {}
         self._watcher = watcher.ExitWatcher()
         self._watcher.start()
 
@@ -239,13 +240,14 @@ class LocalExecutor:
             return self._launcher
 
     def _on_exits(self, starter: _Launcher, lines: list[bytes] | None) -> None:
-        """What a launcher's exit pipe says (watcher thread): "<launch id> <code>" lines
-        ("-" for a code no one recorded); None when it closed (the launcher is gone)."""
+        """What a launcher's exit pipe says (watcher thread): "<launch id> <end>" lines (the
+        end a JSON object, "-" for one no one recorded); None when it closed (the launcher
+        is gone)."""
         if lines is not None:
             with self._lock:
                 for line in lines:
-                    launch_id, code = line.decode().split()
-                    self._exits[launch_id] = None if code == "-" else int(code)
+                    launch_id, end = line.decode().split()
+                    self._exits[launch_id] = claims.told_end(end)
             return
         # Killed, or ended after close: the tasks it still ran are watched as adopted ones
         # (their keepers still record their ends).
@@ -269,12 +271,12 @@ class LocalExecutor:
     def poll(self, handle: base.Handle) -> base.Status:
         with self._lock:
             told = handle.launch_id in self._exits
-            code = self._exits.get(handle.launch_id)
+            end = self._exits.get(handle.launch_id)
             mine = self._mine.get(handle.launch_id)
-        if told and code is not None:
+        if told and end is not None:
             # What the task left in its group goes at once (its keeper killed the rest).
             processes.kill_group(handle, signal.SIGKILL)
-            return self._exited(handle, code, claims.read(handle.prefix + ".claim"))
+            return self._exited(handle, end)
         if not told and mine is not None and mine[0].alive:
             return base.Status(base.State.RUNNING, handle=handle)
         return self._settle(handle)
@@ -392,7 +394,7 @@ class LocalExecutor:
         # counts as free.
         self._kill_all(handle, wait=1.0, remove=True)
         if code is not None:
-            return self._exited(handle, code, claim)
+            return self._exited(handle, {**claim.end_details, "code": code})
         return base.Status(base.State.LOST, handle=handle, message=(
             "its claim file was replaced (by a link, or a file corral did not write), so "
             "its exit code is unknown" if claim.refused else
@@ -400,14 +402,17 @@ class LocalExecutor:
             "exit code is unknown"))
 
     @staticmethod
-    def _exited(handle: base.Handle, code: int, claim: claims.Claim) -> base.Status:
+    def _exited(handle: base.Handle, end: Mapping[str, int]) -> base.Status:
+        """A task's exit, from its end as its keeper recorded it (`code`, and
+        `keeper.END_DETAILS`)."""
         message = ""
-        if claim.oom_kills:
-            limit = f"the {claim.memory_mb} MB of" if claim.memory_mb else "the"
+        oom_kills, memory_mb = end.get("oom_kills", 0), end.get("memory_mb", 0)
+        if oom_kills:
+            limit = f"the {memory_mb} MB of" if memory_mb else "the"
             message = f"used more than {limit} memory its flavor gives"
-        return base.Status(base.State.EXITED, exit_code=code, handle=handle,
-                           out_of_memory=claim.oom_kills > 0, message=message,
-                           log_dropped=claim.log_dropped)
+        return base.Status(base.State.EXITED, exit_code=end["code"], handle=handle,
+                           out_of_memory=oom_kills > 0, message=message,
+                           log_dropped=end.get("log_dropped", 0))
 
     def _kill_all(self, handle: base.Handle, *, wait: float, remove: bool = False) -> None:
         """SIGKILL the task and all it started: its cgroup when it has one, else its group
