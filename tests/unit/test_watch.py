@@ -75,3 +75,18 @@ def test_a_change_that_leaves_the_job_in_a_phase_the_watch_waits_through_wakes_n
     assert not asyncio.run(woken([(["a"], {"a": "Running"}), (["a", "b"], {"b": "Failed"})]))
     assert asyncio.run(woken([(["a"], {"a": "Running"}), (["a"], {"a": "Completed"})]))
     assert asyncio.run(woken([(["a"], None)]))
+
+
+def test_a_stream_of_a_jobs_changes_is_woken_by_every_change() -> None:
+    """A watch that waits through no phase (the console's streams of a job's changes and
+    of its log) is woken by a change that kept the job's phase, too."""
+    changes = watch.JobChanges()
+
+    async def woken() -> bool:
+        with changes.watching("a") as w:
+            w.arm()
+            changes.changed(["a"], {})  # the job changed, its phase did not
+            await asyncio.sleep(0)
+            return await asyncio.wait_for(w.wait(5), 10)
+
+    assert asyncio.run(woken())

@@ -4,10 +4,11 @@ Whoever changes a job's phase (the scheduler's passes, the API's terminate and d
 storage thread) says so once its transaction has committed, through `JobChanges.changed`;
 a request watching that job reads it again then, and answers once its phase differs from
 the one the client last saw. The scheduler also says which phase each job moved to (and
-which of the jobs it names kept theirs): a change that leaves the job in a phase the watch
-waits through wakes no one, so a watch does not read the job while the scheduler starts
-it. The job is also read again every RECHECK_S, so that a change nobody announced is still
-answered, late.
+which of the jobs it names kept theirs): a change that leaves the job in a phase a watch
+waits through does not wake that watch, so it does not read the job while the scheduler
+starts it (a stream of the job's changes, which waits through no phase, is woken by every
+change). The job is also read again every RECHECK_S, so that a change nobody announced is
+still answered, late.
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ MAX_TIMEOUT_S = 60.0
 DEFAULT_TIMEOUT_S = 30.0
 #: how often a watched job is read again anyway
 RECHECK_S = 1.0
+#: what `Watcher.poke` is told of a change that kept the job's phase
+KEPT = ""
 
 
 class Watcher:
@@ -37,9 +40,10 @@ class Watcher:
         self._waiter: asyncio.Future[None] | None = None
 
     def poke(self, moved_to: str | None = None) -> None:
-        """(any thread) The job changed: moved to phase `moved_to`, when the changer says
-        (a move to a phase the watch waits through wakes nobody)."""
-        if moved_to in self._through:
+        """(any thread) The job changed: moved to phase `moved_to`, or kept its phase
+        (KEPT), when the changer says. Neither wakes a watch that waits through that
+        phase."""
+        if self._through and (moved_to == KEPT or moved_to in self._through):
             return
         with contextlib.suppress(RuntimeError):  # the loop has closed: nobody waits
             self._loop.call_soon_threadsafe(self._set)
@@ -84,17 +88,14 @@ class JobChanges:
     def changed(self, job_ids: Iterable[str], moved: Mapping[str, str] | None = None) -> None:
         """Jobs changed (their transactions have committed). `moved`, from a changer that
         knows: the phase each job it names moved to; a job of `job_ids` it does not name
-        kept its phase, which is all a watch answers on, so its watches are not woken."""
+        kept its phase (which wakes no watch waiting through phases)."""
         if not self._watchers:  # the usual case: nobody watches
             return
         with self._lock:
             poked = [(w, job_id) for job_id in job_ids
                      for w in self._watchers.get(job_id, ())]
         for w, job_id in poked:
-            if moved is None:
-                w.poke()
-            elif job_id in moved:
-                w.poke(moved[job_id])
+            w.poke(None if moved is None else moved.get(job_id, KEPT))
 
     @contextlib.contextmanager
     def watching(self, job_id: str, waits_through: Collection[str] = ()) -> Iterator[Watcher]:

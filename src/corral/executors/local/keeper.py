@@ -26,9 +26,10 @@ no more requests) exits. Then it
    the cgroup's OOM kills and removes it; runs the launch's `cleanup` command, if it has
    one (a container's record removed); appends what the end says besides its exit code
    (`E <json>`: processes killed for memory, bytes of log dropped), then the exit code
-   (128 + N for death by signal N); says the same on the pipe it answered the launcher on
-   (one JSON object) and closes it, which tells the launcher (and through it the server)
-   that the end is recorded, and what it is; and exits.
+   (128 + N for death by signal N); once that is written whole, says the same on the pipe
+   it answered the launcher on (one JSON object); closes that pipe, which tells the
+   launcher (and through it the server) that the end is recorded (and what it is, when
+   said); and exits.
 
 Until its task has started a keeper dies with its launcher (a server that gave up waiting
 claims the launch for no one; the keeper must not start the task after that). From then
@@ -436,12 +437,12 @@ class Keeper:
             self.group.kill(timeout=1.0)
             self.group.remove()
         self._clean_up()
-        lines = (f"E {json.dumps(end)}\n" if end else "") + f"{self.code}\n"
+        lines = ((f"E {json.dumps(end)}\n" if end else "") + f"{self.code}\n").encode()
         try:
-            os.write(self.claim_fd, lines.encode())
-        except OSError:  # its disk is full, say: not recorded, so not said either
-            pass
-        else:  # said to the launcher, which tells it without reading the claim again
+            recorded = os.write(self.claim_fd, lines) == len(lines)
+        except OSError:  # its disk is full, say
+            recorded = False
+        if recorded:  # said to the launcher, which tells it without reading the claim
             with contextlib.suppress(OSError):
                 os.write(self.answer_fd, json.dumps({"code": self.code, **end}).encode())
         os.close(self.claim_fd)

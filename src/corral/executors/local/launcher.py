@@ -138,8 +138,9 @@ class Launcher:
         self.poller.register(answer_r, select.POLLIN)
         return True
 
-    def no_more_requests(self) -> None:
-        """Tell the keeper forked ahead that no launch comes: it exits."""
+    def drop_ready(self) -> None:
+        """Let the keeper forked ahead go: closing its request pipe tells it that no launch
+        comes, and it exits (if it still lives: one that died is forked anew)."""
         if self.ready is not None:
             _pid, request_w, answer_r = self.ready
             self.ready = None
@@ -173,7 +174,7 @@ class Launcher:
             reply = {"error": "its keeper died before starting it"}
         self.answer({"id": req["id"], **reply})
         if "pid" in reply:  # (its closing, once it comes, wakes the poll as any other)
-            self.ends[fd] = (req["prefix"] + ".claim", req["id"], said.split(b"\n", 1)[1])
+            self.ends[fd] = (req["prefix"] + ".claim", req["id"], said.partition(b"\n")[2])
             return
         self.poller.unregister(fd)
         os.close(fd)
@@ -210,6 +211,8 @@ class Launcher:
             if pid == 0:
                 break
             self.keepers.discard(pid)  # (its end is told when its answer pipe closes)
+            if self.ready is not None and self.ready[0] == pid:  # died while ready
+                self.drop_ready()
         self.kill_strays()
 
     def kill_strays(self) -> None:
@@ -267,7 +270,7 @@ def main(exit_fd: int) -> int:
             if not data:
                 requests_open = False
                 poller.unregister(0)
-                launcher.no_more_requests()
+                launcher.drop_ready()
                 continue
             pending += data
             *lines, pending = pending.split(b"\n")

@@ -246,7 +246,7 @@ class LocalExecutor:
         if lines is not None:
             with self._lock:
                 for line in lines:
-                    launch_id, end = line.decode().split()
+                    launch_id, end = line.decode().strip().split(" ", 1)
                     self._exits[launch_id] = claims.told_end(end)
             return
         # Killed, or ended after close: the tasks it still ran are watched as adopted ones
