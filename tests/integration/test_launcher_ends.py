@@ -23,6 +23,7 @@ import psutil
 import pytest
 
 from corral.executors.local import launcher
+from tests import factories
 
 #: a launcher (launcher.main, as the server runs it) whose keepers are stand-ins: each
 #: answers (after `answer_after` seconds), records exit code 7 (after `end_after` more)
@@ -215,13 +216,19 @@ def test_a_launch_is_handed_to_a_keeper_forked_before_it_came(
             answer = _request(proc, tmp_path, {"id": launch, "linger": 30})
             assert answer["pid"] == ready
             kept.add(ready)
-        # A ready keeper that died before its launch came: another is forked ahead.
+        # A ready keeper that died before its launch came: the launch gets one forked
+        # then (none is forked ahead again until a launch came: one that cannot get
+        # ready must not be forked again and again), and after it, one ahead again.
         dead = _ready_keeper(proc.pid, kept)
         os.kill(dead, signal.SIGKILL)
-        ready = _ready_keeper(proc.pid, kept | {dead})
+        factories.wait_for(lambda: dead not in {c.pid for c in psutil.Process(proc.pid)
+                                                .children()}, what="the dead keeper reaped")
+        time.sleep(0.2)
+        assert {c.pid for c in psutil.Process(proc.pid).children()} == kept
         answer = _request(proc, tmp_path, {"id": "C", "linger": 30})
-        assert answer["pid"] == ready
-        kept.add(ready)
+        assert isinstance(answer["pid"], int) and answer["pid"] not in kept | {dead}
+        kept.add(answer["pid"])
+        kept.add(_ready_keeper(proc.pid, kept))
     finally:
         os.close(exit_r)
         for pid in kept:

@@ -66,6 +66,10 @@ class Launcher:
         self.keepers: set[int] = set()
         #: the keeper forked ahead, ready for the next launch
         self.ready: Forked | None = None
+        #: whether to fork the next keeper ahead: not after one died while ready (a
+        #: keeper that cannot get ready must not be forked again and again), until the
+        #: next launch
+        self.ahead = True
         #: the answer pipe of each keeper still starting its task -> (the request, what the
         #: keeper has said so far)
         self.starting: dict[int, tuple[dict[str, Any], bytes]] = {}
@@ -80,6 +84,7 @@ class Launcher:
         now. Its answer is passed on when it comes (`heard`); the ends of other tasks are
         told meanwhile, not after the milliseconds a keeper takes to start its task."""
         ready, self.ready = self.ready, None
+        self.ahead = True
         if ready is not None and self._hand(ready, req, raw):
             return
         try:  # (none was ready, or it died before it was handed the launch)
@@ -116,9 +121,9 @@ class Launcher:
         return pid, request_w, answer_r
 
     def fork_ahead(self) -> None:
-        """Fork the next launch's keeper, unless one is ready or a keeper is starting a
-        task (the fork would take a core from it)."""
-        if self.ready is None and not self.starting:
+        """Fork the next launch's keeper, unless one is ready, a keeper is starting a
+        task (the fork would take a core from it), or the last one died while ready."""
+        if self.ready is None and not self.starting and self.ahead:
             with contextlib.suppress(OSError):  # the next launch forks one then
                 self.ready = self.fork()
 
@@ -213,6 +218,7 @@ class Launcher:
             self.keepers.discard(pid)  # (its end is told when its answer pipe closes)
             if self.ready is not None and self.ready[0] == pid:  # died while ready
                 self.drop_ready()
+                self.ahead = False
         self.kill_strays()
 
     def kill_strays(self) -> None:
