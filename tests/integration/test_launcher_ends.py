@@ -18,6 +18,8 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from typing import Any
 
 import psutil
 import pytest
@@ -56,27 +58,39 @@ sys.exit(launcher.main(int(sys.argv[1])))
 """
 
 
+@contextlib.contextmanager
+def _launcher(*, stand_ins: bool = True, keepers: set[int] | None = None,
+              open_files: int | None = None) -> Iterator[tuple[subprocess.Popen[bytes], int]]:
+    """A launcher (whose keepers are stand-ins, or the real one) and the read end of its
+    exit pipe; on the way out the pipe is closed and the launcher killed, with `keepers`
+    (filled in meanwhile). `open_files`: its soft limit of open files."""
+    exit_r, exit_w = os.pipe()
+    code = ["-c", LAUNCHER] if stand_ins else ["-I", "-S", launcher.__file__]
+    hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    proc = subprocess.Popen(
+        [sys.executable, *code, str(exit_w)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+        pass_fds=(exit_w,), preexec_fn=None if open_files is None else (
+            lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (open_files, hard))))
+    os.close(exit_w)
+    try:
+        yield proc, exit_r
+    finally:
+        os.close(exit_r)
+        for pid in keepers or ():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        proc.kill()
+        proc.wait()
+
+
 def _launch(tmp_path: pathlib.Path, req: dict[str, object]) -> tuple[str, int]:
     """Start a launcher, send it `req`: (what its exit pipe said within 10 s, the keeper)."""
-    exit_r, exit_w = os.pipe()
-    proc = subprocess.Popen([sys.executable, "-c", LAUNCHER, str(exit_w)],
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, pass_fds=(exit_w,))
-    os.close(exit_w)
-    keeper = 0
-    try:
-        assert proc.stdin is not None and proc.stdout is not None
-        proc.stdin.write(json.dumps({"prefix": str(tmp_path / req["id"]), **req}).encode()
-                         + b"\n")
-        proc.stdin.flush()
-        keeper = int(json.loads(proc.stdout.readline())["pid"])
+    with _launcher() as (proc, exit_r):
+        keeper = int(_request(proc, tmp_path, req)["pid"])
         told = b""
         if select.select([exit_r], [], [], 10)[0]:
             told = os.read(exit_r, 100)
         return told.decode(), keeper
-    finally:
-        os.close(exit_r)
-        proc.kill()
-        proc.wait()
 
 
 def test_an_end_is_told_once_recorded_while_the_keeper_still_lives(
@@ -94,35 +108,20 @@ def test_an_end_is_told_while_another_keeper_is_still_starting_its_task(
         tmp_path: pathlib.Path) -> None:
     """The launcher passes a keeper's answer on when it comes, and tells ends meanwhile:
     one that waited for a starting keeper's answer told the ends it saw only after it."""
-    exit_r, exit_w = os.pipe()
-    proc = subprocess.Popen([sys.executable, "-c", LAUNCHER, str(exit_w)],
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, pass_fds=(exit_w,))
-    os.close(exit_w)
-    keepers: list[int] = []
-    try:
-        assert proc.stdin is not None and proc.stdout is not None
-        for req in ({"id": "A", "end_after": 1.0, "linger": 0},
-                    {"id": "B", "answer_after": 8.0, "linger": 0}):
-            proc.stdin.write(json.dumps({"prefix": str(tmp_path / req["id"]), **req})
-                             .encode() + b"\n")
-            proc.stdin.flush()
-            if req["id"] == "A":
-                keepers.append(int(json.loads(proc.stdout.readline())["pid"]))
+    keepers: set[int] = set()
+    with _launcher(keepers=keepers) as (proc, exit_r):
+        assert proc.stdout is not None
+        keepers.add(int(_request(proc, tmp_path, {"id": "A", "end_after": 1.0, "linger": 0}
+                                 )["pid"]))
+        _send(proc, tmp_path, {"id": "B", "answer_after": 8.0, "linger": 0})
         # A's end comes a second after its answer, B's answer eight seconds after its request
         assert select.select([exit_r], [], [], 5)[0], "A's end was not told while B started"
         assert os.read(exit_r, 100) == b'A {"code":7}\n'
         answer = json.loads(proc.stdout.readline())  # and B's answer comes all the same
         assert answer["id"] == "B" and "pid" in answer
-        keepers.append(int(answer["pid"]))
+        keepers.add(int(answer["pid"]))
         assert select.select([exit_r], [], [], 10)[0]
         assert os.read(exit_r, 100) == b'B {"code":7}\n'
-    finally:
-        os.close(exit_r)
-        for pid in keepers:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
-        proc.kill()
-        proc.wait()
 
 
 def test_the_end_a_keeper_says_is_told_without_reading_its_claim(
@@ -156,28 +155,16 @@ def test_the_launcher_holds_a_pipe_a_task_with_room_for_them_and_tasks_keep_the_
     _soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if hard != resource.RLIM_INFINITY and hard <= 512:
         pytest.skip("the hard limit of open files is too low to tell the two apart")
-    exit_r, exit_w = os.pipe()
-    proc = subprocess.Popen(
-        [sys.executable, "-I", "-S", launcher.__file__, str(exit_w)],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, pass_fds=(exit_w,),
-        preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (512, hard)))
-    os.close(exit_w)
-    try:
-        assert proc.stdin is not None and proc.stdout is not None
-        req = {"id": "L3", "prefix": str(tmp_path / "ctl" / "L3"), "argv": ["ulimit -n"],
-               "shell": True, "cwd": str(tmp_path), "env": {"PATH": os.environ["PATH"]},
-               "log": str(tmp_path / "logs" / "L3.log"), "task": "worker-0"}
-        proc.stdin.write(json.dumps(req).encode() + b"\n")
-        proc.stdin.flush()
-        assert "pid" in json.loads(proc.stdout.readline())
+    with _launcher(stand_ins=False, open_files=512) as (proc, exit_r):
+        answer = _request(proc, tmp_path, {
+            "id": "L3", "prefix": str(tmp_path / "ctl" / "L3"), "argv": ["ulimit -n"],
+            "shell": True, "cwd": str(tmp_path), "env": {"PATH": os.environ["PATH"]},
+            "log": str(tmp_path / "logs" / "L3.log"), "task": "worker-0"})
+        assert "pid" in answer
         assert select.select([exit_r], [], [], 10)[0]
         assert os.read(exit_r, 100) == b'L3 {"code":0}\n'
         assert (tmp_path / "logs" / "L3.log").read_text().strip() == "512"
         assert psutil.Process(proc.pid).rlimit(psutil.RLIMIT_NOFILE)[0] > 512
-    finally:
-        os.close(exit_r)
-        proc.kill()
-        proc.wait()
 
 
 def _ready_keeper(launcher_pid: int, known: set[int], within: float = 10.0) -> int:
@@ -191,13 +178,22 @@ def _ready_keeper(launcher_pid: int, known: set[int], within: float = 10.0) -> i
     raise AssertionError("the launcher forked no keeper ahead")
 
 
-def _request(proc: subprocess.Popen[bytes], tmp_path: pathlib.Path,
-             req: dict[str, object]) -> dict[str, object]:
-    assert proc.stdin is not None and proc.stdout is not None
+def _send(proc: subprocess.Popen[bytes], tmp_path: pathlib.Path,
+          req: dict[str, object]) -> None:
+    """Write launch request `req` to the launcher (its `prefix` under `tmp_path` unless it
+    names one)."""
+    assert proc.stdin is not None
     proc.stdin.write(json.dumps({"prefix": str(tmp_path / str(req["id"])), **req}).encode()
                      + b"\n")
     proc.stdin.flush()
-    answer: dict[str, object] = json.loads(proc.stdout.readline())
+
+
+def _request(proc: subprocess.Popen[bytes], tmp_path: pathlib.Path,
+             req: dict[str, object]) -> dict[str, Any]:
+    """`_send`, then the launcher's answer."""
+    _send(proc, tmp_path, req)
+    assert proc.stdout is not None
+    answer: dict[str, Any] = json.loads(proc.stdout.readline())
     return answer
 
 
@@ -205,12 +201,8 @@ def test_a_launch_is_handed_to_a_keeper_forked_before_it_came(
         tmp_path: pathlib.Path) -> None:
     """A launch does not wait for a fork of the launcher: the keeper that keeps it was
     forked ahead (once no keeper was starting a task), ready and waiting."""
-    exit_r, exit_w = os.pipe()
-    proc = subprocess.Popen([sys.executable, "-c", LAUNCHER, str(exit_w)],
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, pass_fds=(exit_w,))
-    os.close(exit_w)
     kept: set[int] = set()
-    try:
+    with _launcher(keepers=kept) as (proc, _exit_r):
         for launch in ("A", "B"):
             ready = _ready_keeper(proc.pid, kept)
             answer = _request(proc, tmp_path, {"id": launch, "linger": 30})
@@ -229,30 +221,15 @@ def test_a_launch_is_handed_to_a_keeper_forked_before_it_came(
         assert isinstance(answer["pid"], int) and answer["pid"] not in kept | {dead}
         kept.add(answer["pid"])
         kept.add(_ready_keeper(proc.pid, kept))
-    finally:
-        os.close(exit_r)
-        for pid in kept:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
-        proc.kill()
-        proc.wait()
 
 
 def test_the_keeper_forked_ahead_exits_once_the_launcher_takes_no_more_requests(
         tmp_path: pathlib.Path) -> None:
     """Its server gone (stdin closed), the launcher tells its ready keeper that no launch
     comes: the keeper exits without claiming anything, and the launcher with it."""
-    exit_r, exit_w = os.pipe()
-    proc = subprocess.Popen([sys.executable, "-I", "-S", launcher.__file__, str(exit_w)],
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, pass_fds=(exit_w,))
-    os.close(exit_w)
-    try:
+    with _launcher(stand_ins=False) as (proc, _exit_r):
         ready = _ready_keeper(proc.pid, set())
         assert proc.stdin is not None
         proc.stdin.close()
         assert proc.wait(timeout=10) == 0
         assert not psutil.pid_exists(ready) or psutil.Process(ready).status() == "zombie"
-    finally:
-        os.close(exit_r)
-        proc.kill()
-        proc.wait()
