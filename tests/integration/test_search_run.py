@@ -186,3 +186,49 @@ def test_a_trial_whose_job_is_deleted_fails_and_the_search_goes_on(
     live.http.post(live.path(f"/training-jobs/{job_id}/actions"),
                    json={"action_type": "terminate"})
     assert live.wait(job_id, timeout=60)["status"]["phase"] == "Terminated"
+
+
+def test_the_study_is_never_first_loaded_inside_a_write_transaction(
+        live: conftest.Live, tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Loading Optuna takes seconds: done while a write transaction is open, it held back
+    every other writer that long (on SQLite the server's own renewal of its leadership
+    lease too, which then ran out under load and stopped its scheduling)."""
+    import contextlib
+    import sys
+    import threading
+
+    from corral.kinds import search as search_pkg
+
+    store = live.embedded.platform.fenced  # the leader's: the controllers write with it
+    writing = threading.local()
+    begin = store.begin
+
+    @contextlib.contextmanager
+    def noted_begin() -> Iterator[sa.Connection]:
+        with begin() as conn:
+            writing.now = True
+            try:
+                yield conn
+            finally:
+                writing.now = False
+
+    seen: list[bool] = []
+
+    class Spy:
+        """An import finder that only notes whether the study is loaded by a thread in a
+        write transaction."""
+
+        def find_spec(self, name: str, *_args: object) -> None:
+            if name == "corral.kinds.search.study":
+                seen.append(getattr(writing, "now", False))
+            return None
+
+    monkeypatch.setattr(store, "begin", noted_begin)
+    monkeypatch.delitem(sys.modules, "corral.kinds.search.study", raising=False)
+    monkeypatch.delattr(search_pkg, "study", raising=False)
+    monkeypatch.setattr(sys, "meta_path", [Spy(), *sys.meta_path])
+    job = live.submit(rig.body(rig.code(tmp_path), rig.policy(samples=2, parallel=1),
+                               steps=1))
+    done = live.wait(job["metadata"]["id"], timeout=90)
+    assert done["status"]["phase"] == "Completed", done["status"]
+    assert seen and not any(seen), seen

@@ -7,8 +7,9 @@ and submits new trials up to the number allowed at once, each with parameters th
 draws from a study rebuilt from the trials stored (study.py). When no trial is left to run
 the search ends (ending.py). A server killed at any moment finds all of a pass or none.
 
-study.py is imported where a pass needs it, not with this module: Optuna and NumPy, which
-it brings, are 17 MB of memory that a server with no search never needs.
+study.py is imported by the first pass over a search, not with this module: Optuna and
+NumPy, which it brings, are 17 MB of memory that a server with no search never needs; and
+before that pass's transaction, since the import takes seconds.
 """
 
 from __future__ import annotations
@@ -74,6 +75,10 @@ class Controller:
         v = self._read(s)
         if v is None:
             return False
+        # Loaded here, not in the transaction below that asks it: its first import takes
+        # seconds (more on a busy machine), which would hold back every other writer, this
+        # server's renewal of its leadership lease among them (on SQLite: a lease run out).
+        from corral.kinds.search import study  # noqa: F401  (see the module's doc)
         with self.platform.store.begin() as conn:
             self._start(conn, v, now)
             asked = self._progress(conn, v, now)
