@@ -15,6 +15,7 @@ import sqlalchemy as sa
 
 from corral import settings as settings_mod
 from corral.domain import errors, faults, faultspec, resources, specs
+from corral.executors import base
 from corral.scheduler import reconciler
 from corral.services import catalog as catalog_mod
 from corral.services import submit
@@ -980,3 +981,33 @@ def test_a_jobs_submission_and_passes_build_no_sql_statement(
 
     assert world.phase(job_id) == ("Completed", "Completed")
     assert built == []
+
+
+def test_adopting_and_recovering_ask_the_executor_outside_the_write_transaction(
+        world: World) -> None:
+    """On a cluster each is a round trip to a node (seconds where it is slow): asked inside
+    the pass's write transaction, they held every other writer back, the renewal of the
+    server's lease among them."""
+    in_transaction: list[tuple[str, bool]] = []
+    lock = world.store._write_lock  # SQLite: held by the thread in a write transaction
+    adopt, recover = world.fake.adopt, world.fake.recover
+
+    def noted_adopt(handle: base.Handle) -> base.Status:
+        in_transaction.append(("adopt", lock._is_owned()))  # type: ignore[attr-defined]
+        return adopt(handle)
+
+    def noted_recover(spec: base.LaunchSpec) -> base.Status:
+        in_transaction.append(("recover", lock._is_owned()))  # type: ignore[attr-defined]
+        return recover(spec)
+
+    world.fake.adopt = noted_adopt  # type: ignore[method-assign]
+    world.fake.recover = noted_recover  # type: ignore[method-assign]
+    running = world.submit()
+    world.tick(2)  # started, its handle recorded
+    cut_short = crash_while_launching(world, "after_start")  # a restart too
+    world.tick(2)
+    assert sorted(in_transaction) == [("adopt", False), ("adopt", False), ("recover", False)]
+    assert world.phase(running)[0] == world.phase(cut_short)[0] == "Running"
+    assert len(world.fake.launches()) == 2
+    world.tick(3)  # every live task known: asked nothing more
+    assert len(in_transaction) == 3

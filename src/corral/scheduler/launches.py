@@ -7,6 +7,13 @@ between leaves tasks `launching` with no handle: the next one asks the executor 
 `recover` each launch, which its claim says ran (adopt it) or never will (launch it anew,
 under a new id). So no task runs twice and none is forgotten.
 
+Adopting a task and recovering a launch each ask the executor about it, on a cluster a
+round trip to the task's node (seconds where the cluster is slow), and a local launch whose
+keeper has not recorded its task yet is waited for: a pass asks them before its write
+transaction (`ask_unknown`), not in it, where every other writer (a submission, the renewal
+of this server's leadership lease) would wait as long. Polling a task this server watches
+is answered from what the executor already tracks.
+
 Copying an attempt's code aside takes as long as the code is big: it runs on a thread of
 its own (`CodeCopy`), and the pass after it has finished launches the tasks.
 """
@@ -83,6 +90,12 @@ class Launches:
                                             settings.job_env_deny)
         #: launch ids whose tasks the executor watches for this server (polled, not adopted)
         self.known: set[str] = set()
+        #: whether a live task may be one this server has neither adopted nor recovered
+        #: (none is known at first); `ask_unknown` then reads the live tasks
+        self._unknown = True
+        #: what the executor said of those, outside the pass's transaction, by the task's
+        #: (launch id, handle) as read then
+        self._asked: dict[tuple[str, str | None], base.Status | None] = {}
         self._copies: dict[tuple[str, int], CodeCopy] = {}
         #: copies done, whose tasks are launched once the pass that took them has committed
         self._copied: list[CodeCopy] = []
@@ -228,16 +241,43 @@ class Launches:
 
     # --- watching -------------------------------------------------------------------------
 
+    def ask_unknown(self) -> None:
+        """(before a pass's first transaction, while leading: recovering a launch settles
+        it) Adopt or recover the live tasks this server does not know yet: those of a term
+        just begun, a launch cut short. Reads nothing once every live task is known, as in
+        most passes."""
+        self._asked = {}
+        if not self._unknown:
+            return
+        self._unknown = False
+        with self.store.read() as conn:
+            live = job_repo.live_tasks(conn)
+        copying = self.copying()
+        for t in live:
+            if t.state == jobs.TaskState.LAUNCHING.value or (
+                    t.handle is not None
+                    and base.Handle.loads(t.handle).launch_id not in self.known):
+                self._asked[(t.launch_id, t.handle)] = self._ask(t, copying)
+
     def status_of(self, t: rows.Task, copying: set[str]) -> base.Status | None:
-        """What the executor says of a live task; None while its code is being copied."""
+        """What the executor says of a live task (what `ask_unknown` was told, where it
+        asked); None while its code is being copied."""
+        key = (t.launch_id, t.handle)
+        if key in self._asked:
+            return self._asked.pop(key)
+        return self._ask(t, copying)
+
+    def _ask(self, t: rows.Task, copying: set[str]) -> base.Status | None:
         if t.state == jobs.TaskState.LAUNCHING.value:
             if t.launch_id in copying:
                 return None
+            self._unknown = True  # (adopted next: its handle is not known)
             return self.executor.recover(self.bare_spec(t))
         assert t.handle is not None
         handle = base.Handle.loads(t.handle)
         if handle.launch_id in self.known:
             return self.executor.poll(handle)
+        self._unknown = True
         status = self.executor.adopt(handle)
         if status.state is base.State.RUNNING:
             self.known.add(handle.launch_id)

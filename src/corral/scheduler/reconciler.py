@@ -107,6 +107,8 @@ class Reconciler:
                              self.settings.runs_dir, self._node_names, self.policies,
                              self.watchdog)
         self.files.reserve.keep()  # before this pass writes: room for the database
+        if self.leading():  # (else the transaction below is refused)
+            self.launches.ask_unknown()  # not in the transaction: see launches.py
         with self.store.begin() as conn:
             self.launches.take_copied(conn, p)
             observe.observe(conn, p, self.launches)
