@@ -122,7 +122,7 @@ def build(settings: settings_mod.Settings) -> Platform:
                                      on_change=ctx.changes.changed,
                                      on_pass_end=kinds.jobs_changed,
                                      wake=wake.set, hang_timeout=settings.hang_timeout,
-                                     leading=leader.holds)
+                                     leading=guard.holds)
 
     rec_fence = leasing.Fence(leader)
     syncer = sync.Syncer(store=fenced, settings=settings, stores=stores,

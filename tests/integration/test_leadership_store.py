@@ -85,6 +85,28 @@ def test_an_exclusive_leaders_guard_asks_its_own_clock_and_runs_no_statement(
         store.dispose()
 
 
+def test_a_terms_fence_holds_only_while_its_own_term_is_on(tmp_path: pathlib.Path) -> None:
+    """What a scheduler asks before it acts outside a transaction (launches, adoptions):
+    not whether this server leads, but whether the term it began in still runs; one ended
+    and begun again in the same epoch is another's (running.py gives it a new fence)."""
+    store = db.Store(f"sqlite:///{tmp_path / 'state.db'}")
+    store.migrate()
+    now = [0.0]
+    a = leasing.Leader(store, "a", None, TIMES, exclusive=True, clock=lambda: now[0])
+    try:
+        fence = leasing.Fence(a)
+        assert a.step() and not fence.holds()  # its term not begun
+        fence.epoch = a.epoch()
+        assert fence.holds()
+        now[0] += TIMES.lease_ms / 1000  # no renewal for a whole lease: over by its clock
+        assert not fence.holds()
+        assert a.step() and a.epoch() is not None
+        fence.epoch = None  # the term ended (running.py `_end_term`), the lease renewed
+        assert not fence.holds()
+    finally:
+        store.dispose()
+
+
 def test_a_released_lease_is_taken_at_once(store: db.Store) -> None:
     a = leasing.Leader(store, "a", None, TIMES)
     b = leasing.Leader(store, "b", None, TIMES)

@@ -9,6 +9,7 @@ import threading
 import uuid
 from collections.abc import Iterator, Mapping
 from typing import Any
+from unittest import mock
 
 import pytest
 import sqlalchemy as sa
@@ -983,25 +984,32 @@ def test_a_jobs_submission_and_passes_build_no_sql_statement(
     assert built == []
 
 
+def _note_in_transaction(world: World) -> list[tuple[str, bool]]:
+    """Each adopt and recover the executor is asked from now on, and whether a write
+    transaction was open then (SQLite: the thread holds the store's write lock)."""
+    noted: list[tuple[str, bool]] = []
+    lock = world.store._write_lock
+    adopt, recover = world.fake.adopt, world.fake.recover
+
+    def noted_adopt(handle: base.Handle) -> base.Status:
+        noted.append(("adopt", lock._is_owned()))  # type: ignore[attr-defined]
+        return adopt(handle)
+
+    def noted_recover(spec: base.LaunchSpec) -> base.Status:
+        noted.append(("recover", lock._is_owned()))  # type: ignore[attr-defined]
+        return recover(spec)
+
+    world.fake.adopt = noted_adopt  # type: ignore[method-assign]
+    world.fake.recover = noted_recover  # type: ignore[method-assign]
+    return noted
+
+
 def test_adopting_and_recovering_ask_the_executor_outside_the_write_transaction(
         world: World) -> None:
     """On a cluster each is a round trip to a node (seconds where it is slow): asked inside
     the pass's write transaction, they held every other writer back, the renewal of the
     server's lease among them."""
-    in_transaction: list[tuple[str, bool]] = []
-    lock = world.store._write_lock  # SQLite: held by the thread in a write transaction
-    adopt, recover = world.fake.adopt, world.fake.recover
-
-    def noted_adopt(handle: base.Handle) -> base.Status:
-        in_transaction.append(("adopt", lock._is_owned()))  # type: ignore[attr-defined]
-        return adopt(handle)
-
-    def noted_recover(spec: base.LaunchSpec) -> base.Status:
-        in_transaction.append(("recover", lock._is_owned()))  # type: ignore[attr-defined]
-        return recover(spec)
-
-    world.fake.adopt = noted_adopt  # type: ignore[method-assign]
-    world.fake.recover = noted_recover  # type: ignore[method-assign]
+    in_transaction = _note_in_transaction(world)
     running = world.submit()
     world.tick(2)  # started, its handle recorded
     cut_short = crash_while_launching(world, "after_start")  # a restart too
@@ -1011,3 +1019,31 @@ def test_adopting_and_recovering_ask_the_executor_outside_the_write_transaction(
     assert len(world.fake.launches()) == 2
     world.tick(3)  # every live task known: asked nothing more
     assert len(in_transaction) == 3
+
+
+def test_a_pass_that_failed_before_or_after_asking_leaves_the_asking_to_the_next(
+        world: World, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A pass that could not read the live tasks, or whose launches' handles were not
+    recorded, leaves the next pass to ask about them before its transaction too."""
+    in_transaction = _note_in_transaction(world)
+    running = world.submit()
+    world.tick(2)
+    world.restart()
+    real = job_repo.live_tasks
+    monkeypatch.setattr(job_repo, "live_tasks", mock.Mock(side_effect=sa.exc.OperationalError(
+        "SELECT", {}, Exception("database is locked"))))
+    with pytest.raises(sa.exc.OperationalError):
+        world.tick()
+    monkeypatch.setattr(job_repo, "live_tasks", real)
+    world.tick()
+    assert in_transaction == [("adopt", False)]
+    assert world.phase(running)[0] == "Running"
+
+    later = world.submit()
+    monkeypatch.setattr(world.rec.launches, "record", mock.Mock(side_effect=RuntimeError))
+    with pytest.raises(RuntimeError):
+        world.tick()  # launched, its handle not recorded
+    monkeypatch.undo()
+    world.tick(2)  # recovered (this server launched it: polled from then on)
+    assert in_transaction == [("adopt", False), ("recover", False)]
+    assert world.phase(later)[0] == "Running" and len(world.fake.launches(later)) == 1

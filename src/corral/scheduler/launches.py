@@ -241,23 +241,31 @@ class Launches:
 
     # --- watching -------------------------------------------------------------------------
 
-    def ask_unknown(self) -> None:
-        """(before a pass's first transaction, while leading: recovering a launch settles
-        it) Adopt or recover the live tasks this server does not know yet: those of a term
-        just begun, a launch cut short. Reads nothing once every live task is known, as in
-        most passes."""
+    def ask_unknown(self, leading: Callable[[], bool]) -> None:
+        """(before a pass's first transaction) Adopt or recover the live tasks this server
+        does not know yet: those of a term just begun, a launch cut short. Only while
+        `leading` (recovering a launch settles it), asked again before each. Reads nothing
+        once every live task is known, as in most passes."""
         self._asked = {}
-        if not self._unknown:
+        if not self._unknown or not leading():
             return
-        self._unknown = False
         with self.store.read() as conn:
             live = job_repo.live_tasks(conn)
+        self._unknown = False
         copying = self.copying()
         for t in live:
             if t.state == jobs.TaskState.LAUNCHING.value or (
                     t.handle is not None
                     and base.Handle.loads(t.handle).launch_id not in self.known):
+                if not leading():
+                    self._unknown = True
+                    return
                 self._asked[(t.launch_id, t.handle)] = self._ask(t, copying)
+
+    def unsettled(self) -> None:
+        """Launches were made whose handles may not be recorded (the pass failed after
+        them): the next pass recovers them before its transaction."""
+        self._unknown = True
 
     def status_of(self, t: rows.Task, copying: set[str]) -> base.Status | None:
         """What the executor says of a live task (what `ask_unknown` was told, where it

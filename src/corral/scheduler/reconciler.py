@@ -64,9 +64,10 @@ class Reconciler:
         `on_pass_end`: told of them all once the pass is over (the job kinds' controllers,
         which look up each job's owner: not while the pass still starts what it decided);
         `wake`: asks for a pass soon, from any thread; `hang_timeout`: seconds, for the
-        jobs that set none (0: hangs are not looked for); `leading`: whether this server
-        still holds its lease, by its own clock (asked before processes are started: a
-        leader that lost its lease starts none)."""
+        jobs that set none (0: hangs are not looked for); `leading`: whether this
+        reconciler's term is still on, by this server's own clock (asked before processes
+        are started, adopted or recovered, outside any transaction: a leader that lost its
+        lease, or a term since ended, does none of that)."""
         self.store = store
         self.executor = executor
         self.catalog = catalog
@@ -107,8 +108,7 @@ class Reconciler:
                              self.settings.runs_dir, self._node_names, self.policies,
                              self.watchdog)
         self.files.reserve.keep()  # before this pass writes: room for the database
-        if self.leading():  # (else the transaction below is refused)
-            self.launches.ask_unknown()  # not in the transaction: see launches.py
+        self.launches.ask_unknown(self.leading)  # not in the transaction: see launches.py
         with self.store.begin() as conn:
             self.launches.take_copied(conn, p)
             observe.observe(conn, p, self.launches)
@@ -139,15 +139,20 @@ class Reconciler:
         if not self.leading():
             # Their tasks stay `launching`: the next leader recovers them (never run).
             raise leadership.LostLease()
-        outcomes = self.launches.launch_copied()
-        for job, attempt, tasks in p.launches:
-            outcomes += self.launches.start(job, attempt, tasks)
-        for job_id, attempt in p.relaunch:
-            outcomes += self.launches.relaunch(job_id, attempt)
+        try:
+            outcomes = self.launches.launch_copied()
+            for job, attempt, tasks in p.launches:
+                outcomes += self.launches.start(job, attempt, tasks)
+            for job_id, attempt in p.relaunch:
+                outcomes += self.launches.relaunch(job_id, attempt)
+            if outcomes:
+                with self.store.begin() as conn:
+                    self.launches.record(conn, outcomes, p.events, self.now())
+                    p.events.write(conn)
+        except BaseException:
+            self.launches.unsettled()
+            raise
         if outcomes:
-            with self.store.begin() as conn:
-                self.launches.record(conn, outcomes, p.events, self.now())
-                p.events.write(conn)
             self._announce(p)
         return any(handle is None for _t, handle, _err in outcomes)
 

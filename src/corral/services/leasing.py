@@ -188,3 +188,9 @@ class Fence:
             raise leadership.LostLease(
                 "this server does not lead: its scheduler's writes are refused")
         self.leader.guard(epoch)(conn)
+
+    def holds(self) -> bool:
+        """Whether this term is still on: begun, and this server still leads in its epoch
+        by its own clock (a term ended and a new one begun in the same epoch: False)."""
+        epoch = self.epoch
+        return epoch is not None and self.leader.epoch() == epoch
