@@ -129,6 +129,43 @@ def test_a_gangs_recovered_task_keeps_the_gangs_group_and_gives_it_back_at_the_e
         second.close()
 
 
+def test_a_launch_whose_agent_does_not_answer_in_time_is_lost_with_its_node_not_run_again(
+        tmp_path: pathlib.Path, fake: Cluster, node_tmp: pathlib.Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """An agent that does not say in time whether a launch started has not said that it
+    never did: taken for never started, the launch was run again under a new id while it
+    ran there, untracked. Lost with its node instead; its release stops it there."""
+    gate = tmp_path / "gate"
+    spec = spec_for(tmp_path / "home", "l7", argv=(
+        "/bin/sh", "-c", f"while [ ! -e {gate} ]; do sleep 0.05; done"))
+    first = cluster.RayExecutor("127.0.0.1:1")
+    first.launch(spec)  # ... and the server went before it recorded the handle
+    first.close()
+    [agent] = [a.obj for a in fake.actors.values() if isinstance(a.obj, actor.NodeAgent)]
+    factories.wait_for(lambda: agent.state("l7") == "running", what="the task to start")
+    answer = agent.abandon
+
+    def abandon_slowly(launch_id: str) -> bool:
+        time.sleep(1.0)
+        return answer(launch_id)
+
+    monkeypatch.setattr(agent, "abandon", abandon_slowly)
+    monkeypatch.setattr(cluster, "AGENT_ANSWER_S", 0.2)
+
+    second = cluster.RayExecutor("127.0.0.1:1")
+    try:
+        status = second.recover(bare(spec))
+        assert status.state is base.State.NODE_LOST, status
+        assert "did not say within 0.2 s whether the launch started" in status.message
+        assert status.handle is not None and status.handle.launch_id == "l7"
+        second.release(status.handle)  # as the scheduler does with a task that ended
+        factories.wait_for(lambda: agent.state("l7") == "unknown",
+                           what="the task stopped and forgotten on its node")
+    finally:
+        gate.touch()
+        second.close()
+
+
 def test_a_reservation_made_for_a_launch_that_never_started_is_removed_by_the_next_server(
         tmp_path: pathlib.Path, fake: Cluster, node_tmp: pathlib.Path) -> None:
     spec = spec_for(tmp_path / "home", "l9")

@@ -54,6 +54,8 @@ NAMESPACE = "corral"
 #: and were seen taking longer on a loaded one; too short a wait would call a node's
 #: death a lost task and spend the job's retry budget)
 NODE_DEATH_GRACE = 60.0
+#: seconds an agent has to answer whether it knows a task (adopt, recover, forget)
+AGENT_ANSWER_S = 30.0
 
 
 class RayExecutor:
@@ -179,7 +181,8 @@ class RayExecutor:
         if agent is None:
             return self._gone(handle, "the node's corral agent is gone")
         try:
-            state = self._ray.get(agent.state.remote(handle.launch_id), timeout=30)
+            state = self._ray.get(agent.state.remote(handle.launch_id),
+                                  timeout=AGENT_ANSWER_S)
         except self._ray.exceptions.RayError as exc:
             return self._gone(handle, f"the node's corral agent does not answer: {exc}")
         if state == "unknown":
@@ -203,19 +206,26 @@ class RayExecutor:
         # agent at all means nothing was ever started on that node by this launch.
         node_id = self._nodes.id_of(spec.node) or ""
         group = _recorded_group(spec)
+        handle = base.Handle(node=spec.node, task=spec.task, pid=0, start_time=0.0,
+                             control_dir=spec.control_dir, launch_id=spec.launch_id,
+                             actor=agents.agent_name(node_id), node_id=node_id, group=group)
         try:
             agent = self._agents.of_node(node_id)
             never = agent is None or bool(
-                self._ray.get(agent.abandon.remote(spec.launch_id), timeout=30))
+                self._ray.get(agent.abandon.remote(spec.launch_id), timeout=AGENT_ANSWER_S))
+        except self._ray.exceptions.GetTimeoutError:
+            # No answer is no "never started": the launch may run, or start yet, and one
+            # launched again beside it would run twice. Lost with its node: its release
+            # stops it there (or makes sure it never starts), and its job is queued again.
+            return base.Status(base.State.NODE_LOST, handle=handle, message=(
+                f"the corral agent of Ray node {node_id or spec.node} did not say within "
+                f"{AGENT_ANSWER_S:g} s whether the launch started"))
         except self._ray.exceptions.RayError:
             never = True
         if never:
             if group.startswith(slots.SLOT_PREFIX):  # this launch's own reservation
                 self._groups.give_back(group, keep=False)  # (a gang's serves its relaunch)
             return base.Status(base.State.NOT_STARTED)
-        handle = base.Handle(node=spec.node, task=spec.task, pid=0, start_time=0.0,
-                             control_dir=spec.control_dir, launch_id=spec.launch_id,
-                             actor=agents.agent_name(node_id), node_id=node_id, group=group)
         return self.adopt(handle)
 
     def forget(self, spec: base.LaunchSpec) -> None:
@@ -227,7 +237,7 @@ class RayExecutor:
         with contextlib.suppress(self._ray.exceptions.RayError):
             agent = self._agents.of_node(node_id)
             if agent is not None:
-                self._ray.get(agent.finish.remote(spec.launch_id), timeout=30)
+                self._ray.get(agent.finish.remote(spec.launch_id), timeout=AGENT_ANSWER_S)
         self._groups.give_back(_recorded_group(spec), keep=False)
 
     def sample(self, handle: base.Handle) -> base.Sample | None:
