@@ -79,6 +79,8 @@ def test_a_lost_cluster_loses_its_nodes_then_its_tasks_and_is_told_later(
 
     factories.wait_for(lambda: ex.nodes() == [], timeout=5, what="the nodes to go")
     assert ex.poll(handle()).state is base.State.RUNNING  # not known yet
+    adopted = ex.adopt(handle())  # (a server that begins leading: it asks again)
+    assert adopted.state is base.State.RUNNING and adopted.unsure
     lost = factories.wait_for(
         lambda: (s := ex.poll(handle())).state is base.State.NODE_LOST and s,
         timeout=5, what="the task to count as lost")

@@ -166,6 +166,41 @@ def test_a_launch_whose_agent_does_not_answer_in_time_is_lost_with_its_node_not_
         second.close()
 
 
+def test_a_task_whose_agent_does_not_answer_in_time_is_not_adopted_yet_nor_lost(
+        tmp_path: pathlib.Path, fake: Cluster, node_tmp: pathlib.Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A slow agent is not a dead one: the task counts as running, not known for sure, and
+    is asked about again (it was lost, its job's attempt with it, though it ran on)."""
+    gate = tmp_path / "gate"
+    spec = spec_for(tmp_path / "home", "l8", argv=(
+        "/bin/sh", "-c", f"while [ ! -e {gate} ]; do sleep 0.05; done"))
+    first = cluster.RayExecutor("127.0.0.1:1")
+    handle = first.launch(spec)
+    first.close()
+    [agent] = [a.obj for a in fake.actors.values() if isinstance(a.obj, actor.NodeAgent)]
+    answer = agent.state
+
+    def state_slowly(launch_id: str) -> str:
+        time.sleep(1.0)
+        return answer(launch_id)
+
+    monkeypatch.setattr(agent, "state", state_slowly)
+    monkeypatch.setattr(cluster, "AGENT_ANSWER_S", 0.2)
+    second = cluster.RayExecutor("127.0.0.1:1")
+    try:
+        status = second.adopt(handle)
+        assert (status.state, status.unsure) == (base.State.RUNNING, True), status
+        assert "did not answer within 0.2 s" in status.message
+        monkeypatch.setattr(agent, "state", answer)
+        again = second.adopt(handle)
+        assert (again.state, again.unsure) == (base.State.RUNNING, False)
+        gate.touch()
+        assert ended(second, handle).exit_code == 0
+    finally:
+        gate.touch()
+        second.close()
+
+
 def test_a_reservation_made_for_a_launch_that_never_started_is_removed_by_the_next_server(
         tmp_path: pathlib.Path, fake: Cluster, node_tmp: pathlib.Path) -> None:
     spec = spec_for(tmp_path / "home", "l9")

@@ -1047,3 +1047,34 @@ def test_a_pass_that_failed_before_or_after_asking_leaves_the_asking_to_the_next
     world.tick(2)  # recovered (this server launched it: polled from then on)
     assert in_transaction == [("adopt", False), ("recover", False)]
     assert world.phase(later)[0] == "Running" and len(world.fake.launches(later)) == 1
+
+
+def test_a_task_not_adopted_for_sure_is_asked_again_outside_the_transaction(
+        world: World) -> None:
+    """An executor that cannot tell yet (a node's agent slow to answer) says the task runs,
+    unsure: it is adopted again by the next pass, before its transaction, and the job runs
+    on (neither lost nor polled as if adopted)."""
+    in_transaction = _note_in_transaction(world)
+    job_id = world.submit()
+    world.tick(2)
+    world.restart()
+    noted_adopt = world.fake.adopt
+    unsure = [True]
+
+    def slow_first(handle: base.Handle) -> base.Status:
+        status = noted_adopt(handle)
+        if unsure.pop() if unsure else False:
+            return dataclasses.replace(status, unsure=True, message="no answer in 30 s")
+        return status
+
+    world.fake.adopt = slow_first  # type: ignore[method-assign]
+    world.tick()
+    assert in_transaction == [("adopt", False)]
+    assert world.phase(job_id)[0] == "Running"
+    world.tick()
+    assert in_transaction == [("adopt", False), ("adopt", False)]
+    world.tick(2)  # adopted for sure: polled from then on
+    assert len(in_transaction) == 2
+    world.fake.exit(job_id, code=0)
+    world.tick()
+    assert world.phase(job_id)[0] == "Completed"

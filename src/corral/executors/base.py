@@ -109,6 +109,9 @@ class Status:
     out_of_memory: bool = False
     #: (exited) bytes of its log dropped to keep the log within its cap
     log_dropped: int = 0
+    #: (running, from adopt) not known for sure: where it runs did not answer in time, and
+    #: it is asked again (`message` says why), not counted lost
+    unsure: bool = False
 
 
 @dataclasses.dataclass(frozen=True)

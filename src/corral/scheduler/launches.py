@@ -287,7 +287,9 @@ class Launches:
             return self.executor.poll(handle)
         self._unknown = True
         status = self.executor.adopt(handle)
-        if status.state is base.State.RUNNING:
+        if status.unsure:  # (adopted again by the next pass)
+            log.info("cannot adopt %s/%s yet: %s", t.job_id, t.name, status.message)
+        elif status.state is base.State.RUNNING:
             self.known.add(handle.launch_id)
             log.info("adopted %s/%s pid %s", t.job_id, t.name, handle.pid)
         return status

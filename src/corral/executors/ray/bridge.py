@@ -206,7 +206,9 @@ class RayBridge:
             return base.Status(base.State.NODE_LOST, handle=handle, message=(
                 f"the Ray cluster at {self.opts.address} has been unreachable for "
                 f"{time.monotonic() - since:.0f} s ({self._why})"))
-        return base.Status(base.State.RUNNING, handle=handle)  # not known yet
+        # Not known yet: an adoption is asked again (launches.py), not taken as done.
+        return base.Status(base.State.RUNNING, handle=handle, unsure=method == "adopt",
+                           message=f"the Ray cluster at {self.opts.address} did not answer")
 
     def _tell(self, method: str, *args: Any, defer: bool, **kwargs: Any) -> None:
         child = self._live()

@@ -183,6 +183,9 @@ class RayExecutor:
         try:
             state = self._ray.get(agent.state.remote(handle.launch_id),
                                   timeout=AGENT_ANSWER_S)
+        except self._ray.exceptions.GetTimeoutError:  # slow, not gone: asked again
+            return base.Status(base.State.RUNNING, handle=handle, unsure=True, message=(
+                f"the node's corral agent did not answer within {AGENT_ANSWER_S:g} s"))
         except self._ray.exceptions.RayError as exc:
             return self._gone(handle, f"the node's corral agent does not answer: {exc}")
         if state == "unknown":
