@@ -178,6 +178,7 @@ def test_a_task_whose_agent_does_not_answer_in_time_is_not_adopted_yet_nor_lost(
     handle = first.launch(spec)
     first.close()
     [agent] = [a.obj for a in fake.actors.values() if isinstance(a.obj, actor.NodeAgent)]
+    factories.wait_for(lambda: agent.state("l8") == "running", what="the task to start")
     answer = agent.state
 
     def state_slowly(launch_id: str) -> str:
@@ -192,10 +193,48 @@ def test_a_task_whose_agent_does_not_answer_in_time_is_not_adopted_yet_nor_lost(
         assert (status.state, status.unsure) == (base.State.RUNNING, True), status
         assert "did not answer within 0.2 s" in status.message
         monkeypatch.setattr(agent, "state", answer)
+        time.sleep(0.3)  # (not asked again within AGENT_ANSWER_S of its silence)
         again = second.adopt(handle)
         assert (again.state, again.unsure) == (base.State.RUNNING, False)
         gate.touch()
         assert ended(second, handle).exit_code == 0
+    finally:
+        gate.touch()
+        second.close()
+
+
+def test_a_task_whose_agent_never_answers_is_lost_in_the_end_and_the_agent_asked_sparingly(
+        tmp_path: pathlib.Path, fake: Cluster, node_tmp: pathlib.Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A hung agent: its task counts as running, unsure, for UNSURE_FOR_S, then as lost;
+    meanwhile the agent is not asked again within AGENT_ANSWER_S of its last silence (each
+    call would wait that long)."""
+    gate = tmp_path / "gate"
+    spec = spec_for(tmp_path / "home", "l9", argv=(
+        "/bin/sh", "-c", f"while [ ! -e {gate} ]; do sleep 0.05; done"))
+    first = cluster.RayExecutor("127.0.0.1:1")
+    handle = first.launch(spec)
+    first.close()
+    [agent] = [a.obj for a in fake.actors.values() if isinstance(a.obj, actor.NodeAgent)]
+    factories.wait_for(lambda: agent.state("l9") == "running", what="the task to start")
+    asked: list[str] = []
+
+    def hung(launch_id: str) -> str:
+        asked.append(launch_id)
+        time.sleep(3.0)
+        return "running"
+
+    monkeypatch.setattr(agent, "state", hung)
+    monkeypatch.setattr(cluster, "AGENT_ANSWER_S", 0.5)
+    monkeypatch.setattr(cluster, "UNSURE_FOR_S", 1.2)
+    second = cluster.RayExecutor("127.0.0.1:1")
+    try:
+        assert second.adopt(handle).unsure  # asked: no answer in 0.5 s
+        assert second.adopt(handle).unsure and len(asked) == 1  # not asked again so soon
+        time.sleep(1.0)
+        lost = second.adopt(handle)  # asked again: still none, 1.5 s since the first
+        assert lost.state is base.State.LOST and not lost.unsure, lost
+        assert "has not answered for" in lost.message and len(asked) == 2
     finally:
         gate.touch()
         second.close()

@@ -1078,3 +1078,24 @@ def test_a_task_not_adopted_for_sure_is_asked_again_outside_the_transaction(
     world.fake.exit(job_id, code=0)
     world.tick()
     assert world.phase(job_id)[0] == "Completed"
+
+
+def test_a_task_polled_but_no_longer_tracked_for_sure_is_adopted_again(world: World) -> None:
+    """A poll the executor could answer only by adopting the task again, and could not yet
+    (a cluster's driver restarted, its agent slow): the next pass adopts it, before its
+    transaction, instead of polling it as if it were tracked."""
+    in_transaction = _note_in_transaction(world)
+    job_id = world.submit()
+    world.tick(2)
+    poll = world.fake.poll
+    unsure = [True]
+
+    def poll_once_unsure(handle: base.Handle) -> base.Status:
+        status = poll(handle)
+        return dataclasses.replace(status, unsure=True) if unsure and unsure.pop() else status
+
+    world.fake.poll = poll_once_unsure  # type: ignore[method-assign]
+    world.tick()
+    assert in_transaction == []
+    world.tick()
+    assert in_transaction == [("adopt", False)] and world.phase(job_id)[0] == "Running"

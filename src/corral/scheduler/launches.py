@@ -284,7 +284,11 @@ class Launches:
         assert t.handle is not None
         handle = base.Handle.loads(t.handle)
         if handle.launch_id in self.known:
-            return self.executor.poll(handle)
+            status = self.executor.poll(handle)
+            if status.unsure:  # (the executor had to adopt it again, and could not yet)
+                self.known.discard(handle.launch_id)
+                self._unknown = True
+            return status
         self._unknown = True
         status = self.executor.adopt(handle)
         if status.unsure:  # (adopted again by the next pass)

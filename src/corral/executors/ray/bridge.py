@@ -40,7 +40,8 @@ from corral.executors import base
 log = logging.getLogger(__name__)
 
 #: seconds to wait for the child's answer, per method (others: DEFAULT_TIMEOUT)
-TIMEOUTS = {"launch": 60.0, "adopt": 60.0, "recover": 60.0, "nodes": 10.0, "sample": 10.0}
+TIMEOUTS = {"launch": 60.0, "adopt": 60.0, "poll": 60.0, "recover": 90.0, "nodes": 10.0,
+            "sample": 10.0}
 DEFAULT_TIMEOUT = 20.0
 #: seconds between checks that the cluster's address answers
 PROBE_EVERY = 1.0

@@ -56,6 +56,9 @@ NAMESPACE = "corral"
 NODE_DEATH_GRACE = 60.0
 #: seconds an agent has to answer whether it knows a task (adopt, recover, forget)
 AGENT_ANSWER_S = 30.0
+#: seconds a task whose agent does not answer counts as running, unsure (asked again at
+#: each adoption), before it counts as lost: a hung agent's tasks do not wait for ever
+UNSURE_FOR_S = NODE_DEATH_GRACE
 
 
 class RayExecutor:
@@ -76,6 +79,11 @@ class RayExecutor:
         self._agents = agents.Agents(ray, namespace)
         self._lock = threading.Lock()
         self._tasks: dict[str, tasks.Task] = {}
+        #: launch id -> when its agent first did not say in time whether it runs
+        self._unanswered: dict[str, float] = {}
+        #: agent -> when it last did not answer in time: not asked again for AGENT_ANSWER_S
+        #: (each call would wait that long, a pass for each of its tasks)
+        self._slow: dict[str, float] = {}
         self._code: dict[str, Any] = {}
         #: per job attempt: the output channels that held files when it started
         self._seeds: dict[tuple[str, int], tuple[int, ...]] = {}
@@ -181,13 +189,11 @@ class RayExecutor:
         if agent is None:
             return self._gone(handle, "the node's corral agent is gone")
         try:
-            state = self._ray.get(agent.state.remote(handle.launch_id),
-                                  timeout=AGENT_ANSWER_S)
-        except self._ray.exceptions.GetTimeoutError:  # slow, not gone: asked again
-            return base.Status(base.State.RUNNING, handle=handle, unsure=True, message=(
-                f"the node's corral agent did not answer within {AGENT_ANSWER_S:g} s"))
+            state = self._state(agent, handle)
         except self._ray.exceptions.RayError as exc:
             return self._gone(handle, f"the node's corral agent does not answer: {exc}")
+        if state is None:
+            return self._not_answered(handle)
         if state == "unknown":
             return self._gone(handle, "the node's corral agent does not know it (it was "
                                       "restarted, and the task with it)")
@@ -203,6 +209,35 @@ class RayExecutor:
             offset = 0
         return self._check(self._watch(handle, agent, offset=offset,
                                        outputs=files.load(handle), followed=followed))
+
+    def _state(self, agent: Any, handle: base.Handle) -> str | None:
+        """What the task's agent says of it ("unknown", "running", "ended"); None when it
+        did not answer within AGENT_ANSWER_S, now or at another call in the last
+        AGENT_ANSWER_S (RayError: it is gone)."""
+        slow = self._slow.get(handle.actor or "")
+        if slow is not None and time.monotonic() - slow < AGENT_ANSWER_S:
+            return None
+        try:
+            state = self._ray.get(agent.state.remote(handle.launch_id),
+                                  timeout=AGENT_ANSWER_S)
+        except self._ray.exceptions.GetTimeoutError:  # slow, not gone
+            self._slow[handle.actor or ""] = time.monotonic()
+            return None
+        self._slow.pop(handle.actor or "", None)
+        self._unanswered.pop(handle.launch_id, None)
+        return str(state)
+
+    def _not_answered(self, handle: base.Handle) -> base.Status:
+        """A task whose agent does not say whether it runs: running, unsure (asked again),
+        until that has lasted UNSURE_FOR_S; lost then."""
+        waited = time.monotonic() - self._unanswered.setdefault(handle.launch_id,
+                                                                time.monotonic())
+        if waited >= UNSURE_FOR_S:
+            self._unanswered.pop(handle.launch_id, None)
+            return self._gone(handle, f"the node's corral agent has not answered for "
+                                      f"{waited:.0f} s")
+        return base.Status(base.State.RUNNING, handle=handle, unsure=True, message=(
+            f"the node's corral agent did not answer within {AGENT_ANSWER_S:g} s"))
 
     def recover(self, spec: base.LaunchSpec) -> base.Status:
         # The agent refuses a start it was told to abandon, so NOT_STARTED is final; no
@@ -290,6 +325,7 @@ class RayExecutor:
         (or kept a while for the next task of its shape, when its process has ended)."""
         with self._lock:
             task = self._tasks.pop(handle.launch_id, None)
+        self._unanswered.pop(handle.launch_id, None)
         agent = task.actor if task else self._actor(handle)
         if agent is not None:
             with contextlib.suppress(self._ray.exceptions.RayError):
