@@ -292,11 +292,13 @@ def test_a_task_that_vanished_while_the_server_was_down_is_lost(
     job_id, pid = submit_started(corral, tmp_path, shared, "vanish")
 
     corral.kill()
-    # The launcher first (its parent, which would record the exit code), then the task.
-    launcher = psutil.Process(pid).ppid()
-    os.kill(launcher, signal.SIGKILL)
-    factories.wait_for(lambda: not factories.alive(launcher), 10, "the launcher to die")
-    os.killpg(os.getpgid(pid), signal.SIGKILL)
+    # Its keeper first (its parent, which would record the exit code), then the task: the
+    # launcher kills what a killed keeper leaves at once, so it may be gone already.
+    keeper = psutil.Process(pid).ppid()
+    os.kill(keeper, signal.SIGKILL)
+    factories.wait_for(lambda: not factories.alive(keeper), 10, "the keeper to die")
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(os.getpgid(pid), signal.SIGKILL)
     factories.wait_for(lambda: not factories.alive(pid), 10, "the task to die")
     corral.start()
 
