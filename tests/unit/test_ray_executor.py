@@ -129,6 +129,21 @@ def test_a_gangs_recovered_task_keeps_the_gangs_group_and_gives_it_back_at_the_e
         second.close()
 
 
+def _left_running(tmp_path: pathlib.Path, fake: Cluster, launch_id: str
+                  ) -> tuple[base.LaunchSpec, base.Handle, actor.NodeAgent]:
+    """A task launched by a server that then went (its executor closed), running on its
+    node until `tmp_path`/gate exists: its launch, its handle and its node's agent."""
+    gate = tmp_path / "gate"
+    spec = spec_for(tmp_path / "home", launch_id, argv=(
+        "/bin/sh", "-c", f"while [ ! -e {gate} ]; do sleep 0.05; done"))
+    first = cluster.RayExecutor("127.0.0.1:1")
+    handle = first.launch(spec)
+    first.close()
+    [agent] = [a.obj for a in fake.actors.values() if isinstance(a.obj, actor.NodeAgent)]
+    factories.wait_for(lambda: agent.state(launch_id) == "running", what="the task to start")
+    return spec, handle, agent
+
+
 def test_a_launch_whose_agent_does_not_answer_in_time_is_lost_with_its_node_not_run_again(
         tmp_path: pathlib.Path, fake: Cluster, node_tmp: pathlib.Path,
         monkeypatch: pytest.MonkeyPatch) -> None:
@@ -136,13 +151,8 @@ def test_a_launch_whose_agent_does_not_answer_in_time_is_lost_with_its_node_not_
     never did: taken for never started, the launch was run again under a new id while it
     ran there, untracked. Lost with its node instead; its release stops it there."""
     gate = tmp_path / "gate"
-    spec = spec_for(tmp_path / "home", "l7", argv=(
-        "/bin/sh", "-c", f"while [ ! -e {gate} ]; do sleep 0.05; done"))
-    first = cluster.RayExecutor("127.0.0.1:1")
-    first.launch(spec)  # ... and the server went before it recorded the handle
-    first.close()
-    [agent] = [a.obj for a in fake.actors.values() if isinstance(a.obj, actor.NodeAgent)]
-    factories.wait_for(lambda: agent.state("l7") == "running", what="the task to start")
+    # (the server went before it recorded the handle)
+    spec, _handle, agent = _left_running(tmp_path, fake, "l7")
     answer = agent.abandon
 
     def abandon_slowly(launch_id: str) -> bool:
@@ -172,13 +182,7 @@ def test_a_task_whose_agent_does_not_answer_in_time_is_not_adopted_yet_nor_lost(
     """A slow agent is not a dead one: the task counts as running, not known for sure, and
     is asked about again (it was lost, its job's attempt with it, though it ran on)."""
     gate = tmp_path / "gate"
-    spec = spec_for(tmp_path / "home", "l8", argv=(
-        "/bin/sh", "-c", f"while [ ! -e {gate} ]; do sleep 0.05; done"))
-    first = cluster.RayExecutor("127.0.0.1:1")
-    handle = first.launch(spec)
-    first.close()
-    [agent] = [a.obj for a in fake.actors.values() if isinstance(a.obj, actor.NodeAgent)]
-    factories.wait_for(lambda: agent.state("l8") == "running", what="the task to start")
+    _spec, handle, agent = _left_running(tmp_path, fake, "l8")
     answer = agent.state
 
     def state_slowly(launch_id: str) -> str:
@@ -210,13 +214,7 @@ def test_a_task_whose_agent_never_answers_is_lost_in_the_end_and_the_agent_asked
     meanwhile the agent is not asked again within AGENT_ANSWER_S of its last silence (each
     call would wait that long)."""
     gate = tmp_path / "gate"
-    spec = spec_for(tmp_path / "home", "l9", argv=(
-        "/bin/sh", "-c", f"while [ ! -e {gate} ]; do sleep 0.05; done"))
-    first = cluster.RayExecutor("127.0.0.1:1")
-    handle = first.launch(spec)
-    first.close()
-    [agent] = [a.obj for a in fake.actors.values() if isinstance(a.obj, actor.NodeAgent)]
-    factories.wait_for(lambda: agent.state("l9") == "running", what="the task to start")
+    _spec, handle, agent = _left_running(tmp_path, fake, "l9")
     asked: list[str] = []
 
     def hung(launch_id: str) -> str:

@@ -214,16 +214,17 @@ class RayExecutor:
         """What the task's agent says of it ("unknown", "running", "ended"); None when it
         did not answer within AGENT_ANSWER_S, now or at another call in the last
         AGENT_ANSWER_S (RayError: it is gone)."""
-        slow = self._slow.get(handle.actor or "")
+        name = handle.actor or ""
+        slow = self._slow.get(name)
         if slow is not None and time.monotonic() - slow < AGENT_ANSWER_S:
             return None
         try:
             state = self._ray.get(agent.state.remote(handle.launch_id),
                                   timeout=AGENT_ANSWER_S)
         except self._ray.exceptions.GetTimeoutError:  # slow, not gone
-            self._slow[handle.actor or ""] = time.monotonic()
+            self._slow[name] = time.monotonic()
             return None
-        self._slow.pop(handle.actor or "", None)
+        self._slow.pop(name, None)
         self._unanswered.pop(handle.launch_id, None)
         return str(state)
 
